@@ -1,0 +1,32 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { ApiModule } from './api.module';
+import { CatalogModule } from './catalog/catalog.module';
+import { AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { QueueModule } from './queue/queue.module';
+import { WorkerModule } from './queue/worker.module';
+import { DatabaseTarget } from './storage/database-options';
+import { StorageModule } from './storage/storage.module';
+
+/**
+ * The module set of a role. Every role shares the same providers (configuration, storage,
+ * queue, catalog); `api` adds the controllers, `worker` the R engine and the claim loop, `all` both.
+ */
+@Module({})
+export class AppModule {
+  static forRole(config: AppConfig, target: DatabaseTarget): DynamicModule {
+    const withApi = config.role === 'all' || config.role === 'api';
+    const withWorker = config.role === 'all' || config.role === 'worker';
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forConfig(config),
+        StorageModule.forTarget(target, `svc-${config.role}`),
+        QueueModule,
+        CatalogModule,
+        ...(withApi ? [ApiModule] : []),
+        ...(withWorker ? [WorkerModule] : []),
+      ],
+    };
+  }
+}

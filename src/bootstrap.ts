@@ -1,0 +1,85 @@
+import { existsSync } from 'node:fs';
+import { INestApplication, INestApplicationContext, LoggerService } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DataSource } from 'typeorm';
+import { AppModule } from './app.module';
+import { loadCatalogFolder } from './catalog/catalog-folder';
+import { CatalogService } from './catalog/catalog.service';
+import { AppConfig } from './config/app-config';
+import { buildDataSourceOptions, DatabaseTarget, PendingMigrationsError, pendingMigrations } from './storage/database-options';
+import { EmbeddedPostgres } from './storage/embedded-postgres';
+
+export interface RunningService {
+  config: AppConfig;
+  /** The Nest application (roles all and api) or context (role worker). */
+  app: INestApplication | INestApplicationContext;
+  /** Base URL of the HTTP server, when there is one. */
+  url: string | null;
+  close(): Promise<void>;
+}
+
+/**
+ * Brings the schema up to date or refuses to start: the embedded database (and MIGRATIONS_RUN=true)
+ * run pending migrations; otherwise they are an error that names the command to run.
+ * On a fresh embedded database the example catalog is loaded.
+ */
+async function prepareDatabase(config: AppConfig, target: DatabaseTarget, logger: LoggerService): Promise<void> {
+  const dataSource = new DataSource(buildDataSourceOptions(target, 'svc-startup'));
+  await dataSource.initialize();
+  try {
+    const pending = await pendingMigrations(dataSource);
+    if (pending.length > 0) {
+      if (!config.embeddedDatabase && !config.migrationsRun) {
+        throw new PendingMigrationsError(pending);
+      }
+      await dataSource.runMigrations({ transaction: 'each' });
+      logger.log(`applied migrations: ${pending.join(', ')}`, 'Database');
+    }
+    if (config.embeddedDatabase && existsSync(config.catalogDir) && (await new CatalogService(dataSource).countFiles()) === 0) {
+      const report = await loadCatalogFolder(new CatalogService(dataSource), config.catalogDir);
+      logger.log(`loaded the example catalog from ${config.catalogDir}: ${report.created.length} file(s)`, 'Catalog');
+    }
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+export async function startService(config: AppConfig, logger: LoggerService): Promise<RunningService> {
+  const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
+  const target: DatabaseTarget = embedded
+    ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
+    : { kind: 'server', url: config.databaseUrl ?? '' };
+  let app: INestApplication | INestApplicationContext | null = null;
+  try {
+    await prepareDatabase(config, target, logger);
+    const module = AppModule.forRole(config, target);
+    let url: string | null = null;
+    if (config.role === 'worker') {
+      app = await NestFactory.createApplicationContext(module, { logger, abortOnError: false });
+      await app.init();
+    } else {
+      const httpApp = await NestFactory.create<NestExpressApplication>(module, { logger, bodyParser: false, abortOnError: false });
+      httpApp.disable('x-powered-by');
+      httpApp.set('trust proxy', false);
+      app = httpApp;
+      await httpApp.listen(config.port, '0.0.0.0');
+      const address = httpApp.getHttpServer().address() as { port: number } | null;
+      url = `http://127.0.0.1:${address?.port ?? config.port}`;
+    }
+    const running = app;
+    return {
+      config,
+      app: running,
+      url,
+      close: async () => {
+        await running.close();
+        await embedded?.stop();
+      },
+    };
+  } catch (error) {
+    await app?.close().catch(() => undefined);
+    await embedded?.stop().catch(() => undefined);
+    throw error;
+  }
+}

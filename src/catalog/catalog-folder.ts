@@ -1,0 +1,45 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { CATALOG_SECTIONS, CatalogSection } from './catalog-file.entity';
+import { CatalogService } from './catalog.service';
+
+export interface CatalogLoadReport {
+  created: string[];
+  updated: string[];
+  skipped: string[];
+}
+
+const APPLICATION_NAME = /^\w{1,64}$/;
+
+/**
+ * Loads a folder laid out `<dir>/<application>/<SECTION>/<file>` into the catalog (upsert:
+ * same-named files are replaced, others kept). Anything else in the folder is reported as skipped.
+ */
+export async function loadCatalogFolder(catalog: CatalogService, dir: string): Promise<CatalogLoadReport> {
+  const report: CatalogLoadReport = { created: [], updated: [], skipped: [] };
+  for (const application of readdirSync(dir).sort()) {
+    const appDir = join(dir, application);
+    if (!statSync(appDir).isDirectory() || !APPLICATION_NAME.test(application)) {
+      report.skipped.push(application);
+      continue;
+    }
+    for (const section of readdirSync(appDir).sort()) {
+      const sectionDir = join(appDir, section);
+      if (!statSync(sectionDir).isDirectory() || !(CATALOG_SECTIONS as readonly string[]).includes(section)) {
+        report.skipped.push(`${application}/${section}`);
+        continue;
+      }
+      for (const name of readdirSync(sectionDir).sort()) {
+        const path = join(sectionDir, name);
+        const label = `${application}/${section}/${name}`;
+        if (!statSync(path).isFile()) {
+          report.skipped.push(label);
+          continue;
+        }
+        const created = await catalog.putFile(application, section as CatalogSection, name, readFileSync(path));
+        (created ? report.created : report.updated).push(label);
+      }
+    }
+  }
+  return report;
+}

@@ -1,0 +1,102 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError, loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
+import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+
+const USAGE = 'usage: migrate run | revert | show | generate <Name>';
+
+/** The SQL that would bring the database in line with the entities (empty when in sync). */
+async function schemaDiff(dataSource: import('typeorm').DataSource): Promise<{ up: string[]; down: string[] }> {
+  const log = await dataSource.driver.createSchemaBuilder().log();
+  return {
+    up: log.upQueries.map((q) => q.query),
+    down: log.downQueries.map((q) => q.query).reverse(),
+  };
+}
+
+function migrationSource(className: string, up: string[], down: string[]): string {
+  const lines = (queries: string[]) =>
+    queries.map((q) => `    await queryRunner.query(${JSON.stringify(q)});`).join('\n');
+  return `import { MigrationInterface, QueryRunner } from 'typeorm';
+
+export class ${className} implements MigrationInterface {
+  name = '${className}';
+
+  public async up(queryRunner: QueryRunner): Promise<void> {
+${lines(up)}
+  }
+
+  public async down(queryRunner: QueryRunner): Promise<void> {
+${lines(down)}
+  }
+}
+`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, name] = argv;
+  const config = loadConfig();
+  const { dataSource, close } = await openDatabaseForCli(config);
+  const where = config.embeddedDatabase ? `embedded database in ${config.dataDir}` : 'DATABASE_URL';
+  try {
+    switch (command) {
+      case 'run': {
+        const ran = await dataSource.runMigrations({ transaction: 'each' });
+        console.log(
+          ran.length === 0
+            ? `No pending migrations (${where}).`
+            : `Ran ${ran.length} migration(s) on ${where}: ${ran.map((m) => m.name).join(', ')}`,
+        );
+        return 0;
+      }
+      case 'revert': {
+        const before = await pendingMigrations(dataSource);
+        await dataSource.undoLastMigration({ transaction: 'each' });
+        const after = await pendingMigrations(dataSource);
+        const reverted = after.filter((m) => !before.includes(m));
+        console.log(reverted.length ? `Reverted ${reverted.join(', ')} on ${where}.` : `Nothing to revert (${where}).`);
+        return 0;
+      }
+      case 'show': {
+        const pending = new Set(await pendingMigrations(dataSource));
+        for (const migration of dataSource.migrations) {
+          const migrationName = migration.name ?? migration.constructor.name;
+          console.log(`${pending.has(migrationName) ? '[ ]' : '[X]'} ${migrationName}`);
+        }
+        console.log(pending.size ? `${pending.size} pending on ${where}.` : `Up to date (${where}).`);
+        return pending.size ? 1 : 0;
+      }
+      case 'generate': {
+        if (!name || !/^[A-Z][A-Za-z0-9]*$/.test(name)) {
+          console.error('generate needs a PascalCase name, e.g. AddJobPriority');
+          return 2;
+        }
+        const { up, down } = await schemaDiff(dataSource);
+        if (up.length === 0) {
+          console.log('Entities and migrations agree: nothing to generate.');
+          return 0;
+        }
+        const timestamp = Date.now();
+        const file = join(PROJECT_ROOT_DIR, 'migrations', `${timestamp}-${name}.ts`);
+        writeFileSync(file, migrationSource(`${name}${timestamp}`, up, down));
+        console.log(`Wrote ${file}; add it to migrations/index.ts.`);
+        return 0;
+      }
+      default:
+        console.error(USAGE);
+        return 2;
+    }
+  } finally {
+    await close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof ConfigError ? error.message : `migrate: ${(error as Error).message}`);
+    process.exit(1);
+  },
+);
+
+export { schemaDiff };

@@ -1,0 +1,101 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { STATUS_CODES } from 'node:http';
+import { QueryFailedError } from 'typeorm';
+import { ApiError } from './api-error';
+import { errorFormat } from './negotiation';
+import { renderRepresentation } from './representation/rest-representation';
+
+const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', 'EHOSTUNREACH']);
+
+/** True for errors that mean "the database cannot be reached" rather than "this query is wrong". */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) {
+    return false;
+  }
+  const driverError = (error instanceof QueryFailedError ? error.driverError : error) as { code?: string };
+  const code = driverError.code ?? '';
+  return (
+    CONNECTION_ERROR_CODES.has(code) ||
+    code.startsWith('08') || // connection exceptions
+    code === '57P01' || // admin shutdown
+    code === '57P03' || // cannot connect now
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message)
+  );
+}
+
+/** Errors raised outside Nest's own exceptions that carry an HTTP status (raw-body's 413, etc.). */
+function statusOf(error: unknown): number | undefined {
+  const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown };
+  const status = typeof candidate.status === 'number' ? candidate.status : candidate.statusCode;
+  return typeof status === 'number' && status >= 400 && status < 500 && candidate.expose !== false ? status : undefined;
+}
+
+/**
+ * Every error answer of the REST API: the `error` body of SPEC §4 in the negotiated format
+ * (XML when nothing acceptable was asked for), never a stack trace. Unknown errors are logged
+ * and answered 500; an unreachable database is 503 so clients retry.
+ */
+@Catch()
+export class ApiExceptionFilter implements ExceptionFilter {
+  private readonly logger = new Logger('HTTP');
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const ctx = host.switchToHttp();
+    const req = ctx.getRequest<Request>();
+    const res = ctx.getResponse<Response>();
+    let status: number;
+    let message: string;
+    const headers: Record<string, string> = {};
+    if (exception instanceof HttpException) {
+      status = exception.getStatus();
+      const response = exception.getResponse();
+      message =
+        typeof response === 'string'
+          ? response
+          : String((response as { message?: unknown }).message ?? exception.message);
+      if (exception instanceof ApiError) {
+        Object.assign(headers, exception.headers);
+      }
+      if (status === HttpStatus.NOT_FOUND && !(exception instanceof ApiError)) {
+        message = `No resource at ${req.method} ${req.path}.`;
+      }
+    } else if (isDatabaseUnavailable(exception)) {
+      status = HttpStatus.SERVICE_UNAVAILABLE;
+      message = 'The database is unavailable; nothing was stored. Try again shortly.';
+      headers['Retry-After'] = '5';
+      this.logger.warn(`${req.method} ${req.originalUrl}: database unavailable: ${(exception as Error).message}`);
+    } else if (statusOf(exception) !== undefined) {
+      status = statusOf(exception) ?? 400;
+      message =
+        status === 413
+          ? 'The request body is larger than the configured limit.'
+          : ((exception as Error).message ?? STATUS_CODES[status] ?? 'Bad request');
+    } else {
+      status = HttpStatus.INTERNAL_SERVER_ERROR;
+      message = 'Internal error; it has been logged.';
+      this.logger.error(`${req.method} ${req.originalUrl}: ${(exception as Error)?.stack ?? String(exception)}`);
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const { format, mediaType } = errorFormat(req);
+    for (const [name, value] of Object.entries(headers)) {
+      res.setHeader(name, value);
+    }
+    if (status === HttpStatus.PAYLOAD_TOO_LARGE) {
+      // The rest of the body is not read: close the connection rather than drain it.
+      res.setHeader('Connection', 'close');
+    }
+    res
+      .status(status)
+      .type(`${mediaType}; charset=utf-8`)
+      .send(
+        renderRepresentation(
+          { element: 'error', value: { status, error: STATUS_CODES[status] ?? 'Error', message } },
+          format,
+        ),
+      );
+  }
+}

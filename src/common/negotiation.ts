@@ -1,0 +1,55 @@
+import Negotiator from 'negotiator';
+import type { Request } from 'express';
+import type { RestFormat } from './representation/rest-representation';
+import { ApiError } from './api-error';
+
+export interface NegotiatedFormat {
+  format: RestFormat;
+  /** The media type the answer is sent as. */
+  mediaType: string;
+}
+
+const REST_MEDIA_TYPES: Record<string, RestFormat> = {
+  'application/vnd.svc+xml': 'xml',
+  'application/vnd.svc+json': 'json',
+  // Plain types are understood too (form posts and generic clients ask for them).
+  'application/xml': 'xml',
+  'application/json': 'json',
+};
+
+export const DEFAULT_FORMAT: NegotiatedFormat = { format: 'xml', mediaType: 'application/vnd.svc+xml' };
+
+/** Picks the answer's format from Accept (q-values honoured); absent or `*\/*` means vnd+xml. */
+export function negotiateFormat(req: Pick<Request, 'headers'>): NegotiatedFormat {
+  const accept = req.headers.accept;
+  if (accept === undefined || accept.trim() === '') {
+    return DEFAULT_FORMAT;
+  }
+  const [mediaType] = new Negotiator({ headers: { accept } }).mediaTypes(Object.keys(REST_MEDIA_TYPES));
+  if (!mediaType) {
+    throw ApiError.notAcceptable(
+      `Cannot answer in any type that Accept allows (${accept}); use application/vnd.svc+xml or application/vnd.svc+json.`,
+    );
+  }
+  return { format: REST_MEDIA_TYPES[mediaType], mediaType };
+}
+
+/** The format of an error answer: the negotiated one when Accept allows one, else XML. */
+export function errorFormat(req: Pick<Request, 'headers'>): NegotiatedFormat {
+  try {
+    return negotiateFormat(req);
+  } catch {
+    return DEFAULT_FORMAT;
+  }
+}
+
+const NEGOTIATED = Symbol('negotiatedFormat');
+type RequestWithFormat = Request & { [NEGOTIATED]?: NegotiatedFormat };
+
+export function rememberFormat(req: Request, format: NegotiatedFormat): void {
+  (req as RequestWithFormat)[NEGOTIATED] = format;
+}
+
+export function formatOf(req: Request): NegotiatedFormat {
+  return (req as RequestWithFormat)[NEGOTIATED] ?? negotiateFormat(req);
+}

@@ -1,0 +1,45 @@
+import { LoggerService } from '@nestjs/common';
+import pino, { Logger as Pino } from 'pino';
+
+/** Nest's logger interface on pino: one JSON line per event, with the Nest context as `context`. */
+export class PinoLoggerService implements LoggerService {
+  readonly pino: Pino;
+
+  constructor(level: string, destination?: pino.DestinationStream) {
+    this.pino = destination ? pino({ level, base: { pid: process.pid } }, destination) : pino({ level, base: { pid: process.pid } });
+  }
+
+  private write(level: 'info' | 'warn' | 'error' | 'debug' | 'trace' | 'fatal', message: unknown, params: unknown[]): void {
+    const context = typeof params[params.length - 1] === 'string' ? (params[params.length - 1] as string) : undefined;
+    if (message instanceof Error) {
+      this.pino[level]({ context, err: message }, message.message);
+    } else {
+      this.pino[level]({ context }, typeof message === 'string' ? message : JSON.stringify(message));
+    }
+  }
+
+  log(message: unknown, ...params: unknown[]): void {
+    this.write('info', message, params);
+  }
+  error(message: unknown, ...params: unknown[]): void {
+    // Nest passes (message, stack, context); keep the stack in the line.
+    const [stack, context] = params;
+    if (typeof stack === 'string' && typeof context === 'string') {
+      this.pino.error({ context, stack }, String(message));
+      return;
+    }
+    this.write('error', message, params);
+  }
+  warn(message: unknown, ...params: unknown[]): void {
+    this.write('warn', message, params);
+  }
+  debug(message: unknown, ...params: unknown[]): void {
+    this.write('debug', message, params);
+  }
+  verbose(message: unknown, ...params: unknown[]): void {
+    this.write('trace', message, params);
+  }
+  fatal(message: unknown, ...params: unknown[]): void {
+    this.write('fatal', message, params);
+  }
+}

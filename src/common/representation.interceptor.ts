@@ -1,0 +1,29 @@
+import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { map, Observable } from 'rxjs';
+import { formatOf } from './negotiation';
+import { renderRepresentation, RestRepresentation } from './representation/rest-representation';
+
+export function isRestRepresentation(value: unknown): value is RestRepresentation {
+  return typeof value === 'object' && value !== null && 'element' in value && 'value' in value;
+}
+
+/** Turns a controller's RestRepresentation into vnd+xml or vnd+json, as negotiated. */
+@Injectable()
+export class RepresentationInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const req = context.switchToHttp().getRequest<Request>();
+    const res = context.switchToHttp().getResponse<Response>();
+    return next.handle().pipe(
+      map((value: unknown) => {
+        if (!isRestRepresentation(value)) {
+          return value;
+        }
+        const { format, mediaType } = formatOf(req);
+        res.setHeader('Content-Type', `${mediaType}; charset=utf-8`);
+        res.setHeader('Vary', 'Accept');
+        return renderRepresentation(value, format);
+      }),
+    );
+  }
+}

@@ -1,0 +1,151 @@
+import 'reflect-metadata';
+import { readFileSync, existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { plainToInstance } from 'class-transformer';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsObject,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Matches,
+  Max,
+  Min,
+  validateSync,
+  ValidationError,
+} from 'class-validator';
+
+export const ROLES = ['all', 'api', 'worker'] as const;
+export type Role = (typeof ROLES)[number];
+export const R_ENGINES = ['auto', 'native', 'webr'] as const;
+export type REngineSetting = (typeof R_ENGINES)[number];
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/**
+ * The effective configuration: `config/default.json`, then `config/local.json` if present,
+ * then environment variables. Every key has one environment name, the key in UPPER_SNAKE_CASE
+ * (`jobTimeoutSeconds` -> `JOB_TIMEOUT_SECONDS`); SPEC §11 fixes the names of the first few.
+ */
+export class AppConfig {
+  @IsInt() @Min(0) @Max(65535) port!: number;
+  @IsOptional() @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })
+  databaseUrl!: string | null;
+  @IsString() dataDir!: string;
+  @IsOptional() @IsUrl({ require_tld: false, protocols: ['http', 'https'], require_protocol: true })
+  publicBaseUrl!: string | null;
+  @IsIn(ROLES) role!: Role;
+  @IsIn(LOG_LEVELS) logLevel!: string;
+  @IsBoolean() migrationsRun!: boolean;
+  @IsIn(R_ENGINES) rEngine!: REngineSetting;
+  @IsOptional() @IsString() rHome!: string | null;
+  @IsOptional() @IsString() rscriptPath!: string | null;
+  @IsInt() @Min(0) rMemoryLimitMb!: number;
+  @IsInt() @Min(0) @Max(256) scriptSlots!: number;
+  @IsObject() applicationSlots!: Record<string, number>;
+  @IsInt() @Min(1) jobTimeoutSeconds!: number;
+  @IsInt() @Min(1) @Max(100) maxAttempts!: number;
+  @IsInt() @Min(0) retryBackoffMs!: number;
+  @IsInt() @Min(1) leaseSeconds!: number;
+  @IsInt() @Min(1) heartbeatSeconds!: number;
+  @IsInt() @Min(10) pollIntervalMs!: number;
+  @IsInt() @Min(0) shutdownGraceSeconds!: number;
+  @IsInt() @Min(1) maxRequestBytes!: number;
+  @IsInt() @Min(1) zipMaxEntries!: number;
+  @IsInt() @Min(1) zipMaxUncompressedBytes!: number;
+  @IsInt() @Min(1) zipMaxCompressionRatio!: number;
+  @IsInt() @Min(0) resultRetentionHours!: number;
+  @IsString() catalogDir!: string;
+
+  /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
+  get embeddedDatabase(): boolean {
+    return !this.databaseUrl;
+  }
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+  }
+}
+
+export function envNameOf(key: string): string {
+  return key.replace(/([A-Z])/g, '_$1').toUpperCase();
+}
+
+const PROJECT_ROOT = resolve(__dirname, '..', '..', existsSync(join(__dirname, '..', '..', 'config')) ? '' : '..');
+
+function readJson(path: string): Record<string, unknown> {
+  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>) : {};
+}
+
+/** Converts an environment string to the type of the default value it overrides. */
+function coerce(key: string, raw: string, defaultValue: unknown, problems: string[]): unknown {
+  const name = envNameOf(key);
+  if (typeof defaultValue === 'number') {
+    if (!/^-?\d+$/.test(raw.trim())) {
+      problems.push(`${name}=${raw}: must be a whole number`);
+      return defaultValue;
+    }
+    return Number(raw);
+  }
+  if (typeof defaultValue === 'boolean') {
+    if (!/^(true|false|1|0|yes|no)$/i.test(raw.trim())) {
+      problems.push(`${name}=${raw}: must be true or false`);
+      return defaultValue;
+    }
+    return /^(true|1|yes)$/i.test(raw.trim());
+  }
+  if (defaultValue !== null && typeof defaultValue === 'object') {
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch {
+      problems.push(`${name}=${raw}: must be a JSON object`);
+      return defaultValue;
+    }
+  }
+  return raw === '' ? null : raw;
+}
+
+function describe(error: ValidationError): string {
+  const name = envNameOf(error.property);
+  const reasons = Object.values(error.constraints ?? {}).map((m) => m.replace(`${error.property} `, ''));
+  return `${name}=${JSON.stringify(error.value)}: ${reasons.join('; ')}`;
+}
+
+/**
+ * Builds and validates the configuration. Throws ConfigError with one line per bad setting,
+ * each naming the environment variable to fix.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  const defaults = readJson(join(PROJECT_ROOT, 'config', 'default.json'));
+  const merged: Record<string, unknown> = { ...defaults, ...readJson(join(PROJECT_ROOT, 'config', 'local.json')) };
+  const problems: string[] = [];
+  for (const key of Object.keys(defaults)) {
+    const raw = env[envNameOf(key)];
+    if (raw !== undefined) {
+      merged[key] = coerce(key, raw, defaults[key], problems);
+    }
+  }
+  const config = plainToInstance(AppConfig, merged);
+  for (const error of validateSync(config, { forbidUnknownValues: true })) {
+    problems.push(describe(error));
+  }
+  for (const [app, slots] of Object.entries(config.applicationSlots ?? {})) {
+    if (!/^\w{1,64}$/.test(app) || !Number.isInteger(slots) || slots < 1) {
+      problems.push(`APPLICATION_SLOTS: "${app}": ${String(slots)} must map an application name to a positive whole number`);
+    }
+  }
+  if (config.heartbeatSeconds >= config.leaseSeconds) {
+    problems.push(`HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`);
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
+  }
+  config.dataDir = resolve(config.dataDir);
+  config.catalogDir = resolve(PROJECT_ROOT, config.catalogDir);
+  return config;
+}
+
+export const PROJECT_ROOT_DIR = PROJECT_ROOT;

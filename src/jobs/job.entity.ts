@@ -1,0 +1,59 @@
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+
+export const JobState = Object.freeze({
+  QUEUED: 'QUEUED',
+  RUNNING: 'RUNNING',
+  DONE: 'DONE',
+} as const);
+export type JobState = (typeof JobState)[keyof typeof JobState];
+
+export const JobKind = Object.freeze({
+  SCRIPT: 'script',
+  XML: 'xml',
+  JSON: 'json',
+} as const);
+export type JobKind = (typeof JobKind)[keyof typeof JobKind];
+
+/**
+ * A submitted job: its domain data (application, meta) and its delivery state (the queue
+ * columns: state, lease, attempts). One row per job; the files are in job_file.
+ */
+@Entity({ name: 'job' })
+// The claim scans queued jobs by priority then age; a partial index keeps it small (see queue.repository.ts).
+@Index('job_claim_idx', ['priority', 'submittedAt'], { where: `state = 'QUEUED'` })
+@Index('job_lease_idx', ['leaseExpiresAt'], { where: `state = 'RUNNING'` })
+export class JobEntity {
+  @PrimaryColumn('uuid') id!: string;
+
+  @Column({ name: 'application_name', type: 'varchar', length: 64 }) applicationName!: string;
+
+  @Column({ type: 'varchar', length: 16 }) kind!: JobKind;
+
+  @Column({ type: 'varchar', length: 16 }) state!: JobState;
+
+  @Column({ type: 'int', default: 0 }) priority!: number;
+
+  /** Merged meta parameters (configuration.txt, then request): name -> value. */
+  @Column({ type: 'jsonb', default: () => `'{}'::jsonb` }) meta!: Record<string, string>;
+
+  /** Where the job came from: rest, form or soap. */
+  @Column({ type: 'varchar', length: 16 }) source!: string;
+
+  @Column({ name: 'submitted_at', type: 'timestamptz' }) submittedAt!: Date;
+
+  /** Not claimed before this time (retry back-off). */
+  @Column({ name: 'run_after', type: 'timestamptz' }) runAfter!: Date;
+
+  @Column({ name: 'started_at', type: 'timestamptz', nullable: true }) startedAt!: Date | null;
+
+  @Column({ name: 'finished_at', type: 'timestamptz', nullable: true }) finishedAt!: Date | null;
+
+  @Column({ type: 'int', default: 0 }) attempts!: number;
+
+  @Column({ name: 'lease_owner', type: 'varchar', length: 128, nullable: true }) leaseOwner!: string | null;
+
+  @Column({ name: 'lease_expires_at', type: 'timestamptz', nullable: true }) leaseExpiresAt!: Date | null;
+
+  /** Why the last attempt could not run (infrastructure failures only). */
+  @Column({ name: 'last_error', type: 'text', nullable: true }) lastError!: string | null;
+}

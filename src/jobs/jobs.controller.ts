@@ -1,0 +1,110 @@
+import { All, Controller, Get, HttpCode, Param, Post, Req, Res, UseGuards } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import getRawBody from 'raw-body';
+import { AppConfig } from '../config/app-config';
+import { ApiError } from '../common/api-error';
+import { ApplicationNameGuard, ApplicationNamePipe, applicationNameOf, JobIdPipe } from '../common/application-name';
+import { methodNotAllowed } from '../common/method-not-allowed';
+import { publicBaseUrl, RestLinks } from '../common/public-uri';
+import { RestRepresentation } from '../common/representation/rest-representation';
+import { parseMetaHeaders } from './job-meta';
+import { JobRepository } from './job.repository';
+import { JobsService } from './jobs.service';
+import { JobState } from './job.entity';
+
+const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
+const FUNCTION_CALL_TYPES = new Set(['application/xml', 'application/json']);
+
+export function mediaTypeOf(req: Request): string {
+  return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+}
+
+function rawHeaderPairs(req: Request): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    pairs.push([req.rawHeaders[i], req.rawHeaders[i + 1]]);
+  }
+  return pairs;
+}
+
+@Controller('svc/api/rest/jobs')
+export class JobsController {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly jobsService: JobsService,
+    private readonly jobs: JobRepository,
+  ) {}
+
+  @Post()
+  @HttpCode(202)
+  @UseGuards(ApplicationNameGuard)
+  async submit(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<RestRepresentation> {
+    const applicationName = applicationNameOf(req);
+    const mediaType = mediaTypeOf(req);
+    if (FUNCTION_CALL_TYPES.has(mediaType)) {
+      throw ApiError.unsupportedMediaType(`${mediaType} function-call jobs are not available yet; send application/zip.`);
+    }
+    if (!ZIP_TYPES.has(mediaType)) {
+      throw ApiError.unsupportedMediaType(
+        mediaType
+          ? `Content-Type ${mediaType} is not supported; send application/zip.`
+          : 'Content-Type is missing; send application/zip.',
+      );
+    }
+    const meta = parseMetaHeaders(rawHeaderPairs(req));
+    const body = await getRawBody(req, { limit: this.config.maxRequestBytes });
+    if (body.length === 0) {
+      throw ApiError.badRequest('The request body is empty; send a ZIP archive.');
+    }
+    const job = await this.jobsService.submitZip(applicationName, body, meta, 'rest');
+    const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
+    const resultUri = links.result(job.applicationName, job.jobId);
+    res.setHeader('Location', resultUri);
+    return {
+      element: 'jobToken',
+      value: {
+        jobId: job.jobId,
+        applicationName: job.applicationName,
+        submissionTime: job.submissionTime,
+        applicationResultsUri: links.applicationResults(job.applicationName),
+        resultUri,
+      },
+    };
+  }
+
+  @All()
+  otherOnJobs(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['POST']);
+  }
+
+  @Get(':app/:jobId')
+  async status(
+    @Req() req: Request,
+    @Param('app', ApplicationNamePipe) applicationName: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+  ): Promise<RestRepresentation> {
+    const job = await this.jobs.findOne(applicationName, jobId);
+    if (!job) {
+      throw ApiError.notFound(`Application ${applicationName} has no job ${jobId}.`);
+    }
+    const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
+    return {
+      element: 'jobStatus',
+      value: {
+        jobId: job.id,
+        applicationName: job.applicationName,
+        state: job.state,
+        submissionTime: job.submittedAt,
+        startTime: job.state === JobState.QUEUED ? null : job.startedAt,
+        finishTime: job.finishedAt,
+        attempts: job.attempts,
+        resultUri: links.result(job.applicationName, job.id),
+      },
+    };
+  }
+
+  @All(':app/:jobId')
+  otherOnJob(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['GET', 'HEAD']);
+  }
+}

@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { explodeZip, validateJobFiles } from './job-archive';
+import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
+import { mergeMeta, parseConfigurationFile } from './job-meta';
+import { JobKind } from './job.entity';
+import { JobRepository } from './job.repository';
+
+export interface SubmittedJob {
+  jobId: string;
+  applicationName: string;
+  submissionTime: Date;
+}
+
+/** Accepts jobs from every front end (REST body, form, SOAP): validate, store durably, wake a worker. */
+@Injectable()
+export class JobsService {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly jobs: JobRepository,
+    private readonly notifier: QueueNotifier,
+  ) {}
+
+  get zipLimits() {
+    return {
+      maxEntries: this.config.zipMaxEntries,
+      maxUncompressedBytes: this.config.zipMaxUncompressedBytes,
+      maxCompressionRatio: this.config.zipMaxCompressionRatio,
+    };
+  }
+
+  /** A ZIP body: its entries are the job's files. */
+  async submitZip(applicationName: string, zip: Buffer, meta: JobMeta, source: string): Promise<SubmittedJob> {
+    return this.submitFiles(applicationName, await explodeZip(zip, this.zipLimits), meta, source);
+  }
+
+  /**
+   * A multi-file job. `configuration.txt` is not a data file: its properties are merged into the
+   * meta (the request's own meta wins). Everything is checked before anything is stored.
+   */
+  async submitFiles(applicationName: string, files: JobFileInput[], meta: JobMeta, source: string): Promise<SubmittedJob> {
+    validateJobFiles(files);
+    const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
+    const dataFiles = files.filter((f) => f !== configuration);
+    const mergedMeta = configuration ? mergeMeta(parseConfigurationFile(configuration.content), meta) : meta;
+    const job = {
+      id: randomUUID(),
+      applicationName,
+      kind: JobKind.SCRIPT,
+      meta: mergedMeta,
+      source,
+      // Millisecond precision: what the token shows is what the database stores.
+      submittedAt: new Date(Date.now()),
+      files: dataFiles,
+    };
+    await this.jobs.insert(job);
+    this.notifier.jobQueued(applicationName);
+    return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
+  }
+}

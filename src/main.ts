@@ -1,0 +1,55 @@
+import 'reflect-metadata';
+import { ConfigError, loadConfig } from './config/app-config';
+import { PinoLoggerService } from './common/pino-logger';
+import { startService } from './bootstrap';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      for (const problem of error.problems) {
+        console.error(`svc: configuration: ${problem}`);
+      }
+      process.exit(78); // EX_CONFIG
+    }
+    throw error;
+  }
+  const logger = new PinoLoggerService(config.logLevel);
+  let service;
+  try {
+    service = await startService(config, logger);
+  } catch (error) {
+    logger.fatal(`svc could not start: ${(error as Error).message}`, 'Startup');
+    logger.pino.flush();
+    process.exit(1);
+  }
+  const database = config.embeddedDatabase ? `embedded PostgreSQL in ${config.dataDir}` : 'DATABASE_URL';
+  if (service.url) {
+    const base = config.publicBaseUrl ?? `http://localhost:${config.port}`;
+    logger.log(`svc (${config.role}) is listening on ${base}, database: ${database}`, 'Startup');
+    logger.log(`REST API: ${base}/svc/api/rest/jobs`, 'Startup');
+  } else {
+    logger.log(`svc worker started, database: ${database}`, 'Startup');
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    logger.log(`${signal} received: shutting down`, 'Startup');
+    service.close().then(
+      () => process.exit(0),
+      (error: Error) => {
+        logger.error(`shutdown failed: ${error.message}`, 'Startup');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+void main();

@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { CatalogModule } from '../catalog/catalog.module';
+import { ScriptJobExecutor } from '../jobs/script-job.executor';
+import { REngineModule } from '../r-engine/r-engine.module';
+import { QueueModule } from './queue.module';
+import { JOB_EXECUTOR, WorkerService } from './worker.service';
+
+/** What a worker node adds: the R engine, the job executor and the claim loop. No controllers. */
+@Module({
+  imports: [QueueModule, REngineModule, CatalogModule],
+  providers: [ScriptJobExecutor, { provide: JOB_EXECUTOR, useExisting: ScriptJobExecutor }, WorkerService],
+  exports: [WorkerService],
+})
+export class WorkerModule {}

@@ -1,0 +1,240 @@
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
+import { errorResult } from '../jobs/job-result';
+import { REngineUnavailableError } from '../r-engine/r-engine';
+import { QueueNotifier } from './queue-notifier.service';
+import { ClaimedJob, QueueRepository, ResultData } from './queue.repository';
+
+/** What a worker does with a claimed job. Throws REngineUnavailableError when R could not run it. */
+export interface JobExecutor {
+  execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData>;
+}
+export const JOB_EXECUTOR = Symbol('JOB_EXECUTOR');
+
+/** A group of slots: the general one takes any application's jobs, a dedicated one only its own. */
+interface SlotPool {
+  applicationName: string | null;
+  size: number;
+  running: Set<string>;
+}
+
+interface RunningJob {
+  job: ClaimedJob;
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+/**
+ * Runs jobs on this node: claims as many as it has free slots, heartbeats their leases, stores
+ * their results, and retries infrastructure failures with exponential back-off. A supervisor
+ * pass on every node (serialised by an advisory lock) recovers jobs of dead workers.
+ */
+@Injectable()
+export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(WorkerService.name);
+  readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  private readonly pools: SlotPool[];
+  private readonly running = new Map<string, RunningJob>();
+  private stopping = false;
+  private filling = false;
+  private refillRequested = false;
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly queue: QueueRepository,
+    private readonly notifier: QueueNotifier,
+    @Inject(JOB_EXECUTOR) private readonly executor: JobExecutor,
+  ) {
+    this.pools = [
+      { applicationName: null, size: config.scriptSlots, running: new Set() },
+      ...Object.entries(config.applicationSlots).map(([applicationName, size]) => ({
+        applicationName,
+        size,
+        running: new Set<string>(),
+      })),
+    ];
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.notifier.onQueued(() => this.wake());
+    await this.notifier.listen();
+    this.timers.push(setInterval(() => this.wake(), this.config.pollIntervalMs));
+    this.timers.push(setInterval(() => void this.heartbeat(), this.config.heartbeatSeconds * 1000));
+    this.timers.push(setInterval(() => void this.supervise(), Math.max(1000, (this.config.leaseSeconds * 1000) / 2)));
+    for (const timer of this.timers) {
+      timer.unref();
+    }
+    this.logger.log(`worker ${this.owner} started with ${this.pools.map((p) => `${p.applicationName ?? 'any'}:${p.size}`).join(', ')} slots`);
+    await this.supervise();
+    this.wake();
+  }
+
+  /** Asks for a claim round now; rounds never overlap, a request during one triggers another. */
+  wake(): void {
+    if (this.stopping) {
+      return;
+    }
+    if (this.filling) {
+      this.refillRequested = true;
+      return;
+    }
+    void this.fill();
+  }
+
+  get runningJobIds(): string[] {
+    return [...this.running.keys()];
+  }
+
+  private async fill(): Promise<void> {
+    this.filling = true;
+    try {
+      do {
+        this.refillRequested = false;
+        for (const pool of this.pools) {
+          const free = pool.size - pool.running.size;
+          if (free <= 0 || this.stopping) {
+            continue;
+          }
+          const jobs = await this.queue.claim(this.owner, free, this.config.leaseSeconds, pool.applicationName);
+          for (const job of jobs) {
+            this.start(job, pool);
+          }
+          if (jobs.length === free) {
+            this.refillRequested = true;
+          }
+        }
+      } while (this.refillRequested && !this.stopping && this.pools.some((p) => p.running.size < p.size));
+    } catch (error) {
+      this.logger.warn(`claiming jobs failed: ${(error as Error).message}`);
+    } finally {
+      this.filling = false;
+    }
+  }
+
+  private start(job: ClaimedJob, pool: SlotPool): void {
+    pool.running.add(job.id);
+    const abort = new AbortController();
+    const done = this.run(job, abort.signal).finally(() => {
+      pool.running.delete(job.id);
+      this.running.delete(job.id);
+      this.wake();
+    });
+    this.running.set(job.id, { job, abort, done });
+  }
+
+  private async run(job: ClaimedJob, signal: AbortSignal): Promise<void> {
+    const log = new Logger(`job ${job.id}`);
+    log.log(`attempt ${job.attempts} started (${job.applicationName}, ${job.kind})`);
+    let result: ResultData;
+    try {
+      result = await this.executor.execute(job, signal);
+    } catch (error) {
+      if (signal.aborted) {
+        return; // lease lost or shutting down: the job is someone else's now
+      }
+      if (!(error instanceof REngineUnavailableError)) {
+        // A bug or a storage failure: treat it like an unavailable engine, so the job is retried, not lost.
+        log.error(`failed unexpectedly: ${(error as Error).stack ?? String(error)}`);
+      }
+      await this.handleInfrastructureFailure(job, (error as Error).message, log);
+      return;
+    }
+    if (signal.aborted) {
+      return;
+    }
+    try {
+      const stored = await this.queue.complete(job.id, this.owner, result);
+      log.log(stored ? `done (success=${result.success}, ${result.type}, ${result.data.length} bytes)` : 'finished after losing its lease: result discarded');
+    } catch (error) {
+      // The database is unreachable: the lease will expire and the job runs again.
+      log.error(`could not store the result: ${(error as Error).message}`);
+    }
+  }
+
+  private async handleInfrastructureFailure(job: ClaimedJob, message: string, log: Logger): Promise<void> {
+    try {
+      if (job.attempts >= this.config.maxAttempts) {
+        log.error(`attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`);
+        await this.queue.complete(job.id, this.owner, deadLetter(job, message));
+      } else {
+        const delay = this.config.retryBackoffMs * 2 ** (job.attempts - 1);
+        log.warn(`attempt ${job.attempts} could not run (${message}); retrying in ${delay} ms`);
+        await this.queue.retryLater(job.id, this.owner, message, delay);
+        setTimeout(() => this.wake(), delay + 5).unref();
+      }
+    } catch (error) {
+      log.error(`could not record the failure: ${(error as Error).message}`);
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    const ids = this.runningJobIds;
+    if (ids.length === 0) {
+      return;
+    }
+    try {
+      const held = new Set(await this.queue.heartbeat(this.owner, ids, this.config.leaseSeconds));
+      for (const id of ids) {
+        if (!held.has(id)) {
+          this.logger.warn(`job ${id}: lease lost, stopping it`);
+          this.running.get(id)?.abort.abort();
+        }
+      }
+    } catch (error) {
+      this.logger.warn(`heartbeat failed: ${(error as Error).message}`);
+    }
+  }
+
+  private async supervise(): Promise<void> {
+    try {
+      const { requeued, exhausted } = await this.queue.recoverExpiredLeases(this.config.maxAttempts);
+      if (requeued > 0) {
+        this.logger.warn(`re-queued ${requeued} job(s) whose worker stopped responding`);
+        this.wake();
+      }
+      for (const job of exhausted) {
+        await this.queue.complete(job.id, 'supervisor', deadLetter(job, job.lastError ?? 'unknown failure'));
+        this.logger.error(`job ${job.id}: no attempts left, dead-letter result stored`);
+      }
+      if (this.config.resultRetentionHours > 0) {
+        await this.queue.deleteResultsOlderThan(this.config.resultRetentionHours);
+      }
+    } catch (error) {
+      this.logger.warn(`supervisor pass failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** Stops claiming, lets running jobs finish for the grace period, then hands the rest back. */
+  async onApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    for (const timer of this.timers) {
+      clearInterval(timer);
+    }
+    const pending = [...this.running.values()];
+    if (pending.length === 0) {
+      return;
+    }
+    this.logger.log(`waiting up to ${this.config.shutdownGraceSeconds} s for ${pending.length} running job(s)`);
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.config.shutdownGraceSeconds * 1000);
+    });
+    await Promise.race([Promise.all(pending.map((r) => r.done)), graceOver]);
+    clearTimeout(timer);
+    const unfinished = this.runningJobIds;
+    for (const id of unfinished) {
+      this.running.get(id)?.abort.abort();
+    }
+    if (unfinished.length > 0) {
+      const released = await this.queue.release(this.owner, unfinished).catch(() => 0);
+      this.logger.log(`handed ${released} unfinished job(s) back to the queue`);
+    }
+  }
+}
+
+function deadLetter(job: { id: string; applicationName: string; submittedAt: Date; attempts: number }, reason: string): ResultData {
+  return errorResult(job, `The job could not be delivered to R after ${job.attempts} attempt(s): ${reason}`);
+}

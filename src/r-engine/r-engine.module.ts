@@ -1,0 +1,29 @@
+import { Inject, Injectable, Logger, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
+import { createREngine } from './r-engine.factory';
+import { R_ENGINE, REngine } from './r-engine';
+
+/** Starts the engine with the module (start-up fails with one clear line if R cannot run) and stops it last. */
+@Injectable()
+class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('REngine');
+  constructor(@Inject(R_ENGINE) private readonly engine: REngine) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.engine.start();
+    this.logger.log(`R engine: ${this.engine.kind} (${await this.engine.version()})`);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.engine.stop();
+  }
+}
+
+@Module({
+  providers: [
+    { provide: R_ENGINE, useFactory: (config: AppConfig) => createREngine(config), inject: [AppConfig] },
+    REngineLifecycle,
+  ],
+  exports: [R_ENGINE],
+})
+export class REngineModule {}

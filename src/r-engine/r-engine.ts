@@ -1,0 +1,47 @@
+/**
+ * One interface for every way the service runs R. A script run happens in a working directory
+ * on the host that the caller has prepared (job files, script, configuration.txt); the engine
+ * leaves every file the script wrote in that directory and R's console output in `out.log`.
+ */
+export type REngineKind = 'native' | 'webr';
+
+export interface ScriptRunRequest {
+  jobId: string;
+  /** Host directory that holds the job's files; R's working directory for the run. */
+  workDir: string;
+  /** File name (inside workDir) of the R script to source. */
+  scriptName: string;
+  timeoutMs: number;
+  /** Aborted when the worker gives the job up (lease lost, shutdown): stop R at once. */
+  signal?: AbortSignal;
+  /** Called once per line that R writes to stdout or stderr. */
+  onOutput?: (stream: 'stdout' | 'stderr', line: string) => void;
+}
+
+export type ScriptRunOutcome =
+  | { status: 'succeeded' }
+  /** The script failed: an R error (message is R's own), an abnormal exit, or the time limit. */
+  | { status: 'failed'; reason: 'r-error' | 'exit' | 'timeout'; message: string };
+
+/** R could not be started or reached: the job was not run and may be retried elsewhere. */
+export class REngineUnavailableError extends Error {
+  override readonly name = 'REngineUnavailableError';
+}
+
+export interface REngine {
+  readonly kind: REngineKind;
+  /** Checks that R can run; throws with one clear line when it cannot. */
+  start(): Promise<void>;
+  /** `R.version.string`, e.g. "R version 4.2.2 Patched (2022-11-10 r83330)". */
+  version(): Promise<string>;
+  /** Evaluates `1+1` and says whether R answered 2 (health checks). */
+  healthy(): Promise<boolean>;
+  runScript(request: ScriptRunRequest): Promise<ScriptRunOutcome>;
+  /** Kills whatever runs and releases the engine's resources. */
+  stop(): Promise<void>;
+}
+
+export const R_ENGINE = Symbol('R_ENGINE');
+
+/** The name of R's console log in a job's working directory; never a result file. */
+export const R_LOG_FILE = 'out.log';

@@ -1,0 +1,5 @@
+import { Module } from '@nestjs/common';
+import { ResultRepository } from './result.repository';
+
+@Module({ providers: [ResultRepository], exports: [ResultRepository] })
+export class ResultsModule {}

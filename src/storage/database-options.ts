@@ -1,0 +1,90 @@
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { AppConfig } from '../config/app-config';
+import { MIGRATIONS } from '../../migrations';
+import { EmbeddedPostgres } from './embedded-postgres';
+import { ENTITIES } from './entities';
+
+/** Where the service's database is: a server URL or the embedded PGlite socket. */
+export type DatabaseTarget =
+  | { kind: 'server'; url: string }
+  | { kind: 'embedded'; socketDirectory: string };
+
+export function buildDataSourceOptions(target: DatabaseTarget, applicationName = 'svc'): DataSourceOptions {
+  const common = {
+    type: 'postgres' as const,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsTableName: 'svc_migrations',
+    migrationsRun: false,
+    synchronize: false,
+    applicationName,
+  };
+  if (target.kind === 'embedded') {
+    // One connection: PGlite runs one session, and its socket server one transaction at a time.
+    return {
+      ...common,
+      host: target.socketDirectory,
+      port: 5432,
+      username: 'postgres',
+      database: 'postgres',
+      extra: { max: 1 },
+    };
+  }
+  return {
+    ...common,
+    url: target.url,
+    // A short connect timeout turns a database outage into quick 503s instead of hung requests.
+    extra: { max: 10, connectionTimeoutMillis: 3000 },
+  };
+}
+
+/** Opens the configured database for a command-line tool, starting the embedded one if needed. */
+export async function openDatabaseForCli(
+  config: AppConfig,
+): Promise<{ dataSource: DataSource; close: () => Promise<void> }> {
+  const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
+  const target: DatabaseTarget = embedded
+    ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
+    : { kind: 'server', url: config.databaseUrl ?? '' };
+  const dataSource = new DataSource(buildDataSourceOptions(target, 'svc-cli'));
+  try {
+    await dataSource.initialize();
+  } catch (error) {
+    await embedded?.stop();
+    throw error;
+  }
+  return {
+    dataSource,
+    close: async () => {
+      await dataSource.destroy();
+      await embedded?.stop();
+    },
+  };
+}
+
+export class PendingMigrationsError extends Error {
+  constructor(pending: string[]) {
+    super(
+      `The database has ${pending.length} pending migration(s) (${pending.join(', ')}). ` +
+        'Run `npm run migration:run` against it, or set MIGRATIONS_RUN=true to apply them at start-up.',
+    );
+  }
+}
+
+/** Names of the migrations that the database has not run yet. */
+export async function pendingMigrations(dataSource: DataSource): Promise<string[]> {
+  const queryRunner = dataSource.createQueryRunner();
+  try {
+    const hasTable = await queryRunner.hasTable(dataSource.options.migrationsTableName ?? 'migrations');
+    const executed = hasTable
+      ? new Set(
+          ((await queryRunner.query(`SELECT name FROM "${dataSource.options.migrationsTableName}"`)) as Array<{
+            name: string;
+          }>).map((row) => row.name),
+        )
+      : new Set<string>();
+    return dataSource.migrations.map((m) => m.name ?? m.constructor.name).filter((name) => !executed.has(name));
+  } finally {
+    await queryRunner.release();
+  }
+}

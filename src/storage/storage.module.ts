@@ -1,0 +1,19 @@
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { buildDataSourceOptions, DatabaseTarget } from './database-options';
+
+export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
+
+/** The database connection. Where it points (server or embedded socket) is decided at bootstrap. */
+@Global()
+@Module({})
+export class StorageModule {
+  static forTarget(target: DatabaseTarget, applicationName: string): DynamicModule {
+    return {
+      module: StorageModule,
+      imports: [TypeOrmModule.forRoot({ ...buildDataSourceOptions(target, applicationName), retryAttempts: 0 })],
+      providers: [{ provide: DATABASE_TARGET, useValue: target }],
+      exports: [DATABASE_TARGET, TypeOrmModule],
+    };
+  }
+}

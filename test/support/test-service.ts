@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { startService, RunningService } from '../../src/bootstrap';
+import { AppConfig, loadConfig } from '../../src/config/app-config';
+import { PinoLoggerService } from '../../src/common/pino-logger';
+
+/** The server the suite runs against: DATABASE_URL when set (a fresh database per test file), else embedded PGlite. */
+export const SERVER_DATABASE_URL = process.env.DATABASE_URL || null;
+
+export interface TestDatabase {
+  /** DATABASE_URL for the service, or null for the embedded database. */
+  url: string | null;
+  dataDir: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh, empty database: a new database on the server, or a new embedded data directory. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-data-'));
+  if (!SERVER_DATABASE_URL) {
+    return { url: null, dataDir, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
+  }
+  const name = `svc_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
+  const admin = new Client({ connectionString: SERVER_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(SERVER_DATABASE_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    dataDir,
+    drop: async () => {
+      const client = new Client({ connectionString: SERVER_DATABASE_URL });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Environment for a service under test: port 0, quiet logs, fast polling, the test database. */
+export function testEnvironment(database: TestDatabase, overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: '0',
+    DATA_DIR: database.dataDir,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    MIGRATIONS_RUN: 'true',
+    POLL_INTERVAL_MS: '200',
+    ...overrides,
+  };
+  if (database.url) {
+    env.DATABASE_URL = database.url;
+  } else {
+    delete env.DATABASE_URL;
+  }
+  return env;
+}
+
+export interface TestService extends RunningService {
+  url: string;
+  database: TestDatabase;
+  config: AppConfig;
+  stop(): Promise<void>;
+}
+
+/** Starts the whole service in this process on a fresh database. */
+export async function startTestService(overrides: Record<string, string> = {}): Promise<TestService> {
+  const database = await createTestDatabase();
+  const config = loadConfig(testEnvironment(database, overrides));
+  const logger = new PinoLoggerService(config.logLevel);
+  const service = await startService(config, logger);
+  return {
+    ...service,
+    url: service.url ?? '',
+    database,
+    stop: async () => {
+      await service.close();
+      await database.drop();
+    },
+  };
+}
+
+export async function sleep(ms: number): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `probe` until it returns a value, or fails after `timeoutMs`. */
+export async function waitFor<T>(probe: () => Promise<T | undefined | null | false>, timeoutMs = 60000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await sleep(100);
+  }
+}
