@@ -1,0 +1,132 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { explodeZip } from '../jobs/job-archive';
+import type { ZipLimits } from '../jobs/job-input';
+import { listZipEntryNames, zipFiles } from './result-archive';
+import { makeZip, makeZipWithRawName } from '../../test/support/zip-fixtures';
+
+const LIMITS: ZipLimits = {
+  maxEntries: 100,
+  maxUncompressedBytes: 100 * 1024 * 1024,
+  maxCompressionRatio: 10_000,
+};
+
+describe('result archive', () => {
+  let dir: string;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'svc-result-archive-'));
+  });
+
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function put(
+    name: string,
+    content: string | Buffer,
+  ): Promise<{ name: string; path: string }> {
+    const path = join(dir, name);
+    await writeFile(path, content);
+    return { name, path };
+  }
+
+  describe('zipFiles', () => {
+    it('zips files from disk, sorted by name, and round-trips through explodeZip', async () => {
+      const binary = randomBytes(64 * 1024);
+      const files = [
+        await put('result.pdf', binary),
+        await put('B.csv', 'b'),
+        await put('a.csv', 'a,b\n1,2\n'),
+        await put('empty.txt', ''),
+        await put('Zürich.txt', 'ü'),
+      ];
+      const zip = await zipFiles(files);
+
+      // Code-unit order: upper case before lower case, non-ASCII last.
+      expect(await listZipEntryNames(zip)).toEqual([
+        'B.csv',
+        'Zürich.txt',
+        'a.csv',
+        'empty.txt',
+        'result.pdf',
+      ]);
+      const exploded = await explodeZip(zip, LIMITS);
+      expect(exploded.map((f) => f.name)).toEqual([
+        'B.csv',
+        'Zürich.txt',
+        'a.csv',
+        'empty.txt',
+        'result.pdf',
+      ]);
+      const byName = new Map(exploded.map((f) => [f.name, f.content]));
+      expect(byName.get('result.pdf')?.equals(binary)).toBe(true);
+      expect(byName.get('a.csv')?.toString()).toBe('a,b\n1,2\n');
+      expect(byName.get('empty.txt')?.length).toBe(0);
+      expect(byName.get('Zürich.txt')?.toString()).toBe('ü');
+    });
+
+    it('gives the same entry order whatever the input order', async () => {
+      const files = [await put('c.txt', 'c'), await put('a.txt', 'a'), await put('b.txt', 'b')];
+      const one = await listZipEntryNames(await zipFiles(files));
+      const two = await listZipEntryNames(await zipFiles([...files].reverse()));
+      expect(one).toEqual(['a.txt', 'b.txt', 'c.txt']);
+      expect(two).toEqual(one);
+    });
+
+    it('may name entries differently from the files on disk', async () => {
+      const file = await put('on-disk.bin', 'x');
+      const zip = await zipFiles([{ name: 'in-archive.txt', path: file.path }]);
+      expect(await listZipEntryNames(zip)).toEqual(['in-archive.txt']);
+    });
+
+    it('makes a valid empty archive for no files', async () => {
+      const zip = await zipFiles([]);
+      expect(await listZipEntryNames(zip)).toEqual([]);
+      await expect(explodeZip(zip, LIMITS)).resolves.toEqual([]);
+    });
+
+    it('compresses (a large repetitive file shrinks)', async () => {
+      const file = await put('big.csv', '1,2,3\n'.repeat(100_000));
+      const zip = await zipFiles([file]);
+      expect(zip.length).toBeLessThan(60_000);
+    });
+
+    it('fails when a file cannot be read', async () => {
+      await expect(
+        zipFiles([{ name: 'missing.txt', path: join(dir, 'missing.txt') }]),
+      ).rejects.toThrow(/ENOENT/);
+    });
+
+    it('fails when a path is a directory', async () => {
+      await expect(zipFiles([{ name: 'dir', path: dir }])).rejects.toThrow(/not a file/);
+    });
+
+    it('refuses the same entry name twice', async () => {
+      const file = await put('a.txt', 'a');
+      await expect(zipFiles([file, { ...file }])).rejects.toThrow(/given twice/);
+    });
+  });
+
+  describe('listZipEntryNames', () => {
+    it('lists names in archive order, directories included', async () => {
+      const zip = await makeZip([
+        { name: 'b.txt', content: 'b' },
+        { name: 'dir/', content: '' },
+        { name: 'dir/a.txt', content: 'a' },
+      ]);
+      expect(await listZipEntryNames(zip)).toEqual(['b.txt', 'dir/', 'dir/a.txt']);
+    });
+
+    it('reports hostile names as stored, without refusing them', async () => {
+      expect(await listZipEntryNames(await makeZipWithRawName('../x.R', 'x'))).toEqual(['../x.R']);
+      expect(await listZipEntryNames(await makeZipWithRawName('a\\b.R', 'x'))).toEqual(['a\\b.R']);
+    });
+
+    it('rejects what is not a ZIP archive', async () => {
+      await expect(listZipEntryNames(Buffer.from('nope'))).rejects.toThrow();
+    });
+  });
+});
