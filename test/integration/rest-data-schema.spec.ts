@@ -1,0 +1,209 @@
+import {
+  RestRepresentation,
+  ResultView,
+  renderRepresentation,
+} from 'src/common/representation/rest-representation';
+import { validateAgainstSchema } from '../support/xml-schema';
+
+/** Drift check: every XML representation the REST API renders validates against rest-data.xsd. */
+
+const XSD = 'rest-data.xsd';
+const BASE = 'https://svc.example.com/svc/api/rest';
+const JOB_ID = '8a0f8c3e-2b1d-4c5e-9f00-1234567890ab';
+const T = new Date('2026-11-22T09:16:22.123Z');
+
+function result(n: number, success: boolean, type: string): ResultView {
+  const jobId = `00000000-0000-4000-8000-00000000000${n}`;
+  return {
+    jobId,
+    applicationName: 'demo_App1',
+    resultTime: T,
+    success,
+    type,
+    selfUri: `${BASE}/results/demo_App1/${jobId}`,
+    dataUri: `${BASE}/result/demo_App1/${jobId}.${type}`,
+  };
+}
+
+const cases: [string, RestRepresentation][] = [
+  [
+    'jobToken',
+    {
+      element: 'jobToken',
+      value: {
+        jobId: JOB_ID,
+        applicationName: 'demo',
+        submissionTime: T,
+        applicationResultsUri: `${BASE}/results/demo`,
+        resultUri: `${BASE}/results/demo/${JOB_ID}`,
+      },
+    },
+  ],
+  ['result', { element: 'result', value: result(1, true, 'zip') }],
+  ['results, none', { element: 'results', value: [] }],
+  ['results, one', { element: 'results', value: [result(1, false, 'txt')] }],
+  [
+    'results, several',
+    { element: 'results', value: [result(1, true, 'json'), result(2, true, 'xml')] },
+  ],
+  [
+    'error',
+    {
+      element: 'error',
+      value: {
+        status: 415,
+        error: 'Unsupported Media Type',
+        message: 'text/plain <is> not "ok" & so',
+      },
+    },
+  ],
+  [
+    'jobStatus, queued',
+    {
+      element: 'jobStatus',
+      value: {
+        jobId: JOB_ID,
+        applicationName: 'demo',
+        state: 'QUEUED',
+        submissionTime: T,
+        startTime: null,
+        finishTime: null,
+        attempts: 0,
+        resultUri: `${BASE}/results/demo/${JOB_ID}`,
+      },
+    },
+  ],
+  [
+    'jobStatus, done',
+    {
+      element: 'jobStatus',
+      value: {
+        jobId: JOB_ID,
+        applicationName: 'demo',
+        state: 'DONE',
+        submissionTime: T,
+        startTime: new Date(T.getTime() + 5),
+        finishTime: new Date(T.getTime() + 900),
+        attempts: 2,
+        resultUri: `${BASE}/results/demo/${JOB_ID}`,
+      },
+    },
+  ],
+  [
+    'errorResult, with characters XML cannot carry',
+    {
+      element: 'errorResult',
+      value: {
+        jobId: JOB_ID,
+        applicationName: 'demo',
+        submissionTime: T,
+        errorMessage: 'Error in svcXmlService(x): \u001b[1mboom\u0000\nline 2 <&>',
+      },
+    },
+  ],
+  [
+    'nodeInformation',
+    {
+      element: 'nodeInformation',
+      value: {
+        name: 'worker-1.example.com',
+        healthy: false,
+        uptime: 86_400_123.4,
+        uptimeText: '1 day, 0 hours, 0 minutes',
+        serverInfo: 'svc/0.1.0 Node.js/v20.20.2 linux x64',
+        version: '0.1.0',
+        rEngine: 'native',
+        rVersion: 'R version 4.4.1 (2024-06-14)',
+        maxMemory: 8_589_934_592,
+        freeMemory: 123_456_789,
+        osLoadAverage: 1.5,
+      },
+    },
+  ],
+  ['catalog, empty', { element: 'catalog', value: { directories: [] } }],
+  [
+    'catalog',
+    {
+      element: 'catalog',
+      value: {
+        directories: [
+          {
+            type: 'R_SCRIPTS',
+            files: [{ name: 'run.R', dataUri: `${BASE}/admin/catalog/R_SCRIPTS/run.R` }],
+          },
+          { type: 'SWEAVE_FILES', files: [] },
+          { type: 'JOB_CONFIGURATIONS', files: [] },
+          {
+            type: 'R_FUNCTIONS',
+            files: [
+              { name: 'json.R', dataUri: `${BASE}/admin/catalog/R_FUNCTIONS/json.R` },
+              { name: 'xml.R', dataUri: `${BASE}/admin/catalog/R_FUNCTIONS/xml.R` },
+            ],
+          },
+          { type: 'EMAIL_REPLIES', files: [] },
+        ],
+      },
+    },
+  ],
+];
+
+describe('rest-data.xsd', () => {
+  it('covers every element kind', () => {
+    const kinds = new Set(cases.map(([, rep]) => rep.element));
+    expect([...kinds].sort()).toEqual(
+      [
+        'catalog',
+        'error',
+        'errorResult',
+        'jobStatus',
+        'jobToken',
+        'nodeInformation',
+        'result',
+        'results',
+      ].sort(),
+    );
+  });
+
+  it.each(cases)('accepts the rendered %s', async (_name, rep) => {
+    const xml = renderRepresentation(rep, 'xml');
+    await expect(validateAgainstSchema(xml, XSD)).resolves.toEqual({ valid: true, errors: [] });
+  });
+
+  describe('rejects', () => {
+    const token = renderRepresentation(cases[0][1], 'xml');
+
+    it.each([
+      ['an unknown attribute', token.replace('<jobToken ', '<jobToken colour="red" ')],
+      ['a job id that is not a UUID', token.replace(JOB_ID, 'not-a-uuid')],
+      ['a time that is not xs:dateTime', token.replace('2026-11-22T09:16:22.123Z', 'yesterday')],
+      ['a missing required attribute', token.replace(/ resultUri="[^"]*"/, '')],
+      ['the wrong namespace', token.replace('urn:svc:rest:types', 'urn:other')],
+      [
+        'a duplicated catalog section',
+        renderRepresentation(
+          {
+            element: 'catalog',
+            value: {
+              directories: [
+                { type: 'R_SCRIPTS', files: [] },
+                { type: 'R_SCRIPTS', files: [] },
+              ],
+            },
+          },
+          'xml',
+        ),
+      ],
+      [
+        'an unknown catalog section',
+        renderRepresentation(
+          { element: 'catalog', value: { directories: [{ type: 'DATA', files: [] }] } },
+          'xml',
+        ),
+      ],
+    ])('%s', async (_name, xml) => {
+      const outcome = await validateAgainstSchema(xml, XSD);
+      expect(outcome.valid).toBe(false);
+      expect(outcome.errors.length).toBeGreaterThan(0);
+    });
+  });
+});
