@@ -12,6 +12,8 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      // tsc does not rewrite path aliases, so `src/...` imports would fail at run time from dist/.
+      'no-restricted-imports': ['error', { patterns: [{ group: ['src/*'], message: 'Use a relative import.' }] }],
       eqeqeq: 'error',
       curly: 'error',
     },

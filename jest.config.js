@@ -16,7 +16,6 @@ module.exports = {
       },
     ],
   },
-  moduleNameMapper: { '^src/(.*)$': '<rootDir>/src/$1' },
   testTimeout: 120000,
   maxWorkers: 2,
 };

@@ -1,4 +1,11 @@
-import { Inject, Injectable, Logger, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Module,
+  OnApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { createREngine } from './r-engine.factory';
 import { R_ENGINE, REngine } from './r-engine';
@@ -21,7 +28,11 @@ class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
 
 @Module({
   providers: [
-    { provide: R_ENGINE, useFactory: (config: AppConfig) => createREngine(config), inject: [AppConfig] },
+    {
+      provide: R_ENGINE,
+      useFactory: (config: AppConfig) => createREngine(config),
+      inject: [AppConfig],
+    },
     REngineLifecycle,
   ],
   exports: [R_ENGINE],

@@ -1,0 +1,41 @@
+import { Logger } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config';
+import { findRscript, NativeREngine } from './native-r.engine';
+import type { REngine } from './r-engine';
+import { WebREngine } from './webr.engine';
+
+export interface REngineLogger {
+  log(message: string): void;
+  warn(message: string): void;
+}
+
+export type REngineConfig = Pick<AppConfig, 'rEngine' | 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'>;
+
+/**
+ * Chooses the engine R_ENGINE asks for. `auto` takes native R when an Rscript is found, else
+ * webR; but when RSCRIPT_PATH or R_HOME is set, the operator meant native R, so a wrong path
+ * fails at start-up with a clear line instead of quietly falling back to webR.
+ */
+export function createREngine(
+  config: REngineConfig,
+  logger: REngineLogger = new Logger('REngine'),
+): REngine {
+  switch (config.rEngine) {
+    case 'native':
+      return new NativeREngine(config);
+    case 'webr':
+      return new WebREngine();
+    case 'auto': {
+      if (config.rscriptPath || config.rHome) {
+        return new NativeREngine(config);
+      }
+      const rscript = findRscript(config);
+      if (rscript) {
+        logger.log(`R_ENGINE=auto: using native R (${rscript})`);
+        return new NativeREngine(config);
+      }
+      logger.warn('R_ENGINE=auto: no Rscript on PATH, using webR (base R only, slower)');
+      return new WebREngine();
+    }
+  }
+}

@@ -1,0 +1,352 @@
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, posix, resolve, sep } from 'node:path';
+import { WebR } from 'webr';
+import {
+  R_LOG_FILE,
+  REngineUnavailableError,
+  type REngine,
+  type ScriptRunOutcome,
+  type ScriptRunRequest,
+} from './r-engine';
+
+/**
+ * webR loads R.wasm and its worker script from the package's own `dist/` directory (a file
+ * path works as the base URL under Node). `require.resolve` finds it from jest (swc) and from
+ * compiled JS alike: the package's "require" export is `dist/webr.cjs`.
+ */
+const WEBR_BASE_URL = dirname(require.resolve('webr')) + '/';
+const INIT_TIMEOUT_MS = 60_000;
+const HEALTH_TIMEOUT_MS = 10_000;
+const JOBS_DIR = '/jobs';
+
+/** An R string literal; JSON's escapes (\", \\, \n, \uXXXX) are valid in R. */
+function rString(value: string): string {
+  return JSON.stringify(value);
+}
+
+/** Relative paths of the regular files under dir; symbolic links are never followed. */
+async function listHostFiles(dir: string, prefix = ''): Promise<string[]> {
+  const files: string[] = [];
+  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const path = prefix ? `${prefix}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) {
+      files.push(...(await listHostFiles(dir, path)));
+    } else if (entry.isFile()) {
+      files.push(path);
+    }
+  }
+  return files;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** What R's `quit(status = n)` looks like when it surfaces from webR's worker. */
+const EXIT_PATTERN = /Program terminated with exit\((\d+)\)/;
+
+interface RunState {
+  /** Set when the run lost the race against its time limit or stop(): write nothing more. */
+  abandoned: boolean;
+}
+
+/**
+ * R in WebAssembly, in-process: one webR instance, one job at a time (R is single-threaded and
+ * a shared virtual file system would let jobs see each other). Each run copies the host
+ * working directory into a fresh VFS directory, sources the script there and copies the
+ * directory back. A timed-out run cannot be interrupted reliably, so the instance is
+ * discarded and a new one started.
+ */
+export class WebREngine implements REngine {
+  readonly kind = 'webr' as const;
+  private webR: WebR | undefined;
+  private starting: Promise<WebR> | undefined;
+  private versionString = '';
+  /** The tail of the run queue; each job waits for the one before it. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private busy = false;
+  private stopped = false;
+  private abortCurrent: (() => void) | undefined;
+  private runCount = 0;
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    try {
+      await this.instance();
+    } catch (error) {
+      throw new Error(
+        `webR cannot start: ${messageOf(error)}; set R_ENGINE=native to use installed R`,
+      );
+    }
+  }
+
+  async version(): Promise<string> {
+    await this.instance();
+    return this.versionString;
+  }
+
+  /** While a job runs, an evaluation would queue behind it; a live instance counts as healthy. */
+  async healthy(): Promise<boolean> {
+    if (this.busy || this.stopped) {
+      return this.webR !== undefined;
+    }
+    try {
+      const two = await withTimeout(
+        this.exclusive(async () => (await this.instance()).evalRNumber('1+1')),
+        HEALTH_TIMEOUT_MS,
+        'webR',
+      );
+      return two === 2;
+    } catch {
+      return false;
+    }
+  }
+
+  runScript(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+    return this.exclusive(() => this.runExclusive(request));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abortCurrent?.();
+    const starting = this.starting;
+    this.discard();
+    if (starting) {
+      await starting.catch(() => undefined);
+      this.discard();
+    }
+    await this.queue;
+  }
+
+  private exclusive<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(async () => {
+      this.busy = true;
+      try {
+        return await task();
+      } finally {
+        this.busy = false;
+      }
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private instance(): Promise<WebR> {
+    if (this.stopped) {
+      return Promise.reject(new REngineUnavailableError('the webR engine has been stopped'));
+    }
+    if (this.webR) {
+      return Promise.resolve(this.webR);
+    }
+    this.starting ??= this.create().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async create(): Promise<WebR> {
+    const webR = new WebR({ baseUrl: WEBR_BASE_URL, interactive: false });
+    try {
+      await withTimeout(webR.init(), INIT_TIMEOUT_MS, 'webR start-up');
+      this.versionString = await webR.evalRString('R.version.string');
+      await webR.FS.mkdir(JOBS_DIR);
+    } catch (error) {
+      webR.close();
+      throw new REngineUnavailableError(`webR could not be initialised: ${messageOf(error)}`);
+    }
+    this.webR = webR;
+    return webR;
+  }
+
+  /** Closes the instance; the next run starts a fresh one. */
+  private discard(webR = this.webR): void {
+    webR?.close();
+    if (webR === this.webR) {
+      this.webR = undefined;
+    }
+  }
+
+  private async runExclusive(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+    const webR = await this.instance();
+    const state: RunState = { abandoned: false };
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), request.timeoutMs);
+    });
+    const aborted = new Promise<'stopped'>((resolve) => {
+      this.abortCurrent = () => resolve('stopped');
+    });
+    const work = this.execute(webR, request, state);
+    work.catch(() => undefined);
+    try {
+      const first = await Promise.race([work, timedOut, aborted]);
+      if (first === 'timeout' || first === 'stopped') {
+        state.abandoned = true;
+        this.discard(webR);
+        if (first === 'stopped') {
+          throw new REngineUnavailableError('the webR engine was stopped while the job ran');
+        }
+        // Start the replacement now so the next job does not pay for it.
+        void this.instance().catch(() => undefined);
+        return {
+          status: 'failed',
+          reason: 'timeout',
+          message: `the job exceeded its time limit of ${request.timeoutMs / 1000} s`,
+        };
+      }
+      return first;
+    } catch (error) {
+      if (error instanceof REngineUnavailableError) {
+        throw error;
+      }
+      this.discard(webR);
+      throw new REngineUnavailableError(
+        `webR failed while running job ${request.jobId}: ${messageOf(error)}`,
+      );
+    } finally {
+      clearTimeout(timer);
+      this.abortCurrent = undefined;
+    }
+  }
+
+  private async execute(
+    webR: WebR,
+    request: ScriptRunRequest,
+    state: RunState,
+  ): Promise<ScriptRunOutcome> {
+    const { workDir, scriptName, onOutput } = request;
+    if (!(await stat(workDir)).isDirectory()) {
+      throw new Error(`job ${request.jobId}: ${workDir} is not a directory`);
+    }
+    const vfsDir = `${JOBS_DIR}/run-${++this.runCount}`;
+    const copiedIn = new Map<string, Buffer>();
+    await webR.FS.mkdir(vfsDir);
+    const vfsDirs = new Set<string>([vfsDir]);
+    const ensureVfsDir = async (dir: string): Promise<void> => {
+      if (!vfsDirs.has(dir)) {
+        await ensureVfsDir(posix.dirname(dir));
+        await webR.FS.mkdir(dir);
+        vfsDirs.add(dir);
+      }
+    };
+    for (const path of await listHostFiles(workDir)) {
+      if (path === R_LOG_FILE) {
+        continue;
+      }
+      const data = await readFile(join(workDir, path));
+      const target = posix.join(vfsDir, path);
+      await ensureVfsDir(posix.dirname(target));
+      await webR.FS.writeFile(target, data);
+      copiedIn.set(path, data);
+    }
+
+    // The script gets its own environment and leaves no trace for the next job: global
+    // variables, options, attached packages and open devices are reset (devices are closed
+    // before the copy-back so that a PDF without dev.off() is complete, as with native R).
+    const code = `local({
+      opts <- options(); attached <- search()
+      on.exit({
+        graphics.off(); setwd("/")
+        added <- setdiff(names(options()), names(opts))
+        options(c(opts, setNames(vector("list", length(added)), added)))
+        for (name in setdiff(search(), attached)) detach(name, character.only = TRUE)
+        rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv())
+      })
+      setwd(${rString(vfsDir)})
+      tryCatch({
+        source(${rString(scriptName)}, local = new.env(parent = globalenv()))
+        character(0)
+      }, error = function(e) {
+        call <- conditionCall(e)
+        prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
+        message(prefix, conditionMessage(e))
+        conditionMessage(e)
+      })
+    })`;
+    const lines: { stream: 'stdout' | 'stderr'; line: string }[] = [];
+    let outcome: ScriptRunOutcome = { status: 'succeeded' };
+    let recycle = false;
+    const shelter = await new webR.Shelter();
+    try {
+      const captured = await shelter.captureR(code, {
+        captureStreams: true,
+        captureConditions: false,
+        captureGraphics: false,
+      });
+      for (const { type, data } of captured.output) {
+        if ((type === 'stdout' || type === 'stderr') && typeof data === 'string') {
+          data.split('\n').forEach((line) => lines.push({ stream: type, line }));
+        }
+      }
+      const result = await captured.result.toJs();
+      if (result.type === 'character' && 'values' in result && result.values.length > 0) {
+        const message = result.values[0];
+        outcome = {
+          status: 'failed',
+          reason: 'r-error',
+          message: typeof message === 'string' ? message : '',
+        };
+      }
+    } catch (error) {
+      // quit() inside the script ends R's main loop; the instance answers afterwards but is
+      // not trusted with another job. Its console output is lost with the capture.
+      const exit = EXIT_PATTERN.exec(messageOf(error));
+      if (!exit) {
+        throw error;
+      }
+      recycle = true;
+      outcome =
+        exit[1] === '0'
+          ? { status: 'succeeded' }
+          : { status: 'failed', reason: 'exit', message: `R exited with status ${exit[1]}` };
+    } finally {
+      await shelter.purge().catch(() => undefined);
+    }
+    if (state.abandoned) {
+      return outcome;
+    }
+
+    await writeFile(join(workDir, R_LOG_FILE), lines.map(({ line }) => `${line}\n`).join(''));
+    lines.forEach(({ stream, line }) => onOutput?.(stream, line));
+
+    const produced = await webR.evalRRaw(
+      `list.files(${rString(vfsDir)}, recursive = TRUE, all.files = TRUE, no.. = TRUE)`,
+      'string[]',
+    );
+    for (const path of produced) {
+      const target = resolve(workDir, path);
+      if (path === R_LOG_FILE || !target.startsWith(resolve(workDir) + sep)) {
+        continue;
+      }
+      const bytes = await webR.FS.readFile(posix.join(vfsDir, path));
+      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const before = copiedIn.get(path);
+      if (state.abandoned) {
+        return outcome;
+      }
+      if (!before?.equals(data)) {
+        await mkdir(dirname(target), { recursive: true });
+        await writeFile(target, data);
+      }
+    }
+    // A file the script deleted is gone from the host too, as it would be with native R.
+    const kept = new Set(produced);
+    for (const path of copiedIn.keys()) {
+      if (!kept.has(path) && !state.abandoned) {
+        await rm(join(workDir, path), { force: true });
+      }
+    }
+    await webR.evalRVoid(`unlink(${rString(vfsDir)}, recursive = TRUE)`);
+    if (recycle) {
+      this.discard(webR);
+      void this.instance().catch(() => undefined);
+    }
+    return outcome;
+  }
+}
