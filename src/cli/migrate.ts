@@ -2,17 +2,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { schemaDiff } from '../storage/schema-diff';
 
 const USAGE = 'usage: migrate run | revert | show | generate <Name>';
-
-/** The SQL that would bring the database in line with the entities (empty when in sync). */
-async function schemaDiff(dataSource: import('typeorm').DataSource): Promise<{ up: string[]; down: string[] }> {
-  const log = await dataSource.driver.createSchemaBuilder().log();
-  return {
-    up: log.upQueries.map((q) => q.query),
-    down: log.downQueries.map((q) => q.query).reverse(),
-  };
-}
 
 function migrationSource(className: string, up: string[], down: string[]): string {
   const lines = (queries: string[]) =>
@@ -99,4 +91,3 @@ main(process.argv.slice(2)).then(
   },
 );
 
-export { schemaDiff };

@@ -10,17 +10,19 @@ const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT
 
 /** True for errors that mean "the database cannot be reached" rather than "this query is wrong". */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) {
+  // Duck-typed: errors from Node's own modules may come from another realm (e.g. under jest).
+  if (typeof error !== 'object' || error === null) {
     return false;
   }
-  const driverError = (error instanceof QueryFailedError ? error.driverError : error) as { code?: string };
-  const code = driverError.code ?? '';
+  const driverError = (error instanceof QueryFailedError ? error.driverError : error) as { code?: unknown };
+  const code = typeof driverError.code === 'string' ? driverError.code : '';
+  const message = String((error as { message?: unknown }).message ?? '');
   return (
     CONNECTION_ERROR_CODES.has(code) ||
     code.startsWith('08') || // connection exceptions
     code === '57P01' || // admin shutdown
     code === '57P03' || // cannot connect now
-    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message)
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)
   );
 }
 

@@ -34,7 +34,7 @@ export class JobEntity {
   @Column({ type: 'int', default: 0 }) priority!: number;
 
   /** Merged meta parameters (configuration.txt, then request): name -> value. */
-  @Column({ type: 'jsonb', default: () => `'{}'::jsonb` }) meta!: Record<string, string>;
+  @Column({ type: 'jsonb' }) meta!: Record<string, string>;
 
   /** Where the job came from: rest, form or soap. */
   @Column({ type: 'varchar', length: 16 }) source!: string;

@@ -52,14 +52,13 @@ export function testEnvironment(database: TestDatabase, overrides: Record<string
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     MIGRATIONS_RUN: 'true',
     POLL_INTERVAL_MS: '200',
-    ...overrides,
   };
   if (database.url) {
     env.DATABASE_URL = database.url;
   } else {
     delete env.DATABASE_URL;
   }
-  return env;
+  return { ...env, ...overrides };
 }
 
 export interface TestService extends RunningService {

@@ -1,0 +1,80 @@
+import { ConfigError, envNameOf, loadConfig } from './app-config';
+
+function problemsOf(env: NodeJS.ProcessEnv): string[] {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      return error.problems;
+    }
+    throw error;
+  }
+  return [];
+}
+
+describe('configuration', () => {
+  it('has working defaults: port 8888, embedded database, role all, R engine auto', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ port: 8888, databaseUrl: null, role: 'all', rEngine: 'auto', logLevel: 'info' });
+    expect(config.embeddedDatabase).toBe(true);
+  });
+
+  it('reads the fixed environment names of SPEC §11', () => {
+    const config = loadConfig({
+      PORT: '9000',
+      DATABASE_URL: 'postgres://u@db:5432/svc',
+      DATA_DIR: '/tmp/svc-data',
+      PUBLIC_BASE_URL: 'https://svc.example.org',
+      R_ENGINE: 'webr',
+      RSCRIPT_PATH: '/opt/R/bin/Rscript',
+      R_HOME: '/opt/R',
+      ROLE: 'worker',
+      LOG_LEVEL: 'debug',
+      SCRIPT_SLOTS: '4',
+      APPLICATION_SLOTS: '{"vip":2}',
+      MIGRATIONS_RUN: 'true',
+    });
+    expect(config).toMatchObject({
+      port: 9000,
+      databaseUrl: 'postgres://u@db:5432/svc',
+      dataDir: '/tmp/svc-data',
+      publicBaseUrl: 'https://svc.example.org',
+      rEngine: 'webr',
+      rscriptPath: '/opt/R/bin/Rscript',
+      rHome: '/opt/R',
+      role: 'worker',
+      logLevel: 'debug',
+      scriptSlots: 4,
+      applicationSlots: { vip: 2 },
+      migrationsRun: true,
+    });
+    expect(config.embeddedDatabase).toBe(false);
+  });
+
+  it('names every bad setting on its own line', () => {
+    const problems = problemsOf({
+      PORT: 'eighty',
+      ROLE: 'boss',
+      R_ENGINE: 'python',
+      DATABASE_URL: 'mysql://x',
+      PUBLIC_BASE_URL: 'not a url',
+      APPLICATION_SLOTS: '{"bad-name":1}',
+      MIGRATIONS_RUN: 'maybe',
+    });
+    expect(problems).toHaveLength(7);
+    for (const name of ['PORT', 'ROLE', 'R_ENGINE', 'DATABASE_URL', 'PUBLIC_BASE_URL', 'APPLICATION_SLOTS', 'MIGRATIONS_RUN']) {
+      expect(problems.some((line) => line.startsWith(name))).toBe(true);
+    }
+  });
+
+  it('rejects a heartbeat that is not shorter than the lease', () => {
+    expect(problemsOf({ LEASE_SECONDS: '5', HEARTBEAT_SECONDS: '5' })).toEqual([
+      'HEARTBEAT_SECONDS=5: must be less than LEASE_SECONDS (5)',
+    ]);
+  });
+
+  it('derives environment names from keys', () => {
+    expect(envNameOf('jobTimeoutSeconds')).toBe('JOB_TIMEOUT_SECONDS');
+    expect(envNameOf('port')).toBe('PORT');
+  });
+});

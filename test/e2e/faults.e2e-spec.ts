@@ -1,0 +1,153 @@
+import { createConnection, createServer, Server, Socket } from 'node:net';
+import { DataSource } from 'typeorm';
+import { makeZip } from '../support/zip-fixtures';
+import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
+import { spawnService } from '../support/service-process';
+import {
+  createTestDatabase,
+  SERVER_DATABASE_URL,
+  startTestService,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
+
+async function jobState(url: string, app: string, jobId: string): Promise<Record<string, string> | undefined> {
+  const answer = await request(`${url}/svc/api/rest/jobs/${app}/${jobId}`);
+  return answer.status === 200 ? parseXml(answer.text).jobStatus : undefined;
+}
+
+describe('a worker killed during a job (SPEC §5.4)', () => {
+  it('re-runs the job after its lease expires and stores exactly one result', async () => {
+    const database = await createTestDatabase();
+    const env = testEnvironment(database, { LEASE_SECONDS: '3', HEARTBEAT_SECONDS: '1', POLL_INTERVAL_MS: '200' });
+    const first = await spawnService(env);
+    let second: Awaited<ReturnType<typeof spawnService>> | null = null;
+    try {
+      const zip = await makeZip([{ name: 'slow.R', content: 'Sys.sleep(4)\nwriteLines("done", "done.txt")\n' }]);
+      const token = parseXml((await postZip(first.url, zip)).text).jobToken;
+      await waitFor(async () => (await jobState(first.url, 'demo', token.jobId))?.state === 'RUNNING', 30000, 'RUNNING');
+      first.child.kill('SIGKILL');
+      await first.exited();
+
+      second = await spawnService(env);
+      const result = parseXml((await waitForResult(`${second.url}/svc/api/rest/results/demo/${token.jobId}`)).text).result;
+      expect(result.success).toBe('true');
+      const status = await jobState(second.url, 'demo', token.jobId);
+      expect(status).toMatchObject({ state: 'DONE', attempts: '2' });
+      const listed = await request(`${second.url}/svc/api/rest/results/demo`, {
+        headers: { Accept: 'application/vnd.svc+json' },
+      });
+      expect(JSON.parse(listed.text)).toEqual({ results: { result: expect.objectContaining({ jobId: token.jobId }) } });
+    } finally {
+      first.child.kill('SIGKILL');
+      second?.child.kill('SIGTERM');
+      await second?.exited();
+      await database.drop();
+    }
+  });
+});
+
+describe('an R script that never ends (SPEC §5.1)', () => {
+  let service: TestService;
+  beforeAll(async () => {
+    service = await startTestService({ JOB_TIMEOUT_SECONDS: '2', SCRIPT_SLOTS: '1' });
+  });
+  afterAll(async () => service.stop());
+
+  it('is killed at the job timeout with an error result, and the slot runs the next job', async () => {
+    const endless = parseXml((await postZip(service.url, await makeZip([{ name: 'loop.R', content: 'repeat {}\n' }]))).text).jobToken;
+    const next = parseXml(
+      (await postZip(service.url, await makeZip([{ name: 'ok.R', content: 'writeLines("ok", "ok.txt")\n' }]))).text,
+    ).jobToken;
+    const result = parseXml((await waitForResult(endless.resultUri)).text).result;
+    expect(result).toMatchObject({ success: 'false', type: 'txt' });
+    const text = (await request(result.dataUri)).text;
+    expect(text).toContain(endless.jobId);
+    expect(text).toMatch(/time limit of 2 s/);
+    expect(parseXml((await waitForResult(next.resultUri)).text).result.success).toBe('true');
+  });
+});
+
+/** A TCP proxy to the database that a test can cut and restore, to play a database outage. */
+class CuttableProxy {
+  private server: Server | null = null;
+  private readonly sockets = new Set<Socket>();
+  constructor(
+    private readonly target: { host: string; port: number },
+    readonly port: number,
+  ) {}
+
+  async open(): Promise<void> {
+    this.server = createServer((client) => {
+      const upstream = createConnection(this.target);
+      for (const socket of [client, upstream]) {
+        this.sockets.add(socket);
+        socket.on('close', () => this.sockets.delete(socket));
+        socket.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => this.server?.listen(this.port, '127.0.0.1', resolve));
+  }
+
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    for (const socket of this.sockets) {
+      socket.destroy();
+    }
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  }
+}
+
+const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
+
+// The embedded database runs inside the service's own process, so it cannot become unreachable.
+describeWithServer('the database unreachable during a submission (SPEC §12)', () => {
+  it('answers 503 with an error body and no token, then recovers by itself', async () => {
+    const database = await createTestDatabase();
+    const target = new URL(database.url ?? '');
+    const probe = createServer();
+    const proxyPort = await new Promise<number>((resolve) =>
+      probe.listen(0, '127.0.0.1', () => resolve((probe.address() as { port: number }).port)),
+    );
+    await new Promise((resolve) => probe.close(resolve));
+    const proxy = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) }, proxyPort);
+    await proxy.open();
+    const viaProxy = new URL(target.toString());
+    viaProxy.port = String(proxyPort);
+    viaProxy.hostname = '127.0.0.1';
+    const service = await startTestService({ DATABASE_URL: viaProxy.toString() });
+    try {
+      const zip = await makeZip([{ name: 'ok.R', content: 'writeLines("ok", "ok.txt")\n' }]);
+      expect((await postZip(service.url, zip)).status).toBe(202);
+
+      await proxy.cut();
+      const refused = await postZip(service.url, zip);
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBeTruthy();
+      const error = parseXml(refused.text).error;
+      expect(error.status).toBe('503');
+      expect(refused.text).not.toContain('jobToken');
+      expect((await request(`${service.url}/svc/api/rest/results/demo`)).status).toBe(503);
+
+      await proxy.open();
+      const accepted = await waitFor(
+        async () => {
+          const answer = await postZip(service.url, zip);
+          return answer.status === 202 ? answer : undefined;
+        },
+        30000,
+        'submissions to be accepted again',
+      );
+      const token = parseXml(accepted.text).jobToken;
+      expect(parseXml((await waitForResult(token.resultUri)).text).result.success).toBe('true');
+      const jobs = await service.app.get(DataSource).query(`SELECT count(*)::int AS n FROM job`);
+      expect(jobs).toEqual([{ n: 2 }]);
+    } finally {
+      await service.stop();
+      await proxy.cut();
+    }
+  });
+});

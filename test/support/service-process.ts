@@ -1,0 +1,78 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { sleep } from './test-service';
+
+const MAIN = join(__dirname, '..', '..', 'dist', 'src', 'main.js');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  url: string;
+  output(): string;
+  /** Waits for the process to exit; returns its exit code or signal. */
+  exited(): Promise<number | string>;
+}
+
+/**
+ * Runs the built service (`dist/src/main.js`, made by `npm run build`, which `npm test` runs first)
+ * as a separate process, as an operator would, and waits until it answers HTTP (or, for a worker,
+ * until it logs that it started).
+ */
+export async function spawnService(env: NodeJS.ProcessEnv, timeoutMs = 60000): Promise<ServiceProcess> {
+  if (!existsSync(MAIN)) {
+    throw new Error(`${MAIN} is missing: run \`npm run build\` (npm test does it) before this test`);
+  }
+  const port = env.PORT && env.PORT !== '0' ? Number(env.PORT) : await freePort();
+  const child = spawn(process.execPath, [MAIN], {
+    env: { ...env, PORT: String(port), LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'info' : (env.LOG_LEVEL ?? 'info') },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exit = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  let exitedEarly: number | string | null = null;
+  void exit.then((value) => (exitedEarly = value));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + timeoutMs;
+  const isWorker = env.ROLE === 'worker';
+  for (;;) {
+    if (exitedEarly !== null) {
+      throw new Error(`service exited (${exitedEarly}) during start-up:\n${output}`);
+    }
+    if (isWorker ? output.includes('worker started') : await fetch(`${url}/svc/api/rest/results/probe`).then(() => true, () => false)) {
+      break;
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`service did not start within ${timeoutMs} ms:\n${output}`);
+    }
+    await sleep(100);
+  }
+  return { child, url, output: () => output, exited: () => exit };
+}
+
+/** Runs a command-line entry point of the built service and collects its output. */
+export async function runCli(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  const child = spawn(process.execPath, [join(__dirname, '..', '..', 'dist', 'src', script), ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? -1)));
+  return { code, output };
+}
