@@ -12,7 +12,8 @@ export type CatalogSection = (typeof CATALOG_SECTIONS)[number];
 /** A file of an application's catalog, shared by every node through the database. */
 @Entity({ name: 'catalog_file' })
 export class CatalogFileEntity {
-  @PrimaryColumn({ name: 'application_name', type: 'varchar', length: 64 }) applicationName!: string;
+  @PrimaryColumn({ name: 'application_name', type: 'varchar', length: 64 })
+  applicationName!: string;
 
   @PrimaryColumn({ type: 'varchar', length: 32 }) section!: CatalogSection;
 

@@ -15,7 +15,10 @@ const APPLICATION_NAME = /^\w{1,64}$/;
  * Loads a folder laid out `<dir>/<application>/<SECTION>/<file>` into the catalog (upsert:
  * same-named files are replaced, others kept). Anything else in the folder is reported as skipped.
  */
-export async function loadCatalogFolder(catalog: CatalogService, dir: string): Promise<CatalogLoadReport> {
+export async function loadCatalogFolder(
+  catalog: CatalogService,
+  dir: string,
+): Promise<CatalogLoadReport> {
   const report: CatalogLoadReport = { created: [], updated: [], skipped: [] };
   for (const application of readdirSync(dir).sort()) {
     const appDir = join(dir, application);
@@ -25,7 +28,10 @@ export async function loadCatalogFolder(catalog: CatalogService, dir: string): P
     }
     for (const section of readdirSync(appDir).sort()) {
       const sectionDir = join(appDir, section);
-      if (!statSync(sectionDir).isDirectory() || !(CATALOG_SECTIONS as readonly string[]).includes(section)) {
+      if (
+        !statSync(sectionDir).isDirectory() ||
+        !(CATALOG_SECTIONS as readonly string[]).includes(section)
+      ) {
         report.skipped.push(`${application}/${section}`);
         continue;
       }
@@ -36,7 +42,12 @@ export async function loadCatalogFolder(catalog: CatalogService, dir: string): P
           report.skipped.push(label);
           continue;
         }
-        const created = await catalog.putFile(application, section as CatalogSection, name, readFileSync(path));
+        const created = await catalog.putFile(
+          application,
+          section as CatalogSection,
+          name,
+          readFileSync(path),
+        );
         (created ? report.created : report.updated).push(label);
       }
     }

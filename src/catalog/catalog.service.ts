@@ -8,7 +8,11 @@ import { CatalogFileEntity, CatalogSection } from './catalog-file.entity';
 export class CatalogService {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  async getFile(applicationName: string, section: CatalogSection, name: string): Promise<Buffer | null> {
+  async getFile(
+    applicationName: string,
+    section: CatalogSection,
+    name: string,
+  ): Promise<Buffer | null> {
     const file = await this.dataSource
       .getRepository(CatalogFileEntity)
       .findOne({ where: { applicationName, section, name }, select: { content: true } });
@@ -16,18 +20,25 @@ export class CatalogService {
   }
 
   /** Inserts or replaces a file; returns true when it was new. */
-  async putFile(applicationName: string, section: CatalogSection, name: string, content: Buffer): Promise<boolean> {
-    const rows = (await this.dataSource.query(
+  async putFile(
+    applicationName: string,
+    section: CatalogSection,
+    name: string,
+    content: Buffer,
+  ): Promise<boolean> {
+    const rows = await this.dataSource.query<Array<{ inserted: boolean }>>(
       `INSERT INTO catalog_file (application_name, section, name, content, updated_at)
        VALUES ($1, $2, $3, $4, now())
        ON CONFLICT (application_name, section, name) DO UPDATE SET content = EXCLUDED.content, updated_at = now()
        RETURNING (xmax = 0) AS inserted`,
       [applicationName, section, name, content],
-    )) as Array<{ inserted: boolean }>;
+    );
     return rows[0]?.inserted ?? false;
   }
 
-  async listFiles(applicationName: string): Promise<Array<{ section: CatalogSection; name: string }>> {
+  async listFiles(
+    applicationName: string,
+  ): Promise<Array<{ section: CatalogSection; name: string }>> {
     return this.dataSource.getRepository(CatalogFileEntity).find({
       where: { applicationName },
       select: { section: true, name: true },

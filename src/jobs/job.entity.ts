@@ -50,9 +50,11 @@ export class JobEntity {
 
   @Column({ type: 'int', default: 0 }) attempts!: number;
 
-  @Column({ name: 'lease_owner', type: 'varchar', length: 128, nullable: true }) leaseOwner!: string | null;
+  @Column({ name: 'lease_owner', type: 'varchar', length: 128, nullable: true }) leaseOwner!:
+    string | null;
 
-  @Column({ name: 'lease_expires_at', type: 'timestamptz', nullable: true }) leaseExpiresAt!: Date | null;
+  @Column({ name: 'lease_expires_at', type: 'timestamptz', nullable: true })
+  leaseExpiresAt!: Date | null;
 
   /** Why the last attempt could not run (infrastructure failures only). */
   @Column({ name: 'last_error', type: 'text', nullable: true }) lastError!: string | null;

@@ -42,7 +42,11 @@ export class QueueNotifier implements OnApplicationShutdown {
     if (!this.listening || this.target.kind !== 'server') {
       return;
     }
-    const client = new Client({ connectionString: this.target.url, application_name: 'svc-listener', connectionTimeoutMillis: 3000 });
+    const client = new Client({
+      connectionString: this.target.url,
+      application_name: 'svc-listener',
+      connectionTimeoutMillis: 3000,
+    });
     client.on('notification', (message) => this.events.emit('queued', message.payload ?? ''));
     client.on('error', (error) => {
       this.logger.warn(`LISTEN connection lost (${error.message}); polling until it is back`);
@@ -54,7 +58,9 @@ export class QueueNotifier implements OnApplicationShutdown {
       await client.query(`LISTEN ${JOB_QUEUED_CHANNEL}`);
       this.listener = client;
     } catch (error) {
-      this.logger.warn(`could not LISTEN (${(error as Error).message}); retrying, polling meanwhile`);
+      this.logger.warn(
+        `could not LISTEN (${(error as Error).message}); retrying, polling meanwhile`,
+      );
       this.scheduleReconnect(client);
     }
   }

@@ -57,7 +57,12 @@ interface ClaimRow {
 
 /** pg returns UPDATE ... RETURNING through TypeORM as [rows, count]. */
 function rowsOf<T>(raw: unknown): T[] {
-  if (Array.isArray(raw) && raw.length === 2 && Array.isArray(raw[0]) && typeof raw[1] === 'number') {
+  if (
+    Array.isArray(raw) &&
+    raw.length === 2 &&
+    Array.isArray(raw[0]) &&
+    typeof raw[1] === 'number'
+  ) {
     return raw[0] as T[];
   }
   return raw as T[];
@@ -78,7 +83,12 @@ export class QueueRepository {
    * (priority, submitted_at) serves the ORDER BY: EXPLAIN on 100k done + 1k queued jobs shows an
    * index scan over the queued rows only.
    */
-  async claim(owner: string, limit: number, leaseSeconds: number, applicationName: string | null): Promise<ClaimedJob[]> {
+  async claim(
+    owner: string,
+    limit: number,
+    leaseSeconds: number,
+    applicationName: string | null,
+  ): Promise<ClaimedJob[]> {
     const raw: unknown = await this.dataSource.query(
       `WITH next AS (
          SELECT id FROM job
@@ -138,7 +148,16 @@ export class QueueRepository {
         `INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8)
          ON CONFLICT (job_id) DO NOTHING`,
-        [jobId, rows[0].application_name, result.success, result.type, result.contentType, result.data, result.data.length, result.sha256],
+        [
+          jobId,
+          rows[0].application_name,
+          result.success,
+          result.type,
+          result.contentType,
+          result.data,
+          result.data.length,
+          result.sha256,
+        ],
       );
       // The input files are not needed once the job has its result.
       await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
@@ -177,11 +196,13 @@ export class QueueRepository {
    * Supervisor pass, run by one node at a time (advisory lock): jobs whose lease expired go back
    * to the queue; those out of attempts are returned for a dead-letter result.
    */
-  async recoverExpiredLeases(maxAttempts: number): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
+  async recoverExpiredLeases(
+    maxAttempts: number,
+  ): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
     return this.dataSource.transaction(async (manager) => {
-      const lock = (await manager.query(`SELECT pg_try_advisory_xact_lock(hashtext('svc.supervisor')) AS locked`)) as Array<{
-        locked: boolean;
-      }>;
+      const lock = await manager.query<Array<{ locked: boolean }>>(
+        `SELECT pg_try_advisory_xact_lock(hashtext('svc.supervisor')) AS locked`,
+      );
       if (!lock[0]?.locked) {
         return { requeued: 0, exhausted: [] };
       }
@@ -235,7 +256,9 @@ export class QueueRepository {
 
   /** Jobs waiting to run, for metrics and tests. */
   async queueDepth(): Promise<number> {
-    const rows = (await this.dataSource.query(`SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED'`)) as Array<{ n: number }>;
+    const rows = await this.dataSource.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED'`,
+    );
     return rows[0]?.n ?? 0;
   }
 }

@@ -8,7 +8,11 @@ import { JOB_EXECUTOR, WorkerService } from './worker.service';
 /** What a worker node adds: the R engine, the job executor and the claim loop. No controllers. */
 @Module({
   imports: [QueueModule, REngineModule, CatalogModule],
-  providers: [ScriptJobExecutor, { provide: JOB_EXECUTOR, useExisting: ScriptJobExecutor }, WorkerService],
+  providers: [
+    ScriptJobExecutor,
+    { provide: JOB_EXECUTOR, useExisting: ScriptJobExecutor },
+    WorkerService,
+  ],
   exports: [WorkerService],
 })
 export class WorkerModule {}

@@ -1,6 +1,12 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
@@ -63,11 +69,18 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     await this.notifier.listen();
     this.timers.push(setInterval(() => this.wake(), this.config.pollIntervalMs));
     this.timers.push(setInterval(() => void this.heartbeat(), this.config.heartbeatSeconds * 1000));
-    this.timers.push(setInterval(() => void this.supervise(), Math.max(1000, (this.config.leaseSeconds * 1000) / 2)));
+    this.timers.push(
+      setInterval(
+        () => void this.supervise(),
+        Math.max(1000, (this.config.leaseSeconds * 1000) / 2),
+      ),
+    );
     for (const timer of this.timers) {
       timer.unref();
     }
-    this.logger.log(`worker ${this.owner} started with ${this.pools.map((p) => `${p.applicationName ?? 'any'}:${p.size}`).join(', ')} slots`);
+    this.logger.log(
+      `worker ${this.owner} started with ${this.pools.map((p) => `${p.applicationName ?? 'any'}:${p.size}`).join(', ')} slots`,
+    );
     await this.supervise();
     this.wake();
   }
@@ -98,7 +111,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           if (free <= 0 || this.stopping) {
             continue;
           }
-          const jobs = await this.queue.claim(this.owner, free, this.config.leaseSeconds, pool.applicationName);
+          const jobs = await this.queue.claim(
+            this.owner,
+            free,
+            this.config.leaseSeconds,
+            pool.applicationName,
+          );
           for (const job of jobs) {
             this.start(job, pool);
           }
@@ -106,7 +124,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
             this.refillRequested = true;
           }
         }
-      } while (this.refillRequested && !this.stopping && this.pools.some((p) => p.running.size < p.size));
+      } while (
+        this.refillRequested &&
+        !this.stopping &&
+        this.pools.some((p) => p.running.size < p.size)
+      );
     } catch (error) {
       this.logger.warn(`claiming jobs failed: ${(error as Error).message}`);
     } finally {
@@ -147,17 +169,27 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
     try {
       const stored = await this.queue.complete(job.id, this.owner, result);
-      log.log(stored ? `done (success=${result.success}, ${result.type}, ${result.data.length} bytes)` : 'finished after losing its lease: result discarded');
+      log.log(
+        stored
+          ? `done (success=${result.success}, ${result.type}, ${result.data.length} bytes)`
+          : 'finished after losing its lease: result discarded',
+      );
     } catch (error) {
       // The database is unreachable: the lease will expire and the job runs again.
       log.error(`could not store the result: ${(error as Error).message}`);
     }
   }
 
-  private async handleInfrastructureFailure(job: ClaimedJob, message: string, log: Logger): Promise<void> {
+  private async handleInfrastructureFailure(
+    job: ClaimedJob,
+    message: string,
+    log: Logger,
+  ): Promise<void> {
     try {
       if (job.attempts >= this.config.maxAttempts) {
-        log.error(`attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`);
+        log.error(
+          `attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`,
+        );
         await this.queue.complete(job.id, this.owner, deadLetter(job, message));
       } else {
         const delay = this.config.retryBackoffMs * 2 ** (job.attempts - 1);
@@ -190,13 +222,19 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   private async supervise(): Promise<void> {
     try {
-      const { requeued, exhausted } = await this.queue.recoverExpiredLeases(this.config.maxAttempts);
+      const { requeued, exhausted } = await this.queue.recoverExpiredLeases(
+        this.config.maxAttempts,
+      );
       if (requeued > 0) {
         this.logger.warn(`re-queued ${requeued} job(s) whose worker stopped responding`);
         this.wake();
       }
       for (const job of exhausted) {
-        await this.queue.complete(job.id, 'supervisor', deadLetter(job, job.lastError ?? 'unknown failure'));
+        await this.queue.complete(
+          job.id,
+          'supervisor',
+          deadLetter(job, job.lastError ?? 'unknown failure'),
+        );
         this.logger.error(`job ${job.id}: no attempts left, dead-letter result stored`);
       }
       if (this.config.resultRetentionHours > 0) {
@@ -217,7 +255,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     if (pending.length === 0) {
       return;
     }
-    this.logger.log(`waiting up to ${this.config.shutdownGraceSeconds} s for ${pending.length} running job(s)`);
+    this.logger.log(
+      `waiting up to ${this.config.shutdownGraceSeconds} s for ${pending.length} running job(s)`,
+    );
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, this.config.shutdownGraceSeconds * 1000);
@@ -235,6 +275,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 }
 
-function deadLetter(job: { id: string; applicationName: string; submittedAt: Date; attempts: number }, reason: string): ResultData {
-  return errorResult(job, `The job could not be delivered to R after ${job.attempts} attempt(s): ${reason}`);
+function deadLetter(
+  job: { id: string; applicationName: string; submittedAt: Date; attempts: number },
+  reason: string,
+): ResultData {
+  return errorResult(
+    job,
+    `The job could not be delivered to R after ${job.attempts} attempt(s): ${reason}`,
+  );
 }

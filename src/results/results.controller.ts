@@ -5,8 +5,13 @@ import { ApiError } from '../common/api-error';
 import { ApplicationNamePipe, isJobId, JobIdPipe } from '../common/application-name';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { formatOf } from '../common/negotiation';
+import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
-import { RestRepresentation, ResultsStreamWriter, ResultView } from '../common/representation/rest-representation';
+import {
+  RestRepresentation,
+  ResultsStreamWriter,
+  ResultView,
+} from '../common/representation/rest-representation';
 import { ResultMetadata, ResultRepository } from './result.repository';
 import { sendResultData } from './result-data.response';
 
@@ -59,7 +64,12 @@ export class ResultsController {
     const links = this.links(req);
     const { format, mediaType } = formatOf(req);
     // Read the first page before answering, so a database failure is still a clean 503.
-    let page = await this.results.page(applicationName, Math.min(limit ?? LIST_PAGE_SIZE, LIST_PAGE_SIZE), null, offset);
+    let page = await this.results.page(
+      applicationName,
+      Math.min(limit ?? LIST_PAGE_SIZE, LIST_PAGE_SIZE),
+      null,
+      offset,
+    );
     res.status(200).type(`${mediaType}; charset=utf-8`).setHeader('Vary', 'Accept');
     const writer = new ResultsStreamWriter(format, (chunk) => res.write(chunk));
     let remaining = limit ?? Number.POSITIVE_INFINITY;
@@ -96,7 +106,9 @@ export class ResultsController {
   ): Promise<RestRepresentation> {
     const result = await this.results.findMetadata(applicationName, jobId);
     if (!result) {
-      throw ApiError.notFound(`No result for job ${jobId} of application ${applicationName} (not ready, or unknown).`);
+      throw ApiError.notFound(
+        `No result for job ${jobId} of application ${applicationName} (not ready, or unknown).`,
+      );
     }
     return { element: 'result', value: view(this.links(req), result) };
   }
@@ -118,6 +130,7 @@ export class ResultsController {
   }
 
   @Get('result/:app/:file')
+  @RawData()
   async data(
     @Req() req: Request,
     @Res() res: Response,

@@ -1,6 +1,10 @@
 import { XMLParser } from 'fast-xml-parser';
 
-const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '', removeNSPrefix: true });
+const parser = new XMLParser({
+  ignoreAttributes: false,
+  attributeNamePrefix: '',
+  removeNSPrefix: true,
+});
 
 /** Parses an XML answer into plain objects (attributes as keys), for assertions. */
 export function parseXml(xml: string): Record<string, Record<string, string>> {
@@ -24,7 +28,11 @@ export async function request(url: string, init: RequestInit = {}): Promise<Answ
 export const REST = '/svc/api/rest';
 
 /** Posts a ZIP job as application/zip. */
-export async function postZip(base: string, zip: Buffer, headers: Record<string, string> = {}): Promise<Answer> {
+export async function postZip(
+  base: string,
+  zip: Buffer,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   return request(`${base}${REST}/jobs`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/zip', 'X-SVC-Application-Name': 'demo', ...headers },
@@ -33,7 +41,11 @@ export async function postZip(base: string, zip: Buffer, headers: Record<string,
 }
 
 /** Polls a resultUri until it answers 200; returns that answer. */
-export async function waitForResult(resultUri: string, headers: Record<string, string> = {}, timeoutMs = 90000): Promise<Answer> {
+export async function waitForResult(
+  resultUri: string,
+  headers: Record<string, string> = {},
+  timeoutMs = 90000,
+): Promise<Answer> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const answer = await request(resultUri, { headers });

@@ -30,20 +30,31 @@ export interface ServiceProcess {
  * as a separate process, as an operator would, and waits until it answers HTTP (or, for a worker,
  * until it logs that it started).
  */
-export async function spawnService(env: NodeJS.ProcessEnv, timeoutMs = 60000): Promise<ServiceProcess> {
+export async function spawnService(
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 60000,
+): Promise<ServiceProcess> {
   if (!existsSync(MAIN)) {
-    throw new Error(`${MAIN} is missing: run \`npm run build\` (npm test does it) before this test`);
+    throw new Error(
+      `${MAIN} is missing: run \`npm run build\` (npm test does it) before this test`,
+    );
   }
   const port = env.PORT && env.PORT !== '0' ? Number(env.PORT) : await freePort();
   const child = spawn(process.execPath, [MAIN], {
-    env: { ...env, PORT: String(port), LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'info' : (env.LOG_LEVEL ?? 'info') },
+    env: {
+      ...env,
+      PORT: String(port),
+      LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'info' : (env.LOG_LEVEL ?? 'info'),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exit = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
-  let exitedEarly: number | string | null = null;
+  const exit = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
+  );
+  let exitedEarly = null as number | string | null;
   void exit.then((value) => (exitedEarly = value));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + timeoutMs;
@@ -52,7 +63,14 @@ export async function spawnService(env: NodeJS.ProcessEnv, timeoutMs = 60000): P
     if (exitedEarly !== null) {
       throw new Error(`service exited (${exitedEarly}) during start-up:\n${output}`);
     }
-    if (isWorker ? output.includes('worker started') : await fetch(`${url}/svc/api/rest/results/probe`).then(() => true, () => false)) {
+    if (
+      isWorker
+        ? output.includes('worker started')
+        : await fetch(`${url}/svc/api/rest/results/probe`).then(
+            () => true,
+            () => false,
+          )
+    ) {
       break;
     }
     if (Date.now() > deadline) {
@@ -65,11 +83,19 @@ export async function spawnService(env: NodeJS.ProcessEnv, timeoutMs = 60000): P
 }
 
 /** Runs a command-line entry point of the built service and collects its output. */
-export async function runCli(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
-  const child = spawn(process.execPath, [join(__dirname, '..', '..', 'dist', 'src', script), ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+export async function runCli(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; output: string }> {
+  const child = spawn(
+    process.execPath,
+    [join(__dirname, '..', '..', 'dist', 'src', script), ...args],
+    {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -21,7 +21,11 @@ export interface TestDatabase {
 export async function createTestDatabase(): Promise<TestDatabase> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-data-'));
   if (!SERVER_DATABASE_URL) {
-    return { url: null, dataDir, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
+    return {
+      url: null,
+      dataDir,
+      drop: () => Promise.resolve(rmSync(dataDir, { recursive: true, force: true })),
+    };
   }
   const name = `svc_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
   const admin = new Client({ connectionString: SERVER_DATABASE_URL });
@@ -44,7 +48,10 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 /** Environment for a service under test: port 0, quiet logs, fast polling, the test database. */
-export function testEnvironment(database: TestDatabase, overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
+export function testEnvironment(
+  database: TestDatabase,
+  overrides: Record<string, string> = {},
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PORT: '0',
@@ -69,7 +76,9 @@ export interface TestService extends RunningService {
 }
 
 /** Starts the whole service in this process on a fresh database. */
-export async function startTestService(overrides: Record<string, string> = {}): Promise<TestService> {
+export async function startTestService(
+  overrides: Record<string, string> = {},
+): Promise<TestService> {
   const database = await createTestDatabase();
   const config = loadConfig(testEnvironment(database, overrides));
   const logger = new PinoLoggerService(config.logLevel);
@@ -90,7 +99,11 @@ export async function sleep(ms: number): Promise<void> {
 }
 
 /** Polls `probe` until it returns a value, or fails after `timeoutMs`. */
-export async function waitFor<T>(probe: () => Promise<T | undefined | null | false>, timeoutMs = 60000, what = 'condition'): Promise<T> {
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 60000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
