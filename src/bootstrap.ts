@@ -7,7 +7,12 @@ import { AppModule } from './app.module';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
 import { AppConfig } from './config/app-config';
-import { buildDataSourceOptions, DatabaseTarget, PendingMigrationsError, pendingMigrations } from './storage/database-options';
+import {
+  buildDataSourceOptions,
+  DatabaseTarget,
+  PendingMigrationsError,
+  pendingMigrations,
+} from './storage/database-options';
 import { EmbeddedPostgres } from './storage/embedded-postgres';
 
 export interface RunningService {
@@ -24,7 +29,11 @@ export interface RunningService {
  * run pending migrations; otherwise they are an error that names the command to run.
  * On a fresh embedded database the example catalog is loaded.
  */
-async function prepareDatabase(config: AppConfig, target: DatabaseTarget, logger: LoggerService): Promise<void> {
+async function prepareDatabase(
+  config: AppConfig,
+  target: DatabaseTarget,
+  logger: LoggerService,
+): Promise<void> {
   const dataSource = new DataSource(buildDataSourceOptions(target, 'svc-startup'));
   await dataSource.initialize();
   try {
@@ -36,16 +45,26 @@ async function prepareDatabase(config: AppConfig, target: DatabaseTarget, logger
       await dataSource.runMigrations({ transaction: 'each' });
       logger.log(`applied migrations: ${pending.join(', ')}`, 'Database');
     }
-    if (config.embeddedDatabase && existsSync(config.catalogDir) && (await new CatalogService(dataSource).countFiles()) === 0) {
+    if (
+      config.embeddedDatabase &&
+      existsSync(config.catalogDir) &&
+      (await new CatalogService(dataSource).countFiles()) === 0
+    ) {
       const report = await loadCatalogFolder(new CatalogService(dataSource), config.catalogDir);
-      logger.log(`loaded the example catalog from ${config.catalogDir}: ${report.created.length} file(s)`, 'Catalog');
+      logger.log(
+        `loaded the example catalog from ${config.catalogDir}: ${report.created.length} file(s)`,
+        'Catalog',
+      );
     }
   } finally {
     await dataSource.destroy();
   }
 }
 
-export async function startService(config: AppConfig, logger: LoggerService): Promise<RunningService> {
+export async function startService(
+  config: AppConfig,
+  logger: LoggerService,
+): Promise<RunningService> {
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
   const target: DatabaseTarget = embedded
     ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
@@ -59,7 +78,11 @@ export async function startService(config: AppConfig, logger: LoggerService): Pr
       app = await NestFactory.createApplicationContext(module, { logger, abortOnError: false });
       await app.init();
     } else {
-      const httpApp = await NestFactory.create<NestExpressApplication>(module, { logger, bodyParser: false, abortOnError: false });
+      const httpApp = await NestFactory.create<NestExpressApplication>(module, {
+        logger,
+        bodyParser: false,
+        abortOnError: false,
+      });
       httpApp.disable('x-powered-by');
       httpApp.set('trust proxy', false);
       app = httpApp;

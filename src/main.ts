@@ -25,7 +25,9 @@ async function main(): Promise<void> {
     logger.pino.flush();
     process.exit(1);
   }
-  const database = config.embeddedDatabase ? `embedded PostgreSQL in ${config.dataDir}` : 'DATABASE_URL';
+  const database = config.embeddedDatabase
+    ? `embedded PostgreSQL in ${config.dataDir}`
+    : 'DATABASE_URL';
   if (service.url) {
     const base = config.publicBaseUrl ?? `http://localhost:${config.port}`;
     logger.log(`svc (${config.role}) is listening on ${base}, database: ${database}`, 'Startup');

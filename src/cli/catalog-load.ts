@@ -9,7 +9,9 @@ import { openDatabaseForCli, pendingMigrations } from '../storage/database-optio
 async function main(argv: string[]): Promise<number> {
   const [dirArgument] = argv;
   if (!dirArgument) {
-    console.error('usage: npm run catalog:load -- <dir>   (laid out <dir>/<application>/<SECTION>/<file>)');
+    console.error(
+      'usage: npm run catalog:load -- <dir>   (laid out <dir>/<application>/<SECTION>/<file>)',
+    );
     return 2;
   }
   const dir = resolve(dirArgument);
@@ -23,7 +25,9 @@ async function main(argv: string[]): Promise<number> {
     if (config.embeddedDatabase) {
       await dataSource.runMigrations({ transaction: 'each' });
     } else if ((await pendingMigrations(dataSource)).length > 0) {
-      console.error('catalog:load: the database has pending migrations; run `npm run migration:run` first');
+      console.error(
+        'catalog:load: the database has pending migrations; run `npm run migration:run` first',
+      );
       return 1;
     }
     const report = await loadCatalogFolder(new CatalogService(dataSource), dir);
@@ -36,7 +40,9 @@ async function main(argv: string[]): Promise<number> {
     for (const file of report.skipped) {
       console.log(`skipped ${file} (not <application>/<SECTION>/<file>)`);
     }
-    console.log(`${report.created.length} created, ${report.updated.length} updated, ${report.skipped.length} skipped`);
+    console.log(
+      `${report.created.length} created, ${report.updated.length} updated, ${report.skipped.length} skipped`,
+    );
     return 0;
   } finally {
     await close();
@@ -46,7 +52,9 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(error instanceof ConfigError ? error.message : `catalog:load: ${(error as Error).message}`);
+    console.error(
+      error instanceof ConfigError ? error.message : `catalog:load: ${(error as Error).message}`,
+    );
     process.exit(1);
   },
 );

@@ -46,7 +46,11 @@ async function main(argv: string[]): Promise<number> {
         await dataSource.undoLastMigration({ transaction: 'each' });
         const after = await pendingMigrations(dataSource);
         const reverted = after.filter((m) => !before.includes(m));
-        console.log(reverted.length ? `Reverted ${reverted.join(', ')} on ${where}.` : `Nothing to revert (${where}).`);
+        console.log(
+          reverted.length
+            ? `Reverted ${reverted.join(', ')} on ${where}.`
+            : `Nothing to revert (${where}).`,
+        );
         return 0;
       }
       case 'show': {
@@ -55,7 +59,9 @@ async function main(argv: string[]): Promise<number> {
           const migrationName = migration.name ?? migration.constructor.name;
           console.log(`${pending.has(migrationName) ? '[ ]' : '[X]'} ${migrationName}`);
         }
-        console.log(pending.size ? `${pending.size} pending on ${where}.` : `Up to date (${where}).`);
+        console.log(
+          pending.size ? `${pending.size} pending on ${where}.` : `Up to date (${where}).`,
+        );
         return pending.size ? 1 : 0;
       }
       case 'generate': {
@@ -86,8 +92,9 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(error instanceof ConfigError ? error.message : `migrate: ${(error as Error).message}`);
+    console.error(
+      error instanceof ConfigError ? error.message : `migrate: ${(error as Error).message}`,
+    );
     process.exit(1);
   },
 );
-

@@ -29,6 +29,8 @@ export class ApiError extends HttpException {
     return new ApiError(HttpStatus.NOT_ACCEPTABLE, message);
   }
   static serviceUnavailable(message: string, retryAfterSeconds = 5): ApiError {
-    return new ApiError(HttpStatus.SERVICE_UNAVAILABLE, message, { 'Retry-After': String(retryAfterSeconds) });
+    return new ApiError(HttpStatus.SERVICE_UNAVAILABLE, message, {
+      'Retry-After': String(retryAfterSeconds),
+    });
   }
 }

@@ -1,4 +1,11 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  Catch,
+  ExceptionFilter,
+  HttpException,
+  HttpStatus,
+  Logger,
+} from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
 import { QueryFailedError } from 'typeorm';
@@ -6,7 +13,14 @@ import { ApiError } from './api-error';
 import { errorFormat } from './negotiation';
 import { renderRepresentation } from './representation/rest-representation';
 
-const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', 'EHOSTUNREACH']);
+const CONNECTION_ERROR_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EPIPE',
+  'EHOSTUNREACH',
+]);
 
 /** True for errors that mean "the database cannot be reached" rather than "this query is wrong". */
 export function isDatabaseUnavailable(error: unknown): boolean {
@@ -14,15 +28,20 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) {
     return false;
   }
-  const driverError = (error instanceof QueryFailedError ? error.driverError : error) as { code?: unknown };
+  const driverError = (error instanceof QueryFailedError ? error.driverError : error) as {
+    code?: unknown;
+  };
   const code = typeof driverError.code === 'string' ? driverError.code : '';
-  const message = String((error as { message?: unknown }).message ?? '');
+  const rawMessage = (error as { message?: unknown }).message;
+  const message = typeof rawMessage === 'string' ? rawMessage : '';
   return (
     CONNECTION_ERROR_CODES.has(code) ||
     code.startsWith('08') || // connection exceptions
     code === '57P01' || // admin shutdown
     code === '57P03' || // cannot connect now
-    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+      message,
+    )
   );
 }
 
@@ -30,7 +49,9 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 function statusOf(error: unknown): number | undefined {
   const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown };
   const status = typeof candidate.status === 'number' ? candidate.status : candidate.statusCode;
-  return typeof status === 'number' && status >= 400 && status < 500 && candidate.expose !== false ? status : undefined;
+  return typeof status === 'number' && status >= 400 && status < 500 && candidate.expose !== false
+    ? status
+    : undefined;
 }
 
 /**
@@ -46,16 +67,20 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const ctx = host.switchToHttp();
     const req = ctx.getRequest<Request>();
     const res = ctx.getResponse<Response>();
-    let status: number;
+    let status: HttpStatus;
     let message: string;
     const headers: Record<string, string> = {};
     if (exception instanceof HttpException) {
       status = exception.getStatus();
       const response = exception.getResponse();
-      message =
-        typeof response === 'string'
-          ? response
-          : String((response as { message?: unknown }).message ?? exception.message);
+      const detail =
+        typeof response === 'string' ? response : (response as { message?: unknown }).message;
+      // Nest's own validation errors carry a list of messages.
+      message = Array.isArray(detail)
+        ? detail.join('; ')
+        : typeof detail === 'string'
+          ? detail
+          : exception.message;
       if (exception instanceof ApiError) {
         Object.assign(headers, exception.headers);
       }
@@ -66,17 +91,21 @@ export class ApiExceptionFilter implements ExceptionFilter {
       status = HttpStatus.SERVICE_UNAVAILABLE;
       message = 'The database is unavailable; nothing was stored. Try again shortly.';
       headers['Retry-After'] = '5';
-      this.logger.warn(`${req.method} ${req.originalUrl}: database unavailable: ${(exception as Error).message}`);
+      this.logger.warn(
+        `${req.method} ${req.originalUrl}: database unavailable: ${(exception as Error).message}`,
+      );
     } else if (statusOf(exception) !== undefined) {
       status = statusOf(exception) ?? 400;
       message =
-        status === 413
+        status === HttpStatus.PAYLOAD_TOO_LARGE
           ? 'The request body is larger than the configured limit.'
           : ((exception as Error).message ?? STATUS_CODES[status] ?? 'Bad request');
     } else {
       status = HttpStatus.INTERNAL_SERVER_ERROR;
       message = 'Internal error; it has been logged.';
-      this.logger.error(`${req.method} ${req.originalUrl}: ${(exception as Error)?.stack ?? String(exception)}`);
+      this.logger.error(
+        `${req.method} ${req.originalUrl}: ${(exception as Error)?.stack ?? String(exception)}`,
+      );
     }
     if (res.headersSent) {
       res.destroy();

@@ -1,4 +1,10 @@
-import { ArgumentMetadata, CanActivate, ExecutionContext, Injectable, PipeTransform } from '@nestjs/common';
+import {
+  ArgumentMetadata,
+  CanActivate,
+  ExecutionContext,
+  Injectable,
+  PipeTransform,
+} from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from './api-error';
 
@@ -15,7 +21,9 @@ export function checkApplicationName(name: string | undefined, where: string): s
     throw ApiError.badRequest(`${where} is longer than ${MAX_APPLICATION_NAME_LENGTH} characters.`);
   }
   if (!APPLICATION_NAME.test(name)) {
-    throw ApiError.badRequest(`${where} "${name}" is invalid: use ASCII letters, digits and underscores only.`);
+    throw ApiError.badRequest(
+      `${where} "${name}" is invalid: use ASCII letters, digits and underscores only.`,
+    );
   }
   return name;
 }
@@ -36,7 +44,9 @@ export function rawHeaderValues(req: Request, name: string): string[] {
 export function applicationNameFromHeader(req: Request): string {
   const values = rawHeaderValues(req, APPLICATION_HEADER);
   if (values.length > 1) {
-    throw ApiError.badRequest(`${APPLICATION_HEADER} is given ${values.length} times; give it once.`);
+    throw ApiError.badRequest(
+      `${APPLICATION_HEADER} is given ${values.length} times; give it once.`,
+    );
   }
   return checkApplicationName(values[0]?.trim(), `The ${APPLICATION_HEADER} header`);
 }

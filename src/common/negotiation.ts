@@ -17,7 +17,10 @@ const REST_MEDIA_TYPES: Record<string, RestFormat> = {
   'application/json': 'json',
 };
 
-export const DEFAULT_FORMAT: NegotiatedFormat = { format: 'xml', mediaType: 'application/vnd.svc+xml' };
+export const DEFAULT_FORMAT: NegotiatedFormat = {
+  format: 'xml',
+  mediaType: 'application/vnd.svc+xml',
+};
 
 /** Picks the answer's format from Accept (q-values honoured); absent or `*\/*` means vnd+xml. */
 export function negotiateFormat(req: Pick<Request, 'headers'>): NegotiatedFormat {
@@ -25,7 +28,9 @@ export function negotiateFormat(req: Pick<Request, 'headers'>): NegotiatedFormat
   if (accept === undefined || accept.trim() === '') {
     return DEFAULT_FORMAT;
   }
-  const [mediaType] = new Negotiator({ headers: { accept } }).mediaTypes(Object.keys(REST_MEDIA_TYPES));
+  const [mediaType] = new Negotiator({ headers: { accept } }).mediaTypes(
+    Object.keys(REST_MEDIA_TYPES),
+  );
   if (!mediaType) {
     throw ApiError.notAcceptable(
       `Cannot answer in any type that Accept allows (${accept}); use application/vnd.svc+xml or application/vnd.svc+json.`,

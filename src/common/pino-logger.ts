@@ -6,15 +6,27 @@ export class PinoLoggerService implements LoggerService {
   readonly pino: Pino;
 
   constructor(level: string, destination?: pino.DestinationStream) {
-    this.pino = destination ? pino({ level, base: { pid: process.pid } }, destination) : pino({ level, base: { pid: process.pid } });
+    this.pino = destination
+      ? pino({ level, base: { pid: process.pid } }, destination)
+      : pino({ level, base: { pid: process.pid } });
   }
 
-  private write(level: 'info' | 'warn' | 'error' | 'debug' | 'trace' | 'fatal', message: unknown, params: unknown[]): void {
-    const context = typeof params[params.length - 1] === 'string' ? (params[params.length - 1] as string) : undefined;
+  private write(
+    level: 'info' | 'warn' | 'error' | 'debug' | 'trace' | 'fatal',
+    message: unknown,
+    params: unknown[],
+  ): void {
+    const context =
+      typeof params[params.length - 1] === 'string'
+        ? (params[params.length - 1] as string)
+        : undefined;
     if (message instanceof Error) {
       this.pino[level]({ context, err: message }, message.message);
     } else {
-      this.pino[level]({ context }, typeof message === 'string' ? message : JSON.stringify(message));
+      this.pino[level](
+        { context },
+        typeof message === 'string' ? message : JSON.stringify(message),
+      );
     }
   }
 

@@ -18,10 +18,15 @@ export function publicBaseUrl(req: Request, configured: string | null): string {
   if (configured) {
     return configured.replace(/\/+$/, '');
   }
-  const forwardedProto = firstValue(req.headers['x-forwarded-proto']) ?? firstValue(req.headers['x-forwarded-protocol']);
-  const scheme = forwardedProto && /^https?$/i.test(forwardedProto) ? forwardedProto.toLowerCase() : req.protocol;
+  const forwardedProto =
+    firstValue(req.headers['x-forwarded-proto']) ?? firstValue(req.headers['x-forwarded-protocol']);
+  const scheme =
+    forwardedProto && /^https?$/i.test(forwardedProto)
+      ? forwardedProto.toLowerCase()
+      : req.protocol;
   const forwardedHost = firstValue(req.headers['x-forwarded-host']);
-  const host = forwardedHost && HOST.test(forwardedHost) ? forwardedHost : (req.headers.host ?? 'localhost');
+  const host =
+    forwardedHost && HOST.test(forwardedHost) ? forwardedHost : (req.headers.host ?? 'localhost');
   return `${scheme}://${host}`;
 }
 

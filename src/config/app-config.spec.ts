@@ -15,7 +15,13 @@ function problemsOf(env: NodeJS.ProcessEnv): string[] {
 describe('configuration', () => {
   it('has working defaults: port 8888, embedded database, role all, R engine auto', () => {
     const config = loadConfig({});
-    expect(config).toMatchObject({ port: 8888, databaseUrl: null, role: 'all', rEngine: 'auto', logLevel: 'info' });
+    expect(config).toMatchObject({
+      port: 8888,
+      databaseUrl: null,
+      role: 'all',
+      rEngine: 'auto',
+      logLevel: 'info',
+    });
     expect(config.embeddedDatabase).toBe(true);
   });
 
@@ -62,7 +68,15 @@ describe('configuration', () => {
       MIGRATIONS_RUN: 'maybe',
     });
     expect(problems).toHaveLength(7);
-    for (const name of ['PORT', 'ROLE', 'R_ENGINE', 'DATABASE_URL', 'PUBLIC_BASE_URL', 'APPLICATION_SLOTS', 'MIGRATIONS_RUN']) {
+    for (const name of [
+      'PORT',
+      'ROLE',
+      'R_ENGINE',
+      'DATABASE_URL',
+      'PUBLIC_BASE_URL',
+      'APPLICATION_SLOTS',
+      'MIGRATIONS_RUN',
+    ]) {
       expect(problems.some((line) => line.startsWith(name))).toBe(true);
     }
   });

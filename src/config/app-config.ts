@@ -30,10 +30,12 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
  */
 export class AppConfig {
   @IsInt() @Min(0) @Max(65535) port!: number;
-  @IsOptional() @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })
   databaseUrl!: string | null;
   @IsString() dataDir!: string;
-  @IsOptional() @IsUrl({ require_tld: false, protocols: ['http', 'https'], require_protocol: true })
+  @IsOptional()
+  @IsUrl({ require_tld: false, protocols: ['http', 'https'], require_protocol: true })
   publicBaseUrl!: string | null;
   @IsIn(ROLES) role!: Role;
   @IsIn(LOG_LEVELS) logLevel!: string;
@@ -74,10 +76,17 @@ export function envNameOf(key: string): string {
   return key.replace(/([A-Z])/g, '_$1').toUpperCase();
 }
 
-const PROJECT_ROOT = resolve(__dirname, '..', '..', existsSync(join(__dirname, '..', '..', 'config')) ? '' : '..');
+const PROJECT_ROOT = resolve(
+  __dirname,
+  '..',
+  '..',
+  existsSync(join(__dirname, '..', '..', 'config')) ? '' : '..',
+);
 
 function readJson(path: string): Record<string, unknown> {
-  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>) : {};
+  return existsSync(path)
+    ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>)
+    : {};
 }
 
 /** Converts an environment string to the type of the default value it overrides. */
@@ -110,7 +119,9 @@ function coerce(key: string, raw: string, defaultValue: unknown, problems: strin
 
 function describe(error: ValidationError): string {
   const name = envNameOf(error.property);
-  const reasons = Object.values(error.constraints ?? {}).map((m) => m.replace(`${error.property} `, ''));
+  const reasons = Object.values(error.constraints ?? {}).map((m) =>
+    m.replace(`${error.property} `, ''),
+  );
   return `${name}=${JSON.stringify(error.value)}: ${reasons.join('; ')}`;
 }
 
@@ -120,7 +131,10 @@ function describe(error: ValidationError): string {
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const defaults = readJson(join(PROJECT_ROOT, 'config', 'default.json'));
-  const merged: Record<string, unknown> = { ...defaults, ...readJson(join(PROJECT_ROOT, 'config', 'local.json')) };
+  const merged: Record<string, unknown> = {
+    ...defaults,
+    ...readJson(join(PROJECT_ROOT, 'config', 'local.json')),
+  };
   const problems: string[] = [];
   for (const key of Object.keys(defaults)) {
     const raw = env[envNameOf(key)];
@@ -134,11 +148,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   for (const [app, slots] of Object.entries(config.applicationSlots ?? {})) {
     if (!/^\w{1,64}$/.test(app) || !Number.isInteger(slots) || slots < 1) {
-      problems.push(`APPLICATION_SLOTS: "${app}": ${String(slots)} must map an application name to a positive whole number`);
+      problems.push(
+        `APPLICATION_SLOTS: "${app}": ${String(slots)} must map an application name to a positive whole number`,
+      );
     }
   }
   if (config.heartbeatSeconds >= config.leaseSeconds) {
-    problems.push(`HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`);
+    problems.push(
+      `HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`,
+    );
   }
   if (problems.length > 0) {
     throw new ConfigError(problems);

@@ -5,7 +5,12 @@ export function sha256Hex(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-export function resultData(success: boolean, type: string, contentType: string, data: Buffer): ResultData {
+export function resultData(
+  success: boolean,
+  type: string,
+  contentType: string,
+  data: Buffer,
+): ResultData {
   return { success, type, contentType, data, sha256: sha256Hex(data) };
 }
 

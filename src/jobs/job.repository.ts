@@ -41,7 +41,12 @@ export class JobRepository {
       if (job.files.length > 0) {
         await manager.insert(
           JobFileEntity,
-          job.files.map((file) => ({ jobId: job.id, name: file.name, content: file.content, size: String(file.content.length) })),
+          job.files.map((file) => ({
+            jobId: job.id,
+            name: file.name,
+            content: file.content,
+            size: String(file.content.length),
+          })),
         );
       }
       await this.queue.notifyQueued(manager, job.applicationName);
@@ -49,6 +54,8 @@ export class JobRepository {
   }
 
   async findOne(applicationName: string, jobId: string): Promise<JobEntity | null> {
-    return this.dataSource.getRepository(JobEntity).findOne({ where: { id: jobId, applicationName } });
+    return this.dataSource
+      .getRepository(JobEntity)
+      .findOne({ where: { id: jobId, applicationName } });
   }
 }

@@ -3,7 +3,12 @@ import type { Request, Response } from 'express';
 import getRawBody from 'raw-body';
 import { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/api-error';
-import { ApplicationNameGuard, ApplicationNamePipe, applicationNameOf, JobIdPipe } from '../common/application-name';
+import {
+  ApplicationNameGuard,
+  ApplicationNamePipe,
+  applicationNameOf,
+  JobIdPipe,
+} from '../common/application-name';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
@@ -38,11 +43,16 @@ export class JobsController {
   @Post()
   @HttpCode(202)
   @UseGuards(ApplicationNameGuard)
-  async submit(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<RestRepresentation> {
+  async submit(
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<RestRepresentation> {
     const applicationName = applicationNameOf(req);
     const mediaType = mediaTypeOf(req);
     if (FUNCTION_CALL_TYPES.has(mediaType)) {
-      throw ApiError.unsupportedMediaType(`${mediaType} function-call jobs are not available yet; send application/zip.`);
+      throw ApiError.unsupportedMediaType(
+        `${mediaType} function-call jobs are not available yet; send application/zip.`,
+      );
     }
     if (!ZIP_TYPES.has(mediaType)) {
       throw ApiError.unsupportedMediaType(

@@ -32,7 +32,12 @@ export class JobsService {
   }
 
   /** A ZIP body: its entries are the job's files. */
-  async submitZip(applicationName: string, zip: Buffer, meta: JobMeta, source: string): Promise<SubmittedJob> {
+  async submitZip(
+    applicationName: string,
+    zip: Buffer,
+    meta: JobMeta,
+    source: string,
+  ): Promise<SubmittedJob> {
     return this.submitFiles(applicationName, await explodeZip(zip, this.zipLimits), meta, source);
   }
 
@@ -40,11 +45,18 @@ export class JobsService {
    * A multi-file job. `configuration.txt` is not a data file: its properties are merged into the
    * meta (the request's own meta wins). Everything is checked before anything is stored.
    */
-  async submitFiles(applicationName: string, files: JobFileInput[], meta: JobMeta, source: string): Promise<SubmittedJob> {
+  async submitFiles(
+    applicationName: string,
+    files: JobFileInput[],
+    meta: JobMeta,
+    source: string,
+  ): Promise<SubmittedJob> {
     validateJobFiles(files);
     const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
     const dataFiles = files.filter((f) => f !== configuration);
-    const mergedMeta = configuration ? mergeMeta(parseConfigurationFile(configuration.content), meta) : meta;
+    const mergedMeta = configuration
+      ? mergeMeta(parseConfigurationFile(configuration.content), meta)
+      : meta;
     const job = {
       id: randomUUID(),
       applicationName,

@@ -74,7 +74,10 @@ export class ScriptJobExecutor implements JobExecutor {
   }
 
   /** Writes the job's inputs; returns the script to source and the names the service put there. */
-  private async prepare(job: ClaimedJob, workDir: string): Promise<{ scriptName: string; provided: Set<string> }> {
+  private async prepare(
+    job: ClaimedJob,
+    workDir: string,
+  ): Promise<{ scriptName: string; provided: Set<string> }> {
     const provided = new Set<string>([R_LOG_FILE]);
     const files = await this.dataSource.getRepository(JobFileEntity).find({
       where: { jobId: job.id },
@@ -88,11 +91,25 @@ export class ScriptJobExecutor implements JobExecutor {
     const { rScript, sweaveFile } = job.meta;
     let scriptName = files.find((f) => /\.r$/i.test(f.name))?.name;
     if (rScript) {
-      scriptName = await this.copyFromCatalog(job.applicationName, 'R_SCRIPTS', rScript, workDir, 'R script');
+      scriptName = await this.copyFromCatalog(
+        job.applicationName,
+        'R_SCRIPTS',
+        rScript,
+        workDir,
+        'R script',
+      );
       provided.add(scriptName);
     }
     if (sweaveFile) {
-      provided.add(await this.copyFromCatalog(job.applicationName, 'SWEAVE_FILES', sweaveFile, workDir, 'Sweave file'));
+      provided.add(
+        await this.copyFromCatalog(
+          job.applicationName,
+          'SWEAVE_FILES',
+          sweaveFile,
+          workDir,
+          'Sweave file',
+        ),
+      );
     }
     await writeFile(join(workDir, CONFIGURATION_FILE), renderConfigurationFile(job.meta));
     provided.add(CONFIGURATION_FILE);
@@ -116,7 +133,9 @@ export class ScriptJobExecutor implements JobExecutor {
     }
     const content = await this.catalog.getFile(applicationName, section, name);
     if (!content) {
-      throw new JobDefinitionError(`The catalog of application ${applicationName} has no ${what} named "${name}" (section ${section}).`);
+      throw new JobDefinitionError(
+        `The catalog of application ${applicationName} has no ${what} named "${name}" (section ${section}).`,
+      );
     }
     await writeFile(join(workDir, name), content);
     return name;
@@ -124,7 +143,10 @@ export class ScriptJobExecutor implements JobExecutor {
 }
 
 /** Every regular file under workDir that the service did not put there, with its path relative to workDir. */
-async function listResultFiles(workDir: string, provided: Set<string>): Promise<Array<{ name: string; path: string }>> {
+async function listResultFiles(
+  workDir: string,
+  provided: Set<string>,
+): Promise<Array<{ name: string; path: string }>> {
   const found: Array<{ name: string; path: string }> = [];
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true })) {

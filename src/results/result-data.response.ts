@@ -13,12 +13,13 @@ export function sendResultData(req: Request, res: Response, result: ResultEntity
   res.setHeader('Accept-Ranges', 'bytes');
   res.setHeader('Cache-Control', 'private, no-cache');
   res.setHeader('Content-Type', result.contentType);
-  res.setHeader(
-    'Content-Disposition',
-    `attachment; filename="${result.jobId}.${result.type}"`,
-  );
+  res.setHeader('Content-Disposition', `attachment; filename="${result.jobId}.${result.type}"`);
   const ifNoneMatch = req.headers['if-none-match'];
-  if (ifNoneMatch && (ifNoneMatch.trim() === '*' || ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag))) {
+  if (
+    ifNoneMatch &&
+    (ifNoneMatch.trim() === '*' ||
+      ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag))
+  ) {
     res.status(304).end();
     return;
   }

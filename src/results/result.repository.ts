@@ -3,20 +3,33 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ResultEntity } from './result.entity';
 
-export type ResultMetadata = Pick<ResultEntity, 'jobId' | 'applicationName' | 'resultTime' | 'success' | 'type'>;
+export type ResultMetadata = Pick<
+  ResultEntity,
+  'jobId' | 'applicationName' | 'resultTime' | 'success' | 'type'
+>;
 
-const METADATA_COLUMNS = { jobId: true, applicationName: true, resultTime: true, success: true, type: true } as const;
+const METADATA_COLUMNS = {
+  jobId: true,
+  applicationName: true,
+  resultTime: true,
+  success: true,
+  type: true,
+} as const;
 
 @Injectable()
 export class ResultRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   async findMetadata(applicationName: string, jobId: string): Promise<ResultMetadata | null> {
-    return this.dataSource.getRepository(ResultEntity).findOne({ where: { jobId, applicationName }, select: METADATA_COLUMNS });
+    return this.dataSource
+      .getRepository(ResultEntity)
+      .findOne({ where: { jobId, applicationName }, select: METADATA_COLUMNS });
   }
 
   async findWithData(applicationName: string, jobId: string): Promise<ResultEntity | null> {
-    return this.dataSource.getRepository(ResultEntity).findOne({ where: { jobId, applicationName } });
+    return this.dataSource
+      .getRepository(ResultEntity)
+      .findOne({ where: { jobId, applicationName } });
   }
 
   /** Deletes the result and its job together; false when there was no result. */
@@ -27,7 +40,8 @@ export class ResultRepository {
         RETURNING job.id`,
       [jobId, applicationName],
     );
-    const rows = Array.isArray(raw) && Array.isArray(raw[0]) ? (raw[0] as unknown[]) : (raw as unknown[]);
+    const rows =
+      Array.isArray(raw) && Array.isArray(raw[0]) ? (raw[0] as unknown[]) : (raw as unknown[]);
     return rows.length > 0;
   }
 
@@ -48,7 +62,10 @@ export class ResultRepository {
       .limit(size)
       .offset(offset);
     if (after) {
-      query.andWhere('(r.result_time, r.job_id) < (:time, :jobId)', { time: after.resultTime, jobId: after.jobId });
+      query.andWhere('(r.result_time, r.job_id) < (:time, :jobId)', {
+        time: after.resultTime,
+        jobId: after.jobId,
+      });
     }
     return query.getMany();
   }

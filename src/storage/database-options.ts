@@ -6,10 +6,12 @@ import { ENTITIES } from './entities';
 
 /** Where the service's database is: a server URL or the embedded PGlite socket. */
 export type DatabaseTarget =
-  | { kind: 'server'; url: string }
-  | { kind: 'embedded'; socketDirectory: string };
+  { kind: 'server'; url: string } | { kind: 'embedded'; socketDirectory: string };
 
-export function buildDataSourceOptions(target: DatabaseTarget, applicationName = 'svc'): DataSourceOptions {
+export function buildDataSourceOptions(
+  target: DatabaseTarget,
+  applicationName = 'svc',
+): DataSourceOptions {
   const common = {
     type: 'postgres' as const,
     entities: ENTITIES,
@@ -75,15 +77,23 @@ export class PendingMigrationsError extends Error {
 export async function pendingMigrations(dataSource: DataSource): Promise<string[]> {
   const queryRunner = dataSource.createQueryRunner();
   try {
-    const hasTable = await queryRunner.hasTable(dataSource.options.migrationsTableName ?? 'migrations');
+    const hasTable = await queryRunner.hasTable(
+      dataSource.options.migrationsTableName ?? 'migrations',
+    );
     const executed = hasTable
       ? new Set(
-          ((await queryRunner.query(`SELECT name FROM "${dataSource.options.migrationsTableName}"`)) as Array<{
-            name: string;
-          }>).map((row) => row.name),
+          (
+            (await queryRunner.query(
+              `SELECT name FROM "${dataSource.options.migrationsTableName}"`,
+            )) as Array<{
+              name: string;
+            }>
+          ).map((row) => row.name),
         )
       : new Set<string>();
-    return dataSource.migrations.map((m) => m.name ?? m.constructor.name).filter((name) => !executed.has(name));
+    return dataSource.migrations
+      .map((m) => m.name ?? m.constructor.name)
+      .filter((name) => !executed.has(name));
   } finally {
     await queryRunner.release();
   }

@@ -43,7 +43,11 @@ export class EmbeddedPostgres {
     }
     // Unix socket paths are limited to ~100 bytes, so the socket lives in a short temp dir.
     const socketDir = mkdtempSync(join(tmpdir(), 'svc-pg-'));
-    const server = new PGLiteSocketServer({ db, path: join(socketDir, '.s.PGSQL.5432'), maxConnections: 16 });
+    const server = new PGLiteSocketServer({
+      db,
+      path: join(socketDir, '.s.PGSQL.5432'),
+      maxConnections: 16,
+    });
     await server.start();
     return new EmbeddedPostgres(db, server, socketDir);
   }

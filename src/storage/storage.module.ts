@@ -11,7 +11,12 @@ export class StorageModule {
   static forTarget(target: DatabaseTarget, applicationName: string): DynamicModule {
     return {
       module: StorageModule,
-      imports: [TypeOrmModule.forRoot({ ...buildDataSourceOptions(target, applicationName), retryAttempts: 0 })],
+      imports: [
+        TypeOrmModule.forRoot({
+          ...buildDataSourceOptions(target, applicationName),
+          retryAttempts: 0,
+        }),
+      ],
       providers: [{ provide: DATABASE_TARGET, useValue: target }],
       exports: [DATABASE_TARGET, TypeOrmModule],
     };

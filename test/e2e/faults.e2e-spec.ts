@@ -12,7 +12,11 @@ import {
   waitFor,
 } from '../support/test-service';
 
-async function jobState(url: string, app: string, jobId: string): Promise<Record<string, string> | undefined> {
+async function jobState(
+  url: string,
+  app: string,
+  jobId: string,
+): Promise<Record<string, string> | undefined> {
   const answer = await request(`${url}/svc/api/rest/jobs/${app}/${jobId}`);
   return answer.status === 200 ? parseXml(answer.text).jobStatus : undefined;
 }
@@ -20,25 +24,39 @@ async function jobState(url: string, app: string, jobId: string): Promise<Record
 describe('a worker killed during a job (SPEC §5.4)', () => {
   it('re-runs the job after its lease expires and stores exactly one result', async () => {
     const database = await createTestDatabase();
-    const env = testEnvironment(database, { LEASE_SECONDS: '3', HEARTBEAT_SECONDS: '1', POLL_INTERVAL_MS: '200' });
+    const env = testEnvironment(database, {
+      LEASE_SECONDS: '3',
+      HEARTBEAT_SECONDS: '1',
+      POLL_INTERVAL_MS: '200',
+    });
     const first = await spawnService(env);
     let second: Awaited<ReturnType<typeof spawnService>> | null = null;
     try {
-      const zip = await makeZip([{ name: 'slow.R', content: 'Sys.sleep(4)\nwriteLines("done", "done.txt")\n' }]);
+      const zip = await makeZip([
+        { name: 'slow.R', content: 'Sys.sleep(4)\nwriteLines("done", "done.txt")\n' },
+      ]);
       const token = parseXml((await postZip(first.url, zip)).text).jobToken;
-      await waitFor(async () => (await jobState(first.url, 'demo', token.jobId))?.state === 'RUNNING', 30000, 'RUNNING');
+      await waitFor(
+        async () => (await jobState(first.url, 'demo', token.jobId))?.state === 'RUNNING',
+        30000,
+        'RUNNING',
+      );
       first.child.kill('SIGKILL');
       await first.exited();
 
       second = await spawnService(env);
-      const result = parseXml((await waitForResult(`${second.url}/svc/api/rest/results/demo/${token.jobId}`)).text).result;
+      const result = parseXml(
+        (await waitForResult(`${second.url}/svc/api/rest/results/demo/${token.jobId}`)).text,
+      ).result;
       expect(result.success).toBe('true');
       const status = await jobState(second.url, 'demo', token.jobId);
       expect(status).toMatchObject({ state: 'DONE', attempts: '2' });
       const listed = await request(`${second.url}/svc/api/rest/results/demo`, {
         headers: { Accept: 'application/vnd.svc+json' },
       });
-      expect(JSON.parse(listed.text)).toEqual({ results: { result: expect.objectContaining({ jobId: token.jobId }) } });
+      expect(JSON.parse(listed.text)).toEqual({
+        results: { result: expect.objectContaining({ jobId: token.jobId }) },
+      });
     } finally {
       first.child.kill('SIGKILL');
       second?.child.kill('SIGTERM');
@@ -56,9 +74,17 @@ describe('an R script that never ends (SPEC §5.1)', () => {
   afterAll(async () => service.stop());
 
   it('is killed at the job timeout with an error result, and the slot runs the next job', async () => {
-    const endless = parseXml((await postZip(service.url, await makeZip([{ name: 'loop.R', content: 'repeat {}\n' }]))).text).jobToken;
+    const endless = parseXml(
+      (await postZip(service.url, await makeZip([{ name: 'loop.R', content: 'repeat {}\n' }])))
+        .text,
+    ).jobToken;
     const next = parseXml(
-      (await postZip(service.url, await makeZip([{ name: 'ok.R', content: 'writeLines("ok", "ok.txt")\n' }]))).text,
+      (
+        await postZip(
+          service.url,
+          await makeZip([{ name: 'ok.R', content: 'writeLines("ok", "ok.txt")\n' }]),
+        )
+      ).text,
     ).jobToken;
     const result = parseXml((await waitForResult(endless.resultUri)).text).result;
     expect(result).toMatchObject({ success: 'false', type: 'txt' });
@@ -113,7 +139,10 @@ describeWithServer('the database unreachable during a submission (SPEC §12)', (
       probe.listen(0, '127.0.0.1', () => resolve((probe.address() as { port: number }).port)),
     );
     await new Promise((resolve) => probe.close(resolve));
-    const proxy = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) }, proxyPort);
+    const proxy = new CuttableProxy(
+      { host: target.hostname, port: Number(target.port || 5432) },
+      proxyPort,
+    );
     await proxy.open();
     const viaProxy = new URL(target.toString());
     viaProxy.port = String(proxyPort);

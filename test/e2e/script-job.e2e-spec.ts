@@ -13,7 +13,11 @@ cat("finished\\n")
 `;
 
 async function zipEntries(zip: Buffer): Promise<Map<string, Buffer>> {
-  const files = await explodeZip(zip, { maxEntries: 100, maxUncompressedBytes: 1e9, maxCompressionRatio: 1e6 });
+  const files = await explodeZip(zip, {
+    maxEntries: 100,
+    maxUncompressedBytes: 1e9,
+    maxCompressionRatio: 1e6,
+  });
   return new Map(files.map((file) => [file.name, file.content]));
 }
 
@@ -53,7 +57,12 @@ describe('a script job over REST (SPEC §3.2, §5.1)', () => {
     const ready = await waitForResult(token.resultUri);
     expect((await validateAgainstSchema(ready.text, 'rest-data.xsd')).errors).toEqual([]);
     const result = parseXml(ready.text).result;
-    expect(result).toMatchObject({ jobId: token.jobId, applicationName: 'demo', success: 'true', type: 'zip' });
+    expect(result).toMatchObject({
+      jobId: token.jobId,
+      applicationName: 'demo',
+      success: 'true',
+      type: 'zip',
+    });
     expect(result.selfUri).toBe(token.resultUri);
     expect(result.dataUri).toBe(`${service.url}/svc/api/rest/result/demo/${token.jobId}.zip`);
 

@@ -3,9 +3,18 @@ import { loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { startService } from '../../src/bootstrap';
 import { schemaDiff } from '../../src/storage/schema-diff';
-import { buildDataSourceOptions, DatabaseTarget, pendingMigrations } from '../../src/storage/database-options';
+import {
+  buildDataSourceOptions,
+  DatabaseTarget,
+  pendingMigrations,
+} from '../../src/storage/database-options';
 import { EmbeddedPostgres } from '../../src/storage/embedded-postgres';
-import { createTestDatabase, SERVER_DATABASE_URL, TestDatabase, testEnvironment } from '../support/test-service';
+import {
+  createTestDatabase,
+  SERVER_DATABASE_URL,
+  TestDatabase,
+  testEnvironment,
+} from '../support/test-service';
 
 describe('migrations', () => {
   let database: TestDatabase;
@@ -45,7 +54,9 @@ describe('migrations', () => {
     for (let i = 0; i < dataSource.migrations.length; i++) {
       await dataSource.undoLastMigration({ transaction: 'each' });
     }
-    expect((await dataSource.query(`SELECT to_regclass('public.job') AS t`)) as unknown).toEqual([{ t: null }]);
+    expect((await dataSource.query(`SELECT to_regclass('public.job') AS t`)) as unknown).toEqual([
+      { t: null },
+    ]);
     await dataSource.runMigrations({ transaction: 'each' });
     expect(await schemaDiff(dataSource)).toEqual({ up: [], down: [] });
   });
@@ -59,9 +70,16 @@ describeWithServer('start-up against a PostgreSQL server with pending migrations
     const database = await createTestDatabase();
     try {
       const logger = new PinoLoggerService('silent');
-      const config = loadConfig(testEnvironment(database, { MIGRATIONS_RUN: 'false', ROLE: 'api' }));
-      await expect(startService(config, logger)).rejects.toThrow(/pending migration.*npm run migration:run/);
-      const service = await startService(loadConfig(testEnvironment(database, { MIGRATIONS_RUN: 'true', ROLE: 'api' })), logger);
+      const config = loadConfig(
+        testEnvironment(database, { MIGRATIONS_RUN: 'false', ROLE: 'api' }),
+      );
+      await expect(startService(config, logger)).rejects.toThrow(
+        /pending migration.*npm run migration:run/,
+      );
+      const service = await startService(
+        loadConfig(testEnvironment(database, { MIGRATIONS_RUN: 'true', ROLE: 'api' })),
+        logger,
+      );
       await service.close();
       const again = await startService(config, logger);
       await again.close();

@@ -2,7 +2,7 @@ import {
   RestRepresentation,
   ResultView,
   renderRepresentation,
-} from 'src/common/representation/rest-representation';
+} from '../../src/common/representation/rest-representation';
 import { validateAgainstSchema } from '../support/xml-schema';
 
 /** Drift check: every XML representation the REST API renders validates against rest-data.xsd. */
