@@ -208,6 +208,9 @@ export class NativeREngine implements REngine {
       const settled = new Promise<void>((resolve) => (settle = resolve));
       this.running.set(controller, settled);
       controller.signal.addEventListener('abort', () => killGroup(child), { once: true });
+      // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
+      const giveUp = (): void => controller.abort('stopped');
+      request.signal?.addEventListener('abort', giveUp, { once: true });
       const timer = setTimeout(() => controller.abort('timeout'), timeoutMs);
       for (const stream of ['stdout', 'stderr'] as const) {
         const splitter = new LineSplitter((line) => onOutput?.(stream, line));
@@ -226,6 +229,7 @@ export class NativeREngine implements REngine {
           : error;
       } finally {
         clearTimeout(timer);
+        request.signal?.removeEventListener('abort', giveUp);
         // Background processes the script left behind die with the job.
         killGroup(child);
         await new Promise<void>((resolve) => log.end(resolve));

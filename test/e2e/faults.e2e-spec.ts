@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { createConnection, createServer, Server, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { findRscript } from '../../src/r-engine/native-r.engine';
 import { DataSource } from 'typeorm';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
@@ -126,6 +130,49 @@ class CuttableProxy {
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
   }
 }
+
+const installedRscript = findRscript({ rHome: null, rscriptPath: null, rMemoryLimitMb: 0 });
+const describeWithNativeR = installedRscript ? describe : describe.skip;
+
+// R vanishing after start-up plays an infrastructure failure: the job cannot be delivered to R.
+describeWithNativeR('R unavailable when a job runs (SPEC §5.4 retries and dead letters)', () => {
+  let service: TestService;
+  let rDir: string;
+  let rscript: string;
+  beforeAll(async () => {
+    rDir = mkdtempSync(join(tmpdir(), 'svc-r-link-'));
+    rscript = join(rDir, 'Rscript');
+    symlinkSync(installedRscript ?? '', rscript);
+    service = await startTestService({
+      R_ENGINE: 'native',
+      RSCRIPT_PATH: rscript,
+      MAX_ATTEMPTS: '3',
+      RETRY_BACKOFF_MS: '100',
+    });
+  });
+  afterAll(async () => {
+    await service.stop();
+    rmSync(rDir, { recursive: true, force: true });
+  });
+
+  it('retries with back-off, then stores a dead-letter result; no R error is retried', async () => {
+    unlinkSync(rscript);
+    const zip = await makeZip([{ name: 'ok.R', content: 'writeLines("ok", "ok.txt")\n' }]);
+    const token = parseXml((await postZip(service.url, zip)).text).jobToken;
+    const result = parseXml((await waitForResult(token.resultUri)).text).result;
+    expect(result).toMatchObject({ success: 'false', type: 'txt' });
+    const text = (await request(result.dataUri)).text;
+    expect(text).toContain(token.jobId);
+    expect(text).toMatch(/could not be delivered to R after 3 attempt\(s\)/);
+    expect(await jobState(service.url, 'demo', token.jobId)).toMatchObject({ attempts: '3' });
+
+    symlinkSync(installedRscript ?? '', rscript);
+    const failing = await makeZip([{ name: 'fail.R', content: 'stop("not retried")\n' }]);
+    const rError = parseXml((await postZip(service.url, failing)).text).jobToken;
+    expect(parseXml((await waitForResult(rError.resultUri)).text).result.success).toBe('false');
+    expect(await jobState(service.url, 'demo', rError.jobId)).toMatchObject({ attempts: '1' });
+  });
+});
 
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
 

@@ -1,0 +1,172 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { JobRepository } from '../../src/jobs/job.repository';
+import { resultData } from '../../src/jobs/job-result';
+import { QueueRepository } from '../../src/queue/queue.repository';
+import { buildDataSourceOptions, DatabaseTarget } from '../../src/storage/database-options';
+import { EmbeddedPostgres } from '../../src/storage/embedded-postgres';
+import { createTestDatabase, TestDatabase } from '../support/test-service';
+
+/** The claim, lease, retry and dead-letter SQL against a real database (server or PGlite). */
+describe('queue repository', () => {
+  let database: TestDatabase;
+  let embedded: EmbeddedPostgres | null = null;
+  let dataSource: DataSource;
+  let queue: QueueRepository;
+  let jobs: JobRepository;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    let target: DatabaseTarget;
+    if (database.url) {
+      target = { kind: 'server', url: database.url };
+    } else {
+      embedded = await EmbeddedPostgres.start(database.dataDir);
+      target = { kind: 'embedded', socketDirectory: embedded.socketDirectory };
+    }
+    dataSource = new DataSource(buildDataSourceOptions(target, 'svc-test'));
+    await dataSource.initialize();
+    await dataSource.runMigrations();
+    queue = new QueueRepository(dataSource);
+    jobs = new JobRepository(dataSource, queue);
+  });
+
+  afterAll(async () => {
+    await dataSource.destroy();
+    await embedded?.stop();
+    await database.drop();
+  });
+
+  beforeEach(async () => {
+    await dataSource.query('DELETE FROM job');
+  });
+
+  async function submit(applicationName = 'demo', submittedAt = new Date()): Promise<string> {
+    const id = randomUUID();
+    await jobs.insert({
+      id,
+      applicationName,
+      kind: 'script',
+      meta: {},
+      source: 'test',
+      submittedAt,
+      files: [],
+    });
+    return id;
+  }
+
+  async function row(id: string): Promise<Record<string, unknown>> {
+    const rows = await dataSource.query<Array<Record<string, unknown>>>(
+      'SELECT state, attempts, lease_owner, last_error, run_after > now() AS delayed FROM job WHERE id = $1',
+      [id],
+    );
+    return rows[0];
+  }
+
+  const ok = resultData(true, 'zip', 'application/zip', Buffer.from('zip'));
+
+  it('claims the oldest jobs first, each by one worker only, under contention', async () => {
+    const base = Date.now() - 100_000;
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      ids.push(await submit('demo', new Date(base + i * 1000)));
+    }
+    const first = await queue.claim('w0', 2, 30, null);
+    expect(first.map((j) => j.id)).toEqual(ids.slice(0, 2));
+    expect(first[0]).toMatchObject({ applicationName: 'demo', kind: 'script', attempts: 1 });
+    const claims = await Promise.all(
+      Array.from({ length: 8 }, (_, w) => queue.claim(`w${w + 1}`, 5, 30, null)),
+    );
+    const claimed = [...first, ...claims.flat()].map((j) => j.id);
+    expect(new Set(claimed).size).toBe(claimed.length);
+    expect(claimed.sort()).toEqual([...ids].sort());
+    expect(await queue.claim('late', 5, 30, null)).toEqual([]);
+  });
+
+  it('gives a dedicated slot only its own application’s jobs', async () => {
+    await submit('flood');
+    const vip = await submit('vip');
+    expect((await queue.claim('w', 5, 30, 'vip')).map((j) => j.id)).toEqual([vip]);
+    expect(await queue.claim('w', 5, 30, 'vip')).toEqual([]);
+  });
+
+  it('stores exactly one result, only for the worker that holds the lease', async () => {
+    const id = await submit();
+    await queue.claim('w1', 1, 30, null);
+    expect(await queue.complete(id, 'intruder', ok)).toBe(false);
+    expect(await queue.complete(id, 'w1', ok)).toBe(true);
+    expect(await queue.complete(id, 'w1', ok)).toBe(false);
+    expect(
+      await dataSource.query('SELECT count(*)::int AS n FROM result WHERE job_id = $1', [id]),
+    ).toEqual([{ n: 1 }]);
+    expect(await row(id)).toMatchObject({ state: 'DONE', lease_owner: null });
+  });
+
+  it('re-queues a job whose lease expired, and the old worker can no longer complete it', async () => {
+    const id = await submit();
+    await queue.claim('dead', 1, 30, null);
+    expect(await queue.heartbeat('dead', [id], 30)).toEqual([id]);
+    await dataSource.query(
+      `UPDATE job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
+    expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 1, lease_owner: null });
+    expect(await queue.heartbeat('dead', [id], 30)).toEqual([]);
+    const [again] = await queue.claim('alive', 1, 30, null);
+    expect(again).toMatchObject({ id, attempts: 2 });
+    expect(await queue.complete(id, 'dead', ok)).toBe(false);
+    expect(await queue.complete(id, 'alive', ok)).toBe(true);
+  });
+
+  it('hands a job out of attempts to the supervisor for a dead-letter result', async () => {
+    const id = await submit();
+    await queue.claim('w', 1, 30, null);
+    await dataSource.query(
+      `UPDATE job SET attempts = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    const { requeued, exhausted } = await queue.recoverExpiredLeases(3);
+    expect(requeued).toBe(0);
+    expect(exhausted).toEqual([
+      expect.objectContaining({ id, applicationName: 'demo', attempts: 3 }),
+    ]);
+    expect(await queue.complete(id, 'supervisor', ok)).toBe(true);
+  });
+
+  it('delays a retried job by its back-off and keeps the reason', async () => {
+    const id = await submit();
+    await queue.claim('w', 1, 30, null);
+    expect(await queue.retryLater(id, 'w', 'R could not start', 60_000)).toBe(true);
+    expect(await row(id)).toMatchObject({
+      state: 'QUEUED',
+      delayed: true,
+      last_error: 'R could not start',
+    });
+    expect(await queue.claim('w', 1, 30, null)).toEqual([]);
+    await dataSource.query(`UPDATE job SET run_after = now() - interval '1 second' WHERE id = $1`, [
+      id,
+    ]);
+    expect((await queue.claim('w', 1, 30, null))[0]).toMatchObject({ id, attempts: 2 });
+  });
+
+  it('releases jobs at shutdown without counting the attempt', async () => {
+    const id = await submit();
+    await queue.claim('w', 1, 30, null);
+    expect(await queue.release('w', [id])).toBe(1);
+    expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 0 });
+  });
+
+  it('deletes results past their retention with their jobs', async () => {
+    const id = await submit();
+    await queue.claim('w', 1, 30, null);
+    await queue.complete(id, 'w', ok);
+    expect(await queue.deleteResultsOlderThan(1)).toBe(0);
+    await dataSource.query(
+      `UPDATE result SET result_time = now() - interval '2 hours' WHERE job_id = $1`,
+      [id],
+    );
+    expect(await queue.deleteResultsOlderThan(1)).toBe(1);
+    expect(await dataSource.query('SELECT id FROM job WHERE id = $1', [id])).toEqual([]);
+  });
+});
