@@ -1,0 +1,169 @@
+import { loadConfig } from '../config/app-config';
+import { resultData } from '../jobs/job-result';
+import { REngineUnavailableError } from '../r-engine/r-engine';
+import { QueueNotifier } from './queue-notifier.service';
+import { ClaimedJob, QueueRepository, ResultData } from './queue.repository';
+import { JobExecutor, WorkerService } from './worker.service';
+
+/** In-memory stand-in for the queue's SQL: enough to watch the worker's decisions. */
+class FakeQueue {
+  queued: ClaimedJob[] = [];
+  completed: Array<{ id: string; owner: string | null; result: ResultData }> = [];
+  retried: Array<{ id: string; error: string; delayMs: number }> = [];
+  released: string[] = [];
+  claimCalls: Array<{ limit: number; applicationName: string | null }> = [];
+
+  claim(
+    _owner: string,
+    limit: number,
+    _lease: number,
+    applicationName: string | null,
+  ): Promise<ClaimedJob[]> {
+    this.claimCalls.push({ limit, applicationName });
+    const taken = this.queued
+      .filter((j) => applicationName === null || j.applicationName === applicationName)
+      .slice(0, limit);
+    this.queued = this.queued.filter((j) => !taken.includes(j));
+    return Promise.resolve(taken.map((j) => ({ ...j, attempts: j.attempts + 1 })));
+  }
+  complete(id: string, owner: string | null, result: ResultData): Promise<boolean> {
+    this.completed.push({ id, owner, result });
+    return Promise.resolve(true);
+  }
+  retryLater(id: string, _owner: string, error: string, delayMs: number): Promise<boolean> {
+    this.retried.push({ id, error, delayMs });
+    return Promise.resolve(true);
+  }
+  release(_owner: string, ids: string[]): Promise<number> {
+    this.released.push(...ids);
+    return Promise.resolve(ids.length);
+  }
+  heartbeat(_owner: string, ids: string[]): Promise<string[]> {
+    return Promise.resolve(ids);
+  }
+  recoverExpiredLeases(): Promise<{ requeued: number; exhausted: [] }> {
+    return Promise.resolve({ requeued: 0, exhausted: [] });
+  }
+}
+
+function job(id: string, applicationName = 'demo', attempts = 0): ClaimedJob {
+  return {
+    id,
+    applicationName,
+    kind: 'script',
+    meta: {},
+    submittedAt: new Date('2026-11-22T09:00:00.000Z'),
+    attempts,
+    source: 'rest',
+  };
+}
+
+async function settle(worker: WorkerService, queue: FakeQueue, count: number): Promise<void> {
+  for (
+    let i = 0;
+    i < 200 &&
+    (queue.completed.length + queue.retried.length < count || worker.runningJobIds.length > 0);
+    i++
+  ) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('WorkerService', () => {
+  const notifier = {
+    onQueued: () => undefined,
+    listen: () => Promise.resolve(),
+  } as unknown as QueueNotifier;
+
+  function workerWith(
+    queue: FakeQueue,
+    executor: JobExecutor,
+    env: NodeJS.ProcessEnv = {},
+  ): WorkerService {
+    const config = loadConfig({
+      POLL_INTERVAL_MS: '100000',
+      SCRIPT_SLOTS: '2',
+      RETRY_BACKOFF_MS: '1000',
+      MAX_ATTEMPTS: '3',
+      ...env,
+    });
+    return new WorkerService(config, queue as unknown as QueueRepository, notifier, executor);
+  }
+
+  it('never runs more jobs at once than it has slots', async () => {
+    const queue = new FakeQueue();
+    queue.queued = ['a', 'b', 'c', 'd', 'e'].map((id) => job(id));
+    let running = 0;
+    let most = 0;
+    const executor: JobExecutor = {
+      execute: async (claimed) => {
+        running++;
+        most = Math.max(most, running);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        running--;
+        return resultData(true, 'zip', 'application/zip', Buffer.from(claimed.id));
+      },
+    };
+    const worker = workerWith(queue, executor);
+    worker.wake();
+    await settle(worker, queue, 5);
+    expect(queue.completed.map((c) => c.id).sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect(most).toBe(2);
+    expect(queue.claimCalls.every((call) => call.limit <= 2)).toBe(true);
+  });
+
+  it('claims for dedicated application slots separately', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [job('v', 'vip')];
+    const executor: JobExecutor = {
+      execute: () => Promise.resolve(resultData(true, 'zip', 'application/zip', Buffer.alloc(0))),
+    };
+    const worker = workerWith(queue, executor, {
+      SCRIPT_SLOTS: '1',
+      APPLICATION_SLOTS: '{"vip":1}',
+    });
+    worker.wake();
+    await settle(worker, queue, 1);
+    expect(queue.claimCalls.map((c) => c.applicationName)).toEqual(
+      expect.arrayContaining([null, 'vip']),
+    );
+  });
+
+  it('retries an unavailable R with exponential back-off, then stores a dead-letter result', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [job('first', 'demo', 0), job('last', 'demo', 2)];
+    const executor: JobExecutor = {
+      execute: () => Promise.reject(new REngineUnavailableError('no R')),
+    };
+    const worker = workerWith(queue, executor);
+    worker.wake();
+    await settle(worker, queue, 2);
+    expect(queue.retried).toEqual([{ id: 'first', error: 'no R', delayMs: 1000 }]);
+    expect(queue.completed).toHaveLength(1);
+    const deadLetter = queue.completed[0];
+    expect(deadLetter).toMatchObject({ id: 'last', result: { success: false, type: 'txt' } });
+    expect(deadLetter.result.data.toString()).toMatch(
+      /^Job last of application demo, submitted 2026-11-22T09:00:00.000Z, failed\.\nThe job could not be delivered to R after 3 attempt\(s\): no R/,
+    );
+  });
+
+  it('hands unfinished jobs back on shutdown after the grace period', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [job('long')];
+    const executor: JobExecutor = {
+      execute: (_job, signal) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => reject(new Error('aborted'))),
+        ),
+    };
+    const worker = workerWith(queue, executor, { SHUTDOWN_GRACE_SECONDS: '0' });
+    worker.wake();
+    for (let i = 0; i < 100 && worker.runningJobIds.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await worker.onApplicationShutdown();
+    expect(queue.released).toEqual(['long']);
+    expect(queue.completed).toEqual([]);
+    expect(queue.retried).toEqual([]);
+  });
+});
