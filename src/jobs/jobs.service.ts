@@ -63,8 +63,8 @@ export class JobsService {
       kind: JobKind.SCRIPT,
       meta: mergedMeta,
       source,
-      // Millisecond precision: what the token shows is what the database stores.
-      submittedAt: new Date(Date.now()),
+      // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
+      submittedAt: new Date(),
       files: dataFiles,
     };
     await this.jobs.insert(job);

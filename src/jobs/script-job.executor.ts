@@ -35,6 +35,10 @@ export class ScriptJobExecutor implements JobExecutor {
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
 
+  get capacity(): number {
+    return this.engine.maxConcurrentRuns;
+  }
+
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
     // One directory per attempt: a re-run never sees a previous attempt's leftovers.
     const jobDir = join(this.jobsRoot, `${job.id}-${job.attempts}`);

@@ -16,6 +16,8 @@ import { ClaimedJob, QueueRepository, ResultData } from './queue.repository';
 /** What a worker does with a claimed job. Throws REngineUnavailableError when R could not run it. */
 export interface JobExecutor {
   execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData>;
+  /** Jobs it can run at once (the R engine's limit); unset: no limit beyond the slots. */
+  readonly capacity?: number;
 }
 export const JOB_EXECUTOR = Symbol('JOB_EXECUTOR');
 
@@ -55,7 +57,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     @Inject(JOB_EXECUTOR) private readonly executor: JobExecutor,
   ) {
     this.pools = [
-      { applicationName: null, size: config.scriptSlots, running: new Set() },
+      // Claiming more than the engine can run would hold jobs other nodes could be running.
+      {
+        applicationName: null,
+        size: Math.min(config.scriptSlots, executor.capacity ?? Infinity),
+        running: new Set(),
+      },
       ...Object.entries(config.applicationSlots).map(([applicationName, size]) => ({
         applicationName,
         size,

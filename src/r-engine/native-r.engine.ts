@@ -144,6 +144,8 @@ function isSpawnFailure(error: unknown): error is NodeJS.ErrnoException {
  */
 export class NativeREngine implements REngine {
   readonly kind = 'native' as const;
+  /** Each run is its own process: the slots configured are the limit. */
+  readonly maxConcurrentRuns = Number.POSITIVE_INFINITY;
   private readonly rscript: string;
   /** Each running job's abort handle and a promise that settles when its R has gone. */
   private readonly running = new Map<AbortController, Promise<void>>();

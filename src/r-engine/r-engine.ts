@@ -30,6 +30,8 @@ export class REngineUnavailableError extends Error {
 
 export interface REngine {
   readonly kind: REngineKind;
+  /** How many scripts it can run at once; a worker never claims more jobs than this. */
+  readonly maxConcurrentRuns: number;
   /** Checks that R can run; throws with one clear line when it cannot. */
   start(): Promise<void>;
   /** `R.version.string`, e.g. "R version 4.2.2 Patched (2022-11-10 r83330)". */

@@ -67,6 +67,8 @@ interface RunState {
  */
 export class WebREngine implements REngine {
   readonly kind = 'webr' as const;
+  /** One instance runs one script at a time. */
+  readonly maxConcurrentRuns = 1;
   private webR: WebR | undefined;
   private starting: Promise<WebR> | undefined;
   private versionString = '';

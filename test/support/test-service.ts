@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -40,7 +40,12 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     drop: async () => {
       const client = new Client({ connectionString: SERVER_DATABASE_URL });
       await client.connect();
+      const open = await countConnections(client, name);
       await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      if (open > 0) {
+        await client.end();
+        throw new Error(`${open} connection(s) to ${name} were still open after the test: a leak`);
+      }
       await client.end();
       rmSync(dataDir, { recursive: true, force: true });
     },
@@ -89,9 +94,63 @@ export async function startTestService(
     database,
     stop: async () => {
       await service.close();
+      const leaked = await waitForNoChildProcesses();
       await database.drop();
+      if (leaked.length > 0) {
+        throw new Error(`the service left child processes running: ${leaked.join(', ')}`);
+      }
     },
   };
+}
+
+async function countConnections(client: Client, databaseName: string): Promise<number> {
+  for (let i = 0; ; i++) {
+    const { rows } = await client.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+      [databaseName],
+    );
+    // Connections close asynchronously after pool.end(): give them a moment.
+    if (rows[0].n === 0 || i >= 20) {
+      return rows[0].n;
+    }
+    await sleep(100);
+  }
+}
+
+/** Child processes of this test process (R runs, for example), as "pid command". */
+function childProcesses(): string[] {
+  const children: string[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) {
+      continue;
+    }
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Fields after the command (which may hold spaces) start after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) === process.pid && fields[0] !== 'Z') {
+        children.push(`${entry} ${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}`);
+      }
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return children;
+}
+
+/** Waits up to 3 s for the service's child processes to end; returns those still running. */
+async function waitForNoChildProcesses(): Promise<string[]> {
+  if (!existsSync('/proc/self/stat')) {
+    return [];
+  }
+  for (let i = 0; i < 30; i++) {
+    const children = childProcesses();
+    if (children.length === 0) {
+      return [];
+    }
+    await sleep(100);
+  }
+  return childProcesses();
 }
 
 export async function sleep(ms: number): Promise<void> {
