@@ -1,9 +1,10 @@
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ConfigError, loadConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { loadCatalogFolder } from '../catalog/catalog-folder';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { runCommand } from './run-command';
 
 /** `npm run catalog:load -- <dir>`: upserts a catalog folder into the configured database. */
 async function main(argv: string[]): Promise<number> {
@@ -49,12 +50,4 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(
-      error instanceof ConfigError ? error.message : `catalog:load: ${(error as Error).message}`,
-    );
-    process.exit(1);
-  },
-);
+runCommand('catalog:load', main);

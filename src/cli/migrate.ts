@@ -1,8 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
+import { loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
 import { schemaDiff } from '../storage/schema-diff';
+import { runCommand } from './run-command';
 
 const USAGE = 'usage: migrate run | revert | show | generate <Name>';
 
@@ -89,12 +90,4 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(
-      error instanceof ConfigError ? error.message : `migrate: ${(error as Error).message}`,
-    );
-    process.exit(1);
-  },
-);
+runCommand('migrate', main);

@@ -3,12 +3,7 @@ import { loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { startService } from '../../src/bootstrap';
 import { schemaDiff } from '../../src/storage/schema-diff';
-import {
-  buildDataSourceOptions,
-  DatabaseTarget,
-  pendingMigrations,
-} from '../../src/storage/database-options';
-import { EmbeddedPostgres } from '../../src/storage/embedded-postgres';
+import { openDatabaseForCli, pendingMigrations } from '../../src/storage/database-options';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
@@ -18,25 +13,16 @@ import {
 
 describe('migrations', () => {
   let database: TestDatabase;
-  let embedded: EmbeddedPostgres | null = null;
   let dataSource: DataSource;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    let target: DatabaseTarget;
-    if (database.url) {
-      target = { kind: 'server', url: database.url };
-    } else {
-      embedded = await EmbeddedPostgres.start(database.dataDir);
-      target = { kind: 'embedded', socketDirectory: embedded.socketDirectory };
-    }
-    dataSource = new DataSource(buildDataSourceOptions(target, 'svc-test'));
-    await dataSource.initialize();
+    ({ dataSource, close } = await openDatabaseForCli(loadConfig(testEnvironment(database))));
   });
 
   afterAll(async () => {
-    await dataSource.destroy();
-    await embedded?.stop();
+    await close();
     await database.drop();
   });
 

@@ -3,37 +3,28 @@ import { DataSource } from 'typeorm';
 import { JobRepository } from '../../src/jobs/job.repository';
 import { resultData } from '../../src/jobs/job-result';
 import { QueueRepository } from '../../src/queue/queue.repository';
-import { buildDataSourceOptions, DatabaseTarget } from '../../src/storage/database-options';
-import { EmbeddedPostgres } from '../../src/storage/embedded-postgres';
-import { createTestDatabase, TestDatabase } from '../support/test-service';
+import { loadConfig } from '../../src/config/app-config';
+import { openDatabaseForCli } from '../../src/storage/database-options';
+import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 
 /** The claim, lease, retry and dead-letter SQL against a real database (server or PGlite). */
 describe('queue repository', () => {
   let database: TestDatabase;
-  let embedded: EmbeddedPostgres | null = null;
   let dataSource: DataSource;
+  let close: () => Promise<void>;
   let queue: QueueRepository;
   let jobs: JobRepository;
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    let target: DatabaseTarget;
-    if (database.url) {
-      target = { kind: 'server', url: database.url };
-    } else {
-      embedded = await EmbeddedPostgres.start(database.dataDir);
-      target = { kind: 'embedded', socketDirectory: embedded.socketDirectory };
-    }
-    dataSource = new DataSource(buildDataSourceOptions(target, 'svc-test'));
-    await dataSource.initialize();
+    ({ dataSource, close } = await openDatabaseForCli(loadConfig(testEnvironment(database))));
     await dataSource.runMigrations();
     queue = new QueueRepository(dataSource);
     jobs = new JobRepository(dataSource, queue);
   });
 
   afterAll(async () => {
-    await dataSource.destroy();
-    await embedded?.stop();
+    await close();
     await database.drop();
   });
 
