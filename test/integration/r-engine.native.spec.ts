@@ -150,7 +150,8 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
       reason: 'timeout',
       message: 'the job exceeded its time limit of 2 s',
     });
-    expect(elapsed).toBeLessThan(4_000);
+    // Generous: it proves the kill, not a speed (the machine may be busy).
+    expect(elapsed).toBeLessThan(20_000);
     const rPid = Number(await readFile(join(workDir, 'r.pid'), 'utf8'));
     const childPid = Number(await readFile(join(workDir, 'child.pid'), 'utf8'));
     expect(await isAlive(rPid)).toBe(false);

@@ -114,7 +114,8 @@ describe('WebREngine', () => {
       reason: 'timeout',
       message: 'the job exceeded its time limit of 2 s',
     });
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // Generous: it proves the give-up, not a speed (the machine may be busy).
+    expect(Date.now() - started).toBeLessThan(20_000);
 
     const next = await job('writeLines("ok", "next.txt")');
     await expect(
