@@ -13,10 +13,20 @@
  */
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { JobKind } from '../jobs/job.entity';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
+
+export interface NewJobRow {
+  id: string;
+  applicationName: string;
+  kind: JobKind;
+  meta: Record<string, string>;
+  source: string;
+  submittedAt: Date;
+  files: Array<{ name: string; content: Buffer }>;
+}
 
 export interface ClaimedJob {
   id: string;
@@ -72,9 +82,35 @@ function rowsOf<T>(raw: unknown): T[] {
 export class QueueRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** Wakes every node's workers when the enclosing transaction commits. */
-  async notifyQueued(manager: EntityManager, applicationName: string): Promise<void> {
-    await manager.query('SELECT pg_notify($1, $2)', [JOB_QUEUED_CHANNEL, applicationName]);
+  /**
+   * Stores a new job, its files and the wake-up notification in ONE statement: atomic without
+   * an explicit transaction, and one round trip instead of five (BEGIN, two INSERTs, NOTIFY,
+   * COMMIT), which is most of a submission's database time. The notification is delivered when
+   * the statement commits, so no worker can wake before the job is visible.
+   */
+  async enqueue(job: NewJobRow): Promise<void> {
+    await this.dataSource.query(
+      `WITH new_job AS (
+         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts)
+         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0)
+         RETURNING id),
+       new_files AS (
+         INSERT INTO job_file (job_id, name, content, size)
+         SELECT new_job.id, f.name, f.content, octet_length(f.content)
+           FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
+       SELECT pg_notify($9, $2) FROM new_job`,
+      [
+        job.id,
+        job.applicationName,
+        job.kind,
+        JSON.stringify(job.meta),
+        job.source,
+        job.submittedAt,
+        job.files.map((f) => f.name),
+        job.files.map((f) => f.content),
+        JOB_QUEUED_CHANNEL,
+      ],
+    );
   }
 
   /**
