@@ -1,0 +1,466 @@
+/**
+ * `npm run bench`: submission and end-to-end figures for one ROLE=all node (and ROLE=api beside
+ * it) against the local PostgreSQL with native R, printed as tables and written as JSON to
+ * bench/results/<timestamp>.json. What is measured and why: docs/performance.md.
+ *
+ * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
+ * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
+ * --probe-duration, --only submission,e2e,diagnostics, --profile, --service <main.js of another
+ * build> (to compare builds; default this checkout's dist/src/main.js).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, release } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { BenchDatabase } from './bench-database';
+import { ProbeResult, probeDatabase } from './database-probe';
+import { EndToEndRun, endToEndRun, RSCRIPT } from './end-to-end.bench';
+import { pdfJobZip, smallScriptZip } from './job-archives';
+import { formatSpread, heading, table } from './report';
+import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
+import { Spread, spread, round } from './stats';
+import { SubmissionMeasurement, submissionRun } from './submission.bench';
+import {
+  countRoundTrips,
+  printDiagnostics,
+  Profile,
+  profileApi,
+  RoundTrips,
+} from './diagnostics.bench';
+
+const SECTIONS = ['submission', 'e2e', 'diagnostics'] as const;
+type Section = (typeof SECTIONS)[number];
+
+/** Hard upper bounds, so that no option can make the benchmark run for ever. */
+const MAX_RUNS = 10;
+const MAX_DURATION_S = 60;
+const MAX_JOBS = 1000;
+
+function parseOptions() {
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '3' },
+      duration: { type: 'string', default: '10' },
+      'warm-up': { type: 'string', default: '2' },
+      concurrency: { type: 'string', default: '1,16,64' },
+      sequential: { type: 'string', default: '20' },
+      batch: { type: 'string', default: '200' },
+      'rscript-runs': { type: 'string', default: '10' },
+      slots: { type: 'string', default: '2' },
+      'poll-ms': { type: 'string', default: '10' },
+      'probe-duration': { type: 'string', default: '5' },
+      only: { type: 'string', default: SECTIONS.join(',') },
+      profile: { type: 'boolean', default: false },
+      service: { type: 'string', default: DEFAULT_MAIN },
+    },
+    strict: true,
+  });
+  const int = (name: string, text: string, min: number, max: number): number => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      throw new Error(`--${name} must be an integer from ${min} to ${max}, not ${text}`);
+    }
+    return n;
+  };
+  const only = values.only.split(',').map((s) => s.trim());
+  for (const section of only) {
+    if (!(SECTIONS as readonly string[]).includes(section)) {
+      throw new Error(`--only takes ${SECTIONS.join(', ')}; not ${section}`);
+    }
+  }
+  return {
+    runs: int('runs', values.runs, 1, MAX_RUNS),
+    durationS: int('duration', values.duration, 1, MAX_DURATION_S),
+    warmUpS: int('warm-up', values['warm-up'], 1, MAX_DURATION_S),
+    concurrencies: values.concurrency.split(',').map((c) => int('concurrency', c, 1, 1024)),
+    sequentialJobs: int('sequential', values.sequential, 1, MAX_JOBS),
+    batchJobs: int('batch', values.batch, 1, MAX_JOBS),
+    rscriptRuns: int('rscript-runs', values['rscript-runs'], 1, 100),
+    scriptSlots: int('slots', values.slots, 1, 64),
+    pollIntervalMs: int('poll-ms', values['poll-ms'], 1, 1000),
+    probeDurationS: int('probe-duration', values['probe-duration'], 1, MAX_DURATION_S),
+    sections: new Set(only as Section[]),
+    profile: values.profile,
+    main: resolve(values.service),
+  };
+}
+type Options = ReturnType<typeof parseOptions>;
+
+function log(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+function commandOutput(command: string, args: string[]): string {
+  try {
+    return execFileSync(command, args, { encoding: 'utf8', timeout: 30_000 }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function machine(database: BenchDatabase) {
+  const [pg] = await database.query<{ version: string }>('SELECT version()');
+  const settings = await database.query<{ name: string; setting: string }>(
+    "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', 'wal_sync_method', 'shared_buffers', 'max_connections')",
+  );
+  return {
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: round(totalmem() / 2 ** 30, 1),
+    kernel: release(),
+    node: process.version,
+    r: commandOutput(RSCRIPT, ['-e', 'cat(R.version.string)']),
+    postgres: pg.version,
+    postgresSettings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
+  };
+}
+
+// ---- submission ----
+
+interface SubmissionSummary {
+  role: 'all' | 'api';
+  connections: number;
+  acksPerSecond: Spread;
+  p50Ms: Spread;
+  p99Ms: Spread;
+  non2xx: Spread;
+  errors: Spread;
+  serviceCpuPerAckMs: Spread;
+  postgresCpuPerAckMs: Spread;
+  loadGeneratorCpuPerAckMs: Spread;
+  machineBusyPercent: Spread;
+  otherCpuPercent: Spread;
+  jobsRun: Spread;
+}
+
+function summariseSubmission(measurements: SubmissionMeasurement[]): SubmissionSummary[] {
+  const summaries: SubmissionSummary[] = [];
+  for (const role of ['all', 'api'] as const) {
+    const connections = [
+      ...new Set(measurements.filter((m) => m.role === role).map((m) => m.connections)),
+    ];
+    for (const c of connections) {
+      const cell = measurements.filter((m) => m.role === role && m.connections === c);
+      const of = (pick: (m: SubmissionMeasurement) => number): Spread => spread(cell.map(pick));
+      summaries.push({
+        role,
+        connections: c,
+        acksPerSecond: of((m) => m.acksPerSecond),
+        p50Ms: of((m) => m.latencyMs.p50),
+        p99Ms: of((m) => m.latencyMs.p99),
+        non2xx: of((m) => m.non2xx),
+        errors: of((m) => m.errors + m.timeouts),
+        serviceCpuPerAckMs: of((m) => m.cpuPerAckMs.service),
+        postgresCpuPerAckMs: of((m) => m.cpuPerAckMs.postgresBackends),
+        loadGeneratorCpuPerAckMs: of((m) => m.cpuPerAckMs.loadGenerator),
+        machineBusyPercent: of((m) => (100 * m.cpu.machineBusyMs) / m.cpu.machineTotalMs),
+        otherCpuPercent: of((m) => (100 * m.cpu.otherMs) / m.cpu.machineTotalMs),
+        jobsRun: of((m) => m.jobsFinished),
+      });
+    }
+  }
+  return summaries;
+}
+
+function printSubmission(summaries: SubmissionSummary[], options: Options): void {
+  log(
+    heading(
+      `Submission: 1 KB ZIP jobs, ${options.durationS} s per cell, median [min-max] of ${options.runs} run(s)`,
+    ),
+  );
+  log(
+    table(
+      ['node', 'conc', 'acks/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'R jobs run'],
+      summaries.map((s) => [
+        s.role === 'all' ? 'ROLE=all (target)' : 'ROLE=api (ack only)',
+        String(s.connections),
+        formatSpread(s.acksPerSecond, 0),
+        formatSpread(s.p50Ms, 2),
+        formatSpread(s.p99Ms, 2),
+        formatSpread(s.non2xx, 0),
+        formatSpread(s.errors, 0),
+        s.role === 'all' ? formatSpread(s.jobsRun, 0) : '-',
+      ]),
+    ),
+  );
+  log('\nCPU per acknowledged job (ms) and machine load during the cell (medians):');
+  log(
+    table(
+      ['node', 'conc', 'svc', 'postgres', 'autocannon', 'busy %', 'other %'],
+      summaries.map((s) => [
+        `ROLE=${s.role}`,
+        String(s.connections),
+        String(round(s.serviceCpuPerAckMs.median, 3)),
+        String(round(s.postgresCpuPerAckMs.median, 3)),
+        String(round(s.loadGeneratorCpuPerAckMs.median, 3)),
+        String(round(s.machineBusyPercent.median, 0)),
+        String(round(s.otherCpuPercent.median, 0)),
+      ]),
+    ),
+  );
+}
+
+// ---- end to end ----
+
+interface EndToEndSummary {
+  bareRscriptMs: Spread;
+  plotScriptMs: Spread;
+  singleP50Ms: Spread;
+  singleP99Ms: Spread;
+  singleQueuedMs: Spread;
+  singleRunMs: Spread;
+  ratio: Spread;
+  batchJobsPerSecond: Spread;
+  batchP50Ms: Spread;
+  batchP99Ms: Spread;
+  batchRCpuPerJobMs: Spread;
+  batchServiceCpuPerJobMs: Spread;
+}
+
+function medianOf(values: number[]): number {
+  return spread(values).median;
+}
+
+function summariseEndToEnd(runs: EndToEndRun[]): EndToEndSummary {
+  const of = (pick: (run: EndToEndRun) => number): Spread => spread(runs.map(pick));
+  return {
+    bareRscriptMs: of((r) => r.bareRscriptMedianMs),
+    plotScriptMs: of((r) => r.plotScriptMedianMs),
+    singleP50Ms: of((r) => r.sequentialObservedMs.p50),
+    singleP99Ms: of((r) => r.sequentialObservedMs.p99),
+    singleQueuedMs: of((r) => medianOf(r.sequential.map((j) => j.queuedMs))),
+    singleRunMs: of((r) => medianOf(r.sequential.map((j) => j.runMs))),
+    ratio: of((r) => r.ratio),
+    batchJobsPerSecond: of((r) => r.batch.jobsPerSecond),
+    batchP50Ms: of((r) => r.batch.latencyMs.p50),
+    batchP99Ms: of((r) => r.batch.latencyMs.p99),
+    batchRCpuPerJobMs: of((r) => r.batch.rCpuPerJobMs),
+    batchServiceCpuPerJobMs: of((r) => r.batch.serviceCpuPerJobMs),
+  };
+}
+
+function printEndToEnd(summary: EndToEndSummary, options: Options): void {
+  log(
+    heading(
+      `End to end: PDF plot job, ROLE=all, ${options.scriptSlots} script slots, median [min-max] of ${options.runs} run(s)`,
+    ),
+  );
+  log(
+    table(
+      ['figure', 'value'],
+      [
+        [
+          `bare Rscript -e 'invisible(0)' (median of ${options.rscriptRuns}), ms`,
+          formatSpread(summary.bareRscriptMs, 0),
+        ],
+        [
+          `Rscript plot.R by hand, no svc (median of ${options.rscriptRuns}), ms`,
+          formatSpread(summary.plotScriptMs, 0),
+        ],
+        [
+          `one job at a time (${options.sequentialJobs} jobs): p50 submit->ready, ms`,
+          formatSpread(summary.singleP50Ms, 0),
+        ],
+        ['  p99, ms', formatSpread(summary.singleP99Ms, 0)],
+        ['  of which queued (submission -> claim), ms', formatSpread(summary.singleQueuedMs, 0)],
+        ['  of which running (claim -> result stored), ms', formatSpread(summary.singleRunMs, 0)],
+        ['ratio one job p50 / bare Rscript', formatSpread(summary.ratio, 2)],
+        [
+          `batch of ${options.batchJobs}: throughput, jobs/s`,
+          formatSpread(summary.batchJobsPerSecond, 2),
+        ],
+        ['  p50 submit->ready, ms', formatSpread(summary.batchP50Ms, 0)],
+        ['  p99 submit->ready, ms', formatSpread(summary.batchP99Ms, 0)],
+        ['  R CPU per job, ms', formatSpread(summary.batchRCpuPerJobMs, 0)],
+        ['  svc CPU per job, ms', formatSpread(summary.batchServiceCpuPerJobMs, 1)],
+      ],
+    ),
+  );
+}
+
+// ---- main ----
+
+async function main(): Promise<void> {
+  const options = parseOptions();
+  const startedAt = new Date();
+  // Every node started, so that an interruption can kill it (kill() is a no-op once it exited).
+  const nodes = new Set<ServiceNode>();
+  const track = (node: ServiceNode | null): void => {
+    if (node) {
+      nodes.add(node);
+    }
+  };
+  const database = await BenchDatabase.create();
+  let interrupted = false;
+  const interrupt = (signal: string): void => {
+    if (interrupted) {
+      return;
+    }
+    interrupted = true;
+    log(`\n${signal}: stopping the node and dropping ${database.name}`);
+    for (const node of nodes) {
+      node.kill();
+    }
+    void database.drop().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', () => interrupt('SIGINT'));
+  process.once('SIGTERM', () => interrupt('SIGTERM'));
+
+  try {
+    const { zip: small, script: smallScript } = await smallScriptZip();
+    const pdf = await pdfJobZip();
+    const machineInfo = await machine(database);
+    log(`svc benchmark, ${startedAt.toISOString()}, database ${database.name}`);
+    log(
+      `${machineInfo.cores} x ${machineInfo.cpu}, ${machineInfo.memoryGiB} GiB, Node ${machineInfo.node}, ` +
+        `${machineInfo.r}, ${machineInfo.postgres.split(' on ')[0]}`,
+    );
+    const result: Record<string, unknown> = {
+      startedAt: startedAt.toISOString(),
+      commit: commandOutput('git', ['-C', PROJECT_ROOT, 'rev-parse', 'HEAD']),
+      uncommittedSourceChanges:
+        commandOutput('git', ['-C', PROJECT_ROOT, 'status', '--porcelain', 'src', 'migrations']) !==
+        '',
+      command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+      options: { ...options, sections: [...options.sections] },
+      machine: machineInfo,
+    };
+
+    let submissionSummary: SubmissionSummary[] = [];
+    if (options.sections.has('submission')) {
+      log(heading('Running: submission'));
+      const measurements: SubmissionMeasurement[] = [];
+      for (let run = 1; run <= options.runs; run += 1) {
+        for (const role of ['all', 'api'] as const) {
+          measurements.push(
+            ...(await submissionRun(database, {
+              role,
+              run,
+              concurrencies: options.concurrencies,
+              durationS: options.durationS,
+              warmUpS: options.warmUpS,
+              scriptSlots: options.scriptSlots,
+              main: options.main,
+              zip: small,
+              log,
+              track,
+            })),
+          );
+        }
+      }
+      submissionSummary = summariseSubmission(measurements);
+      result.submission = { zipBytes: small.length, measurements, summary: submissionSummary };
+    }
+
+    let endToEndSummary: EndToEndSummary | null = null;
+    if (options.sections.has('e2e')) {
+      log(heading('Running: end to end'));
+      const runs: EndToEndRun[] = [];
+      for (let run = 1; run <= options.runs; run += 1) {
+        runs.push(
+          await endToEndRun(database, {
+            run,
+            sequentialJobs: options.sequentialJobs,
+            batchJobs: options.batchJobs,
+            rscriptRuns: options.rscriptRuns,
+            scriptSlots: options.scriptSlots,
+            main: options.main,
+            pollIntervalMs: options.pollIntervalMs,
+            zip: pdf,
+            log,
+            track,
+          }),
+        );
+      }
+      endToEndSummary = summariseEndToEnd(runs);
+      result.endToEnd = { runs, summary: endToEndSummary };
+    }
+
+    let diagnostics: {
+      roundTrips: RoundTrips;
+      probes: ProbeResult[];
+      profile: Profile | null;
+    } | null = null;
+    if (options.sections.has('diagnostics')) {
+      log(heading('Running: diagnostics'));
+      const roundTrips = await countRoundTrips(database, small, options.main, track);
+      const probes: ProbeResult[] = [];
+      for (const shape of ['transaction, 5 round trips', 'one statement'] as const) {
+        for (const connections of [1, 10]) {
+          probes.push(
+            await probeDatabase(database, shape, connections, options.probeDurationS, smallScript),
+          );
+        }
+      }
+      const profile = options.profile
+        ? await profileApi(
+            database,
+            small,
+            {
+              connections: Math.max(...options.concurrencies),
+              warmUpS: options.warmUpS,
+              durationS: options.durationS,
+              main: options.main,
+            },
+            track,
+          )
+        : null;
+      diagnostics = { roundTrips, probes, profile };
+      result.diagnostics = diagnostics;
+    }
+
+    if (submissionSummary.length > 0) {
+      printSubmission(submissionSummary, options);
+    }
+    if (endToEndSummary) {
+      printEndToEnd(endToEndSummary, options);
+    }
+    if (diagnostics) {
+      printDiagnostics(
+        diagnostics.roundTrips,
+        diagnostics.probes,
+        diagnostics.profile,
+        options.probeDurationS,
+        log,
+      );
+    }
+
+    const target = submissionSummary.find((s) => s.role === 'all' && s.connections === 64);
+    if (target) {
+      const met = target.acksPerSecond.median >= 1000 && target.p99Ms.median < 50;
+      result.target = {
+        statement: '>= 1,000 jobs/s acknowledged at concurrency 64 with p99 < 50 ms (ROLE=all)',
+        acksPerSecond: target.acksPerSecond.median,
+        p99Ms: target.p99Ms.median,
+        met,
+      };
+      log(
+        `\nTarget: >= 1,000 acks/s at concurrency 64 with p99 < 50 ms on ROLE=all: ` +
+          `${round(target.acksPerSecond.median, 0)} acks/s, p99 ${round(target.p99Ms.median, 1)} ms -> ` +
+          `${met ? 'met' : 'NOT met'} (medians; this is a report, not an assertion)`,
+      );
+    }
+
+    result.finishedAt = new Date().toISOString();
+    const dir = join(PROJECT_ROOT, 'bench', 'results');
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
+    writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+    log(`\nRaw numbers: ${file}`);
+  } finally {
+    for (const node of nodes) {
+      node.kill();
+    }
+    if (!interrupted) {
+      await database.drop();
+    }
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exitCode = 1;
+});
