@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import pinoPretty from 'pino-pretty';
 import { ConfigError, loadConfig } from './config/app-config';
 import { PinoLoggerService } from './common/pino-logger';
 import { startService } from './bootstrap';
@@ -16,7 +17,19 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const logger = new PinoLoggerService(config.logLevel);
+  const pretty =
+    config.logFormat === 'pretty' || (config.logFormat === 'auto' && process.stdout.isTTY);
+  const logger = new PinoLoggerService(
+    config.logLevel,
+    pretty
+      ? pinoPretty({
+          colorize: true,
+          ignore: 'pid,hostname,context',
+          translateTime: 'SYS:HH:MM:ss.l',
+          messageFormat: '{if context}[{context}] {end}{msg}',
+        })
+      : undefined,
+  );
   let service;
   try {
     service = await startService(config, logger);

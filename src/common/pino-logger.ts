@@ -1,6 +1,13 @@
 import { LoggerService } from '@nestjs/common';
 import pino, { Logger as Pino } from 'pino';
 
+const NEST_STARTUP_CONTEXTS = new Set([
+  'InstanceLoader',
+  'RoutesResolver',
+  'RouterExplorer',
+  'NestFactory',
+]);
+
 /** Nest's logger interface on pino: one JSON line per event, with the Nest context as `context`. */
 export class PinoLoggerService implements LoggerService {
   readonly pino: Pino;
@@ -31,7 +38,13 @@ export class PinoLoggerService implements LoggerService {
   }
 
   log(message: unknown, ...params: unknown[]): void {
-    this.write('info', message, params);
+    const context = params[params.length - 1];
+    // Nest's start-up chatter (one line per module and route) is detail, not news.
+    this.write(
+      typeof context === 'string' && NEST_STARTUP_CONTEXTS.has(context) ? 'debug' : 'info',
+      message,
+      params,
+    );
   }
   error(message: unknown, ...params: unknown[]): void {
     // Nest passes (message, stack, context); keep the stack in the line.

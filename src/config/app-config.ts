@@ -21,6 +21,7 @@ export const ROLES = ['all', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
 export const R_ENGINES = ['auto', 'native', 'webr'] as const;
 export type REngineSetting = (typeof R_ENGINES)[number];
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /**
@@ -39,6 +40,8 @@ export class AppConfig {
   publicBaseUrl!: string | null;
   @IsIn(ROLES) role!: Role;
   @IsIn(LOG_LEVELS) logLevel!: string;
+  /** auto: readable lines on a terminal, JSON lines otherwise (log collectors). */
+  @IsIn(LOG_FORMATS) logFormat!: (typeof LOG_FORMATS)[number];
   @IsBoolean() migrationsRun!: boolean;
   @IsIn(R_ENGINES) rEngine!: REngineSetting;
   @IsOptional() @IsString() rHome!: string | null;
