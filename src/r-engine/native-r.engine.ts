@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants, createWriteStream, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { once } from 'node:events';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import type { AppConfig } from '../config/app-config';
@@ -201,7 +201,7 @@ export class NativeREngine implements REngine {
       const controller = new AbortController();
       let child: ChildProcess;
       try {
-        child = this.spawnR([wrapper, scriptName, errorFile], workDir, tmp, true);
+        child = this.spawnR([wrapper, scriptName, errorFile], workDir, tmp, timeoutMs);
       } catch (error) {
         log.end();
         throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
@@ -287,7 +287,12 @@ export class NativeREngine implements REngine {
    * Spawns Rscript without a shell, in its own process group, with only the variables R needs:
    * the service's own environment (database URL, secrets) never reaches a job.
    */
-  private spawnR(args: string[], cwd: string, tmp: string, limited: boolean): ChildProcess {
+  private spawnR(
+    args: string[],
+    cwd: string,
+    tmp: string,
+    jobTimeoutMs: number | null,
+  ): ChildProcess {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH ?? DEFAULT_PATH,
       HOME: cwd,
@@ -311,13 +316,15 @@ export class NativeREngine implements REngine {
     // prlimit --as caps the address space of R and everything it starts (util-linux; Linux
     // only). R reports an allocation beyond it as an ordinary R error ("cannot allocate
     // vector of size ..."). Without prlimit the limit is skipped.
-    if (limited && this.config.rMemoryLimitMb > 0 && isExecutable(PRLIMIT)) {
-      commandArgs = [
-        `--as=${this.config.rMemoryLimitMb * 1024 * 1024}`,
-        '--',
-        command,
-        ...commandArgs,
-      ];
+    // --cpu is a backstop, not the time limit: if the service dies (SIGKILL) its timers die
+    // with it, and the kernel still ends a runaway R after the most CPU the job could use in
+    // its time limit on every core.
+    if (jobTimeoutMs !== null && isExecutable(PRLIMIT)) {
+      const limits = [`--cpu=${Math.ceil(jobTimeoutMs / 1000) * availableParallelism() + 5}`];
+      if (this.config.rMemoryLimitMb > 0) {
+        limits.push(`--as=${this.config.rMemoryLimitMb * 1024 * 1024}`);
+      }
+      commandArgs = [...limits, '--', command, ...commandArgs];
       command = PRLIMIT;
     }
     return spawn(command, commandArgs, {
@@ -332,7 +339,7 @@ export class NativeREngine implements REngine {
   private async evaluate(code: string, timeoutMs: number): Promise<string> {
     const dir = await mkdtemp(join(tmpdir(), 'svc-r-'));
     try {
-      const child = this.spawnR(['-e', code], dir, dir, false);
+      const child = this.spawnR(['-e', code], dir, dir, null);
       const output: Buffer[] = [];
       const errors: Buffer[] = [];
       child.stdout?.on('data', (chunk: Buffer) => output.push(chunk));

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { createConnection, createServer, Server, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -171,6 +171,40 @@ describeWithNativeR('R unavailable when a job runs (SPEC §5.4 retries and dead 
     const rError = parseXml((await postZip(service.url, failing)).text).jobToken;
     expect(parseXml((await waitForResult(rError.resultUri)).text).result.success).toBe('false');
     expect(await jobState(service.url, 'demo', rError.jobId)).toMatchObject({ attempts: '1' });
+  });
+});
+
+describeWithNativeR('an R job orphaned by a killed service (SPEC §10 limits)', () => {
+  it('is ended by the kernel CPU limit even though the service’s timers died with it', async () => {
+    const database = await createTestDatabase();
+    const service = await spawnService(
+      testEnvironment(database, { R_ENGINE: 'native', JOB_TIMEOUT_SECONDS: '1' }),
+    );
+    try {
+      const zip = await makeZip([
+        {
+          name: 'spin.R',
+          content: 'writeLines(as.character(Sys.getpid()), "pid.txt")\nrepeat {}\n',
+        },
+      ]);
+      const token = parseXml((await postZip(service.url, zip)).text).jobToken;
+      const pidFile = join(tmpdir(), 'svc-jobs', `${token.jobId}-1`, 'work', 'pid.txt');
+      const pid = await waitFor(
+        () => Promise.resolve(existsSync(pidFile) && Number(readFileSync(pidFile, 'utf8'))),
+        30000,
+        'the R process to start',
+      );
+      service.child.kill('SIGKILL');
+      await service.exited();
+      const alive = () =>
+        existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+      expect(alive()).toBe(true);
+      // The CPU limit is the time limit on every core plus 5 s: at most 1 s × cores + 5 s of CPU.
+      await waitFor(() => Promise.resolve(!alive()), 60000, 'the orphaned R process to be ended');
+    } finally {
+      service.child.kill('SIGKILL');
+      await database.drop();
+    }
   });
 });
 
