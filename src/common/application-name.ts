@@ -28,16 +28,21 @@ export function checkApplicationName(name: string | undefined, where: string): s
   return name;
 }
 
-/** Values of a header as sent, counting repeats (Node folds repeated headers into one string). */
+/** Headers as sent, as [name, value] pairs: repeats stay visible (Node folds them into one string). */
+export function rawHeaderPairs(req: Request): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    pairs.push([req.rawHeaders[i], req.rawHeaders[i + 1]]);
+  }
+  return pairs;
+}
+
+/** Values of a header as sent, counting repeats. */
 export function rawHeaderValues(req: Request, name: string): string[] {
   const lower = name.toLowerCase();
-  const values: string[] = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    if (req.rawHeaders[i].toLowerCase() === lower) {
-      values.push(req.rawHeaders[i + 1]);
-    }
-  }
-  return values;
+  return rawHeaderPairs(req)
+    .filter(([headerName]) => headerName.toLowerCase() === lower)
+    .map(([, value]) => value);
 }
 
 /** Reads and checks X-SVC-Application-Name: required, once, valid (else 400). */

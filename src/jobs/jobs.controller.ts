@@ -8,6 +8,7 @@ import {
   ApplicationNamePipe,
   applicationNameOf,
   JobIdPipe,
+  rawHeaderPairs,
 } from '../common/application-name';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
@@ -22,14 +23,6 @@ const FUNCTION_CALL_TYPES = new Set(['application/xml', 'application/json']);
 
 export function mediaTypeOf(req: Request): string {
   return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-}
-
-function rawHeaderPairs(req: Request): Array<[string, string]> {
-  const pairs: Array<[string, string]> = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    pairs.push([req.rawHeaders[i], req.rawHeaders[i + 1]]);
-  }
-  return pairs;
 }
 
 @Controller('svc/api/rest/jobs')

@@ -15,6 +15,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { JobKind } from '../jobs/job.entity';
+import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 
@@ -63,19 +64,6 @@ interface ClaimRow {
   submitted_at: Date;
   attempts: number;
   source: string;
-}
-
-/** pg returns UPDATE ... RETURNING through TypeORM as [rows, count]. */
-function rowsOf<T>(raw: unknown): T[] {
-  if (
-    Array.isArray(raw) &&
-    raw.length === 2 &&
-    Array.isArray(raw[0]) &&
-    typeof raw[1] === 'number'
-  ) {
-    return raw[0] as T[];
-  }
-  return raw as T[];
 }
 
 @Injectable()

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { rowsOf } from '../storage/query-rows';
 import { ResultEntity } from './result.entity';
 
 export type ResultMetadata = Pick<
@@ -40,9 +41,7 @@ export class ResultRepository {
         RETURNING job.id`,
       [jobId, applicationName],
     );
-    const rows =
-      Array.isArray(raw) && Array.isArray(raw[0]) ? (raw[0] as unknown[]) : (raw as unknown[]);
-    return rows.length > 0;
+    return rowsOf(raw).length > 0;
   }
 
   /** One page of an application's results, newest first, after the keyset `after` (exclusive). */
