@@ -1,9 +1,11 @@
 import { All, Controller, Req } from '@nestjs/common';
 import type { Request } from 'express';
+import { Access } from '../security/access.decorator';
 import { ApiError } from './api-error';
 
 /** Unknown REST paths: a 404 with the error body rather than Express's HTML page. */
 @Controller('svc/api/rest')
+@Access('public')
 export class FallbackController {
   @All('*path')
   unknown(@Req() req: Request): never {

@@ -13,6 +13,7 @@ import {
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
+import { Access } from '../security/access.decorator';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
 import { JobsService } from './jobs.service';
@@ -34,6 +35,7 @@ export class JobsController {
   ) {}
 
   @Post()
+  @Access('submitJob')
   @HttpCode(202)
   @UseGuards(ApplicationNameGuard)
   async submit(
@@ -76,11 +78,13 @@ export class JobsController {
   }
 
   @All()
+  @Access('public')
   otherOnJobs(@Req() req: Request): never {
     throw methodNotAllowed(req, ['POST']);
   }
 
   @Get(':app/:jobId')
+  @Access('readResults')
   async status(
     @Req() req: Request,
     @Param('app', ApplicationNamePipe) applicationName: string,
@@ -107,6 +111,7 @@ export class JobsController {
   }
 
   @All(':app/:jobId')
+  @Access('public')
   otherOnJob(@Req() req: Request): never {
     throw methodNotAllowed(req, ['GET', 'HEAD']);
   }

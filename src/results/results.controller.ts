@@ -1,3 +1,4 @@
+import { Access } from '../security/access.decorator';
 import { All, Controller, Delete, Get, HttpCode, Param, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
@@ -41,6 +42,7 @@ function view(links: RestLinks, result: ResultMetadata): ResultView {
 }
 
 @Controller('svc/api/rest')
+@Access('readResults')
 export class ResultsController {
   constructor(
     private readonly config: AppConfig,

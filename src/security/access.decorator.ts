@@ -1,0 +1,22 @@
+import { SetMetadata } from '@nestjs/common';
+
+/**
+ * What a route requires of its caller (SPEC §10). Every controller route declares one; the
+ * security module's global guard enforces it and denies any route that declares none.
+ *
+ * - `public`: anyone (health, the upload page, the WSDL and schemas, metrics).
+ * - `submitJob`: submit a job to the application named by the request; the guard tells a
+ *   function call (XML/JSON body) from a script job (ZIP or form) by the Content-Type.
+ * - `functionCall`: a synchronous function call for the application named by the request.
+ * - `readResults`: read or delete results and job states of the application in the path.
+ * - `applicationAdmin`: an admin of the application named by `X-SVC-Application-Name`.
+ * - `globalAdmin`: a global admin (system-wide configuration).
+ */
+export type AccessRule =
+  'public' | 'submitJob' | 'functionCall' | 'readResults' | 'applicationAdmin' | 'globalAdmin';
+
+export const ACCESS_RULE = 'svc:access-rule';
+
+/** Declares the access rule of a route or of every route of a controller. */
+export const Access = (rule: AccessRule): ReturnType<typeof SetMetadata> =>
+  SetMetadata(ACCESS_RULE, rule);
