@@ -3,7 +3,15 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { CatalogFileEntity, CatalogSection } from './catalog-file.entity';
 
-/** The per-application catalog (SPEC §8), stored in the database so every node sees one copy. */
+/** Channel of the notification sent with every catalog change; the payload is `<application>/<section>`. */
+export const CATALOG_CHANGED_CHANNEL = 'svc_catalog_changed';
+
+/**
+ * The per-application catalog (SPEC §8), stored in the database so every node sees one copy.
+ * Every change notifies CATALOG_CHANGED_CHANNEL in the same statement, so nodes that cache
+ * catalog content (warm R sessions hold an application's functions) learn of it at once,
+ * whoever made the change (the admin API on any node, `catalog:load`).
+ */
 @Injectable()
 export class CatalogService {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
@@ -27,13 +35,33 @@ export class CatalogService {
     content: Buffer,
   ): Promise<boolean> {
     const rows = await this.dataSource.query<Array<{ inserted: boolean }>>(
-      `INSERT INTO catalog_file (application_name, section, name, content, updated_at)
-       VALUES ($1, $2, $3, $4, now())
-       ON CONFLICT (application_name, section, name) DO UPDATE SET content = EXCLUDED.content, updated_at = now()
-       RETURNING (xmax = 0) AS inserted`,
+      `WITH upserted AS (
+         INSERT INTO catalog_file (application_name, section, name, content, updated_at)
+         VALUES ($1, $2, $3, $4, now())
+         ON CONFLICT (application_name, section, name) DO UPDATE SET content = EXCLUDED.content, updated_at = now()
+         RETURNING (xmax = 0) AS inserted
+       )
+       SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/' || $2) FROM upserted`,
       [applicationName, section, name, content],
     );
     return rows[0]?.inserted ?? false;
+  }
+
+  /** Deletes a file; returns false when there was none. */
+  async deleteFile(
+    applicationName: string,
+    section: CatalogSection,
+    name: string,
+  ): Promise<boolean> {
+    const rows = await this.dataSource.query<Array<{ deleted: boolean }>>(
+      `WITH deleted AS (
+         DELETE FROM catalog_file WHERE application_name = $1 AND section = $2 AND name = $3
+         RETURNING 1
+       )
+       SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/' || $2) FROM deleted`,
+      [applicationName, section, name],
+    );
+    return rows.length > 0;
   }
 
   async listFiles(
