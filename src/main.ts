@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     const base = config.publicBaseUrl ?? `http://localhost:${config.port}`;
     logger.log(`svc (${config.role}) is listening on ${base}, database: ${database}`, 'Startup');
     logger.log(`REST API: ${base}/svc/api/rest/jobs`, 'Startup');
+    logger.log(`Upload page: ${base}/svc/`, 'Startup');
   } else {
     logger.log(`svc worker started, database: ${database}`, 'Startup');
   }

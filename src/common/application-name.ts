@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from './api-error';
+import { isFormPost } from './form-post';
 
 export const APPLICATION_HEADER = 'X-SVC-Application-Name';
 const APPLICATION_NAME = /^\w+$/;
@@ -59,11 +60,17 @@ export function applicationNameFromHeader(req: Request): string {
 const APPLICATION = Symbol('applicationName');
 type RequestWithApplication = Request & { [APPLICATION]?: string };
 
-/** Guard for routes that name their application in the header. */
+/**
+ * Guard for routes that name their application in the header. A form post names it in a form
+ * field instead, read (and checked, 400) only once the form has been received.
+ */
 @Injectable()
 export class ApplicationNameGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const req = context.switchToHttp().getRequest<RequestWithApplication>();
+    if (isFormPost(req)) {
+      return true;
+    }
     req[APPLICATION] = applicationNameFromHeader(req);
     return true;
   }

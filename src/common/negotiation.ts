@@ -2,6 +2,7 @@ import Negotiator from 'negotiator';
 import type { Request } from 'express';
 import type { RestFormat } from './representation/rest-representation';
 import { ApiError } from './api-error';
+import { isFormPost } from './form-post';
 
 export interface NegotiatedFormat {
   format: RestFormat;
@@ -22,9 +23,42 @@ export const DEFAULT_FORMAT: NegotiatedFormat = {
   mediaType: 'application/vnd.svc+xml',
 };
 
-/** Picks the answer's format from Accept (q-values honoured); absent or `*\/*` means vnd+xml. */
-export function negotiateFormat(req: Pick<Request, 'headers'>): NegotiatedFormat {
+/** What a form post is answered in: the plain type of the format (browsers choke on vnd types). */
+const FORM_MEDIA_TYPES: Record<RestFormat, string> = {
+  xml: 'application/xml',
+  json: 'application/json',
+};
+
+export const FORM_DEFAULT_FORMAT: NegotiatedFormat = {
+  format: 'xml',
+  mediaType: FORM_MEDIA_TYPES.xml,
+};
+
+/**
+ * A form post's answer (SPEC §3.1): application/json when Accept prefers JSON (plain or vnd),
+ * else application/xml. Never 406: a browser's own Accept (text/html first) still gets the
+ * token, as XML.
+ */
+function negotiateFormFormat(accept: string | undefined): NegotiatedFormat {
+  if (accept === undefined || accept.trim() === '') {
+    return FORM_DEFAULT_FORMAT;
+  }
+  const [mediaType] = new Negotiator({ headers: { accept } }).mediaTypes(
+    Object.keys(REST_MEDIA_TYPES),
+  );
+  const format = mediaType ? REST_MEDIA_TYPES[mediaType] : FORM_DEFAULT_FORMAT.format;
+  return { format, mediaType: FORM_MEDIA_TYPES[format] };
+}
+
+/**
+ * Picks the answer's format from Accept (q-values honoured); absent or `*\/*` means vnd+xml.
+ * Form posts get the plain types instead and are never refused.
+ */
+export function negotiateFormat(req: Pick<Request, 'headers' | 'method'>): NegotiatedFormat {
   const accept = req.headers.accept;
+  if (isFormPost(req)) {
+    return negotiateFormFormat(accept);
+  }
   if (accept === undefined || accept.trim() === '') {
     return DEFAULT_FORMAT;
   }
@@ -40,7 +74,7 @@ export function negotiateFormat(req: Pick<Request, 'headers'>): NegotiatedFormat
 }
 
 /** The format of an error answer: the negotiated one when Accept allows one, else XML. */
-export function errorFormat(req: Pick<Request, 'headers'>): NegotiatedFormat {
+export function errorFormat(req: Pick<Request, 'headers' | 'method'>): NegotiatedFormat {
   try {
     return negotiateFormat(req);
   } catch {

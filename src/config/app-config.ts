@@ -63,6 +63,13 @@ export class AppConfig {
   @IsInt() @Min(0) resultRetentionHours!: number;
   @IsString() catalogDir!: string;
 
+  // upload: multipart form submissions (the upload page). Files are limited by maxRequestBytes.
+  @IsInt() @Min(1) formMaxFiles!: number;
+  @IsInt() @Min(1) formMaxFields!: number;
+  @IsInt() @Min(1) formMaxFieldBytes!: number;
+  /** Where uploaded form files wait until the job is stored; unset: the system's temp directory. */
+  @IsOptional() @IsString() formTempDir!: string | null;
+
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {
     return !this.databaseUrl;

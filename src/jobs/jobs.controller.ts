@@ -10,13 +10,15 @@ import {
   JobIdPipe,
   rawHeaderPairs,
 } from '../common/application-name';
+import { isFormPost } from '../common/form-post';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
+import { FormJobService } from '../upload/form-job.service';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
-import { JobsService } from './jobs.service';
+import { JobsService, SubmittedJob } from './jobs.service';
 import { JobState } from './job.entity';
 
 const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
@@ -32,6 +34,7 @@ export class JobsController {
     private readonly config: AppConfig,
     private readonly jobsService: JobsService,
     private readonly jobs: JobRepository,
+    private readonly formJobs: FormJobService,
   ) {}
 
   @Post()
@@ -42,6 +45,9 @@ export class JobsController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<RestRepresentation> {
+    if (isFormPost(req)) {
+      return this.jobToken(req, res, await this.formJobs.submit(req, res));
+    }
     const applicationName = applicationNameOf(req);
     const mediaType = mediaTypeOf(req);
     if (FUNCTION_CALL_TYPES.has(mediaType)) {
@@ -62,6 +68,11 @@ export class JobsController {
       throw ApiError.badRequest('The request body is empty; send a ZIP archive.');
     }
     const job = await this.jobsService.submitZip(applicationName, body, meta, 'rest');
+    return this.jobToken(req, res, job);
+  }
+
+  /** The 202 answer of a submission: the job token, and the result's URI in Location. */
+  private jobToken(req: Request, res: Response, job: SubmittedJob): RestRepresentation {
     const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
     const resultUri = links.result(job.applicationName, job.jobId);
     res.setHeader('Location', resultUri);

@@ -1,0 +1,51 @@
+import { ApiError } from '../common/api-error';
+import { APPLICATION_HEADER, checkApplicationName } from '../common/application-name';
+import type { JobMeta } from '../jobs/job-input';
+import { parseMetaFields } from '../jobs/job-meta';
+
+/** The form field that carries job files (SPEC §6); `X-SVC-JobFile` without brackets is taken too. */
+export const JOB_FILE_FIELD = 'X-SVC-JobFile[]';
+const JOB_FILE_FIELDS = /^x-svc-jobfile(\[\])?$/i;
+
+const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
+
+type Fields = Array<[name: string, value: string]>;
+
+function sameName(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
+}
+
+/** `X-SVC-Application-Name` from the form (any case): required, once, valid; else 400. */
+export function applicationNameFromFields(fields: Fields): string {
+  const values = fields.filter(([name]) => sameName(name, APPLICATION_HEADER));
+  if (values.length > 1) {
+    throw ApiError.badRequest(
+      `the form field ${APPLICATION_HEADER} is given ${values.length} times; give it once.`,
+    );
+  }
+  return checkApplicationName(values[0]?.[1].trim(), `The form field ${APPLICATION_HEADER}`);
+}
+
+/**
+ * Job meta from `X-SVC-Meta-*` form fields (SPEC §3.1 rules; type A names keep their case).
+ * A field left empty is not a parameter: a form sends its empty inputs (an unused rScript box,
+ * a meta row without a value) and they must not count.
+ */
+export function metaFromFields(fields: Fields): JobMeta {
+  return parseMetaFields(fields.filter(([, value]) => value.trim() !== ''));
+}
+
+export function isJobFileField(field: string): boolean {
+  return JOB_FILE_FIELDS.test(field);
+}
+
+/** A file part to explode into the job: a ZIP by type, or by name whatever type it was sent as. */
+export function isZipPart(file: { originalName: string; mimeType: string }): boolean {
+  const type = file.mimeType.split(';')[0].trim().toLowerCase();
+  return ZIP_TYPES.has(type) || /\.zip$/i.test(file.originalName);
+}
+
+/** The plain file name of an upload: some browsers send a client path (`C:\fakepath\data.csv`). */
+export function plainFileName(originalName: string): string {
+  return originalName.split(/[\\/]/).pop() ?? '';
+}

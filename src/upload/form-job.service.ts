@@ -1,0 +1,102 @@
+import { readFile } from 'node:fs/promises';
+import { Injectable } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { ApiError } from '../common/api-error';
+import { AppConfig } from '../config/app-config';
+import { explodeZip } from '../jobs/job-archive';
+import type { JobFileInput } from '../jobs/job-input';
+import { JobsService, SubmittedJob } from '../jobs/jobs.service';
+import {
+  applicationNameFromFields,
+  isJobFileField,
+  isZipPart,
+  JOB_FILE_FIELD,
+  metaFromFields,
+  plainFileName,
+} from './form-fields';
+import { FormLimits, ReceivedFile, withReceivedForm } from './form-upload';
+
+/** Marks jobs that came from a browser form (the job's `source`). */
+export const FORM_SOURCE = 'form';
+
+/**
+ * Browser-form jobs (SPEC §6): the multipart body names the application, the meta and the files
+ * in form fields; the job is then submitted like any other multi-file job.
+ */
+@Injectable()
+export class FormJobService {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly jobsService: JobsService,
+  ) {}
+
+  private get limits(): FormLimits {
+    return {
+      maxFiles: this.config.formMaxFiles,
+      maxFields: this.config.formMaxFields,
+      maxFieldBytes: this.config.formMaxFieldBytes,
+      maxRequestBytes: this.config.maxRequestBytes,
+      tempDir: this.config.formTempDir,
+    };
+  }
+
+  /** Receives the form, validates it whole (400/413) and stores the job. */
+  async submit(req: Request, res: Response): Promise<SubmittedJob> {
+    return withReceivedForm(req, res, this.limits, async (form) => {
+      const applicationName = applicationNameFromFields(form.fields);
+      await this.authorizeSubmission(req, applicationName);
+      const meta = metaFromFields(form.fields);
+      const files = await this.jobFiles(form.files);
+      if (files.length === 0 && !meta.rScript) {
+        throw ApiError.badRequest(
+          `the form has no job file and no X-SVC-Meta-rScript: choose a file in ${JOB_FILE_FIELD} ` +
+            'or name a catalog script.',
+        );
+      }
+      return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE);
+    });
+  }
+
+  /**
+   * May this caller submit a job to `applicationName`? The global access guard runs before the
+   * form is read, so it cannot see the application a form names; the security module's check
+   * for form posts belongs here, the one place where that name is first known. Allows all.
+   */
+  authorizeSubmission(_req: Request, _applicationName: string): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** The job's files: ZIP parts exploded under the ZIP body rules, other files as they are. */
+  private async jobFiles(parts: ReceivedFile[]): Promise<JobFileInput[]> {
+    const files: JobFileInput[] = [];
+    for (const part of parts) {
+      if (!isJobFileField(part.field)) {
+        throw ApiError.badRequest(
+          `the form sends a file in the field "${part.field}"; job files go in ${JOB_FILE_FIELD}.`,
+        );
+      }
+      const name = plainFileName(part.originalName);
+      const content = await readFile(part.path);
+      if (isZipPart(part)) {
+        files.push(...(await this.explode(name, content)));
+      } else {
+        files.push({ name, content });
+      }
+    }
+    return files;
+  }
+
+  private async explode(name: string, zip: Buffer): Promise<JobFileInput[]> {
+    if (zip.length === 0) {
+      throw ApiError.badRequest(`the file "${name}" is empty: a ZIP archive was expected.`);
+    }
+    try {
+      return await explodeZip(zip, this.jobsService.zipLimits);
+    } catch (error) {
+      if (error instanceof ApiError) {
+        throw new ApiError(error.getStatus(), `in the file "${name}": ${error.message}`);
+      }
+      throw error;
+    }
+  }
+}

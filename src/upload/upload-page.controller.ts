@@ -1,0 +1,62 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Controller, Get, Res } from '@nestjs/common';
+import type { Response } from 'express';
+import { RawData } from '../common/negotiation.guard';
+import { Access } from '../security/access.decorator';
+
+/** The page's files, copied next to the compiled controller by the build. */
+const STATIC_DIR = join(__dirname, 'static');
+
+interface StaticFile {
+  type: string;
+  body: Buffer;
+}
+
+function load(name: string, type: string): StaticFile {
+  return { type, body: readFileSync(join(STATIC_DIR, name)) };
+}
+
+/**
+ * The upload page (SPEC §6): plain files served by the service itself (the machine may have no
+ * internet), so the page works offline and needs no build step. Accept does not apply.
+ */
+@Controller('svc')
+@Access('public')
+export class UploadPageController {
+  private readonly page = load('index.html', 'text/html; charset=utf-8');
+  private readonly script = load('app.js', 'text/javascript; charset=utf-8');
+  private readonly style = load('app.css', 'text/css; charset=utf-8');
+
+  @Get(['', 'index.html'])
+  @RawData()
+  index(@Res() res: Response): void {
+    send(res, this.page);
+  }
+
+  @Get('app.js')
+  @RawData()
+  appScript(@Res() res: Response): void {
+    send(res, this.script);
+  }
+
+  @Get('app.css')
+  @RawData()
+  appStyle(@Res() res: Response): void {
+    send(res, this.style);
+  }
+}
+
+function send(res: Response, file: StaticFile): void {
+  res
+    .status(200)
+    .setHeader('Content-Type', file.type)
+    .setHeader('Cache-Control', 'no-cache')
+    .setHeader('X-Content-Type-Options', 'nosniff')
+    // Everything comes from the service; no inline script, no other origin.
+    .setHeader(
+      'Content-Security-Policy',
+      "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+    )
+    .send(file.body);
+}
