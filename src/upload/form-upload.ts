@@ -127,7 +127,9 @@ export async function withReceivedForm<T>(
       streamHandler,
     } as multer.Options & { streamHandler: StreamHandler }).any();
     await new Promise<void>((resolve, reject) => {
-      middleware(req, res, (error?: unknown) => (error ? reject(formError(error, limits)) : resolve()));
+      middleware(req, res, (error?: unknown) =>
+        error ? reject(formError(error, limits)) : resolve(),
+      );
     });
     const files = ((req.files ?? []) as Express.Multer.File[]).map((file) => ({
       field: file.fieldname,
