@@ -1,0 +1,248 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { explodeZip } from '../../src/jobs/job-archive';
+import { parseXml, request, REST, waitForResult } from '../support/rest-client';
+import { startTestService, TestService, waitFor } from '../support/test-service';
+
+/** Screenshots land here (CI keeps test-artifacts/); look at them after a change to the page. */
+const ARTIFACTS = resolve(__dirname, '../../test-artifacts');
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+/** Long enough for a job on webR; a wait ends as soon as its condition holds. */
+const JOB_WAIT_MS = 90000;
+
+/** Reads configuration.txt and the data, as a person's analysis would. */
+const REPORT_SCRIPT = `
+conf <- readLines("configuration.txt")
+data <- read.csv("data.csv")
+writeLines(c(conf[nzchar(conf)], paste("rows:", nrow(data))), "report.txt")
+`;
+
+const JOB_FILES = [
+  { name: 'report.R', mimeType: 'text/plain', buffer: Buffer.from(REPORT_SCRIPT) },
+  { name: 'data.csv', mimeType: 'text/csv', buffer: Buffer.from('x,y\n1,2\n3,4\n') },
+];
+
+/** Records every state the job panel shows, in order, from before the submission. */
+const WATCH_STATES = `(() => {
+  const panel = document.getElementById('jobPanel');
+  window.seenStates = [];
+  new MutationObserver(() => {
+    const state = panel.dataset.state;
+    if (state && window.seenStates[window.seenStates.length - 1] !== state) {
+      window.seenStates.push(state);
+    }
+  }).observe(panel, { attributes: true, attributeFilter: ['data-state'] });
+})()`;
+
+interface AxeViolation {
+  id: string;
+  impact: string;
+  help: string;
+  nodes: Array<{ target: string[] }>;
+}
+
+/** axe-core's WCAG A/AA rules on the page as it is now; returns the violations, briefly. */
+async function accessibilityViolations(page: Page): Promise<string[]> {
+  await page.evaluate(AXE_SOURCE);
+  const violations = (await page.evaluate(
+    `axe.run(document, { runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] })
+       .then((r) => r.violations)`,
+  )) as AxeViolation[];
+  return violations.map(
+    (v) =>
+      `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+  );
+}
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+async function text(page: Page, selector: string): Promise<string> {
+  return ((await page.locator(selector).textContent()) ?? '').trim();
+}
+
+describe('the upload page in Chromium (SPEC §6)', () => {
+  let service: TestService;
+  let browser: Browser;
+  let base: string;
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    service = await startTestService();
+    base = service.url;
+    // launch() gives the browser a new, empty profile of its own.
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+  });
+  afterAll(async () => {
+    // The browser is a child of this process: close it before the service's leak check.
+    await browser?.close();
+    await service?.stop();
+  });
+
+  describe('with JavaScript', () => {
+    let context: BrowserContext;
+    let page: Page;
+
+    beforeAll(async () => {
+      context = await browser.newContext({ viewport: { width: 1000, height: 900 } });
+      page = await context.newPage();
+    });
+    afterAll(async () => {
+      await context.close();
+    });
+
+    it('takes a person from choosing files to downloading and deleting the result', async () => {
+      const pageErrors: string[] = [];
+      page.on('pageerror', (error) => pageErrors.push(error.message));
+      const response = await page.goto(`${base}/svc/`);
+      expect(response?.status()).toBe(200);
+      expect(await page.title()).toBe('svc: run an R job');
+      expect(await page.locator('form[name="jobUploadForm"]').count()).toBe(1);
+
+      await page.getByLabel('Application name (required)').fill('demo');
+      await page.setInputFiles('#jobFiles', JOB_FILES);
+
+      // A meta row, added and filled with the keyboard alone.
+      await page.focus('#addMetaButton');
+      await page.keyboard.press('Enter');
+      expect(await page.evaluate('document.activeElement.id')).toBe('metaName1');
+      await page.keyboard.type('colour');
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate('document.activeElement.id')).toBe('metaValue1');
+      await page.keyboard.type('blue');
+      // A second row, removed again: it must not reach the job.
+      await page.click('#addMetaButton');
+      await page.fill('#metaName2', 'unwanted');
+      await page.fill('#metaValue2', 'x');
+      await page.click('button[aria-label="Remove meta parameter 2"]');
+      expect(await page.locator('.meta-row').count()).toBe(1);
+
+      await page.evaluate(WATCH_STATES);
+      await page.click('#jobSubmitButton');
+      // Polled from here: the page's Content-Security-Policy forbids waitForFunction's eval.
+      await waitFor(
+        async () => (await page.locator('#jobPanel').getAttribute('data-state')) === 'DONE',
+        JOB_WAIT_MS,
+        'the job panel to show DONE',
+      );
+      const states = (await page.evaluate('window.seenStates')) as string[];
+      expect(states[0]).toBe('QUEUED');
+      expect(states[states.length - 1]).toBe('DONE');
+      expect(['QUEUED,DONE', 'QUEUED,RUNNING,DONE']).toContain(states.join(','));
+      expect(await text(page, '#jobState')).toBe('Done.');
+
+      const jobId = await text(page, '#jobId');
+      expect(jobId).toMatch(/^[0-9a-f-]{36}$/);
+      await page.locator('#jobOutcome').waitFor({ state: 'visible' });
+      expect(await text(page, '#jobOutcomeText')).toBe('The job succeeded.');
+      expect(await text(page, '#jobDownload')).toBe('Download the result (ZIP)');
+
+      // The results panel lists the job, newest first, with its outcome and type.
+      const row = page.locator(`#resultsBody tr[data-job-id="${jobId}"]`);
+      await row.waitFor({ state: 'visible' });
+      expect(await row.locator('td[data-label="Outcome"]').textContent()).toBe('Succeeded');
+      expect(await row.locator('td[data-label="Type"]').textContent()).toBe('zip');
+      await screenshot(page, 'upload-page');
+      await page.setViewportSize({ width: 360, height: 800 });
+      expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(
+        true,
+      );
+      await screenshot(page, 'upload-page-narrow');
+      await page.setViewportSize({ width: 1000, height: 900 });
+
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.click('#jobDownload'),
+      ]);
+      expect(download.suggestedFilename()).toBe(`${jobId}.zip`);
+      const zip = readFileSync(await download.path());
+      const entries = await explodeZip(zip, {
+        maxEntries: 10,
+        maxUncompressedBytes: 1e6,
+        maxCompressionRatio: 1e4,
+      });
+      expect(entries.map((entry) => entry.name)).toEqual(['report.txt']);
+      expect(entries[0].content.toString('utf8')).toBe('colour = blue\nrows: 2\n');
+
+      page.once('dialog', (dialog) => void dialog.accept());
+      await row.getByRole('button', { name: `Delete the result of job ${jobId}` }).click();
+      await row.waitFor({ state: 'detached' });
+      expect(await text(page, '#resultsMessage')).toMatch(/^Deleted the result of job /);
+      const gone = await request(`${base}${REST}/results/demo/${jobId}`);
+      expect(gone.status).toBe(404);
+      expect(pageErrors).toEqual([]);
+    });
+
+    it('shows a clear message when the service refuses the application name', async () => {
+      await page.goto(`${base}/svc/`);
+      await page.fill('#applicationName', 'my analysis!');
+      await page.setInputFiles('#jobFiles', JOB_FILES);
+      await page.click('#jobSubmitButton');
+      const message = page.locator('#formMessage');
+      await message.waitFor({ state: 'visible' });
+      expect(await message.getAttribute('role')).toBe('alert');
+      expect(((await message.textContent()) ?? '').trim()).toBe(
+        'The service could not accept the form. The form field X-SVC-Application-Name ' +
+          '"my analysis!" is invalid: use ASCII letters, digits and underscores only.',
+      );
+      expect(await page.locator('#jobPanel').isHidden()).toBe(true);
+      await screenshot(page, 'upload-page-error');
+    });
+  });
+
+  it('still posts the form without JavaScript and answers the XML job token', async () => {
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${base}/svc/`);
+      // What needs the script stays out of the way.
+      expect(await page.locator('#addMetaButton').isHidden()).toBe(true);
+      expect(await page.locator('#resultsPanel').isHidden()).toBe(true);
+      await page.fill('#applicationName', 'demo');
+      await page.setInputFiles('#jobFiles', JOB_FILES);
+      const [answer] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith(`${REST}/jobs`)),
+        page.click('#jobSubmitButton'),
+      ]);
+      expect(answer.status()).toBe(202);
+      expect(answer.headers()['content-type']).toBe('application/xml; charset=utf-8');
+      const token = parseXml(await answer.text()).jobToken;
+      expect(token.applicationName).toBe('demo');
+      await page.waitForLoadState();
+      await screenshot(page, 'upload-page-nojs');
+      const result = parseXml((await waitForResult(token.resultUri)).text).result;
+      expect(result.success).toBe('true');
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('passes axe-core accessibility checks with a meta row, an error and a results list', async () => {
+    // axe is injected as a script, which the page's Content-Security-Policy would refuse.
+    const context = await browser.newContext({ bypassCSP: true });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${base}/svc/`);
+      expect(await accessibilityViolations(page)).toEqual([]);
+
+      await page.click('#addMetaButton');
+      await page.fill('#resultsApplication', 'demo');
+      await page.click('#showResultsButton');
+      await page.locator('#resultsBody tr').first().waitFor({ state: 'visible' });
+      await page.fill('#applicationName', 'bad name');
+      await page.click('#jobSubmitButton');
+      await page.locator('#formMessage').waitFor({ state: 'visible' });
+      expect(await accessibilityViolations(page)).toEqual([]);
+
+      await page.setViewportSize({ width: 320, height: 700 });
+      expect(await accessibilityViolations(page)).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+});
