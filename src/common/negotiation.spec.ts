@@ -1,0 +1,80 @@
+import { HttpStatus } from '@nestjs/common';
+import { ApiError } from './api-error';
+import { isFormPost } from './form-post';
+import { errorFormat, negotiateFormat } from './negotiation';
+
+const FORM = 'multipart/form-data; boundary=----x';
+
+function req(method: string, contentType?: string, accept?: string) {
+  const headers: Record<string, string> = {};
+  if (contentType !== undefined) {
+    headers['content-type'] = contentType;
+  }
+  if (accept !== undefined) {
+    headers.accept = accept;
+  }
+  return { method, headers };
+}
+
+describe('isFormPost', () => {
+  it.each([
+    ['POST', FORM, true],
+    ['POST', 'Multipart/Form-Data;boundary=x', true],
+    ['POST', 'multipart/form-data', true],
+    ['GET', FORM, false],
+    ['POST', 'multipart/mixed; boundary=x', false],
+    ['POST', 'application/x-www-form-urlencoded', false],
+    ['POST', 'application/zip', false],
+    ['POST', undefined, false],
+  ])('%s %s -> %s', (method, contentType, expected) => {
+    expect(isFormPost(req(method, contentType))).toBe(expected);
+  });
+});
+
+describe('negotiateFormat', () => {
+  describe('for API requests', () => {
+    it.each([
+      [undefined, 'application/vnd.svc+xml'],
+      ['*/*', 'application/vnd.svc+xml'],
+      ['application/vnd.svc+json', 'application/vnd.svc+json'],
+      ['application/json', 'application/json'],
+      ['application/vnd.svc+xml;q=0.5, application/vnd.svc+json', 'application/vnd.svc+json'],
+    ])('Accept %s -> %s', (accept, mediaType) => {
+      expect(negotiateFormat(req('POST', 'application/zip', accept)).mediaType).toBe(mediaType);
+    });
+
+    it('refuses with 406 when nothing acceptable is asked for', () => {
+      expect(() => negotiateFormat(req('GET', undefined, 'text/html'))).toThrow(ApiError);
+      try {
+        negotiateFormat(req('GET', undefined, 'text/html'));
+      } catch (error) {
+        expect((error as ApiError).getStatus()).toBe(HttpStatus.NOT_ACCEPTABLE);
+      }
+    });
+  });
+
+  describe('for form posts: plain types, never 406', () => {
+    it.each([
+      [undefined, 'xml', 'application/xml'],
+      ['', 'xml', 'application/xml'],
+      ['*/*', 'xml', 'application/xml'],
+      ['text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8', 'xml', 'application/xml'],
+      ['text/html', 'xml', 'application/xml'],
+      ['image/png', 'xml', 'application/xml'],
+      ['application/json', 'json', 'application/json'],
+      ['application/vnd.svc+json', 'json', 'application/json'],
+      ['application/vnd.svc+xml', 'xml', 'application/xml'],
+      ['application/xml;q=0.4, application/json;q=0.8', 'json', 'application/json'],
+    ])('Accept %s -> %s as %s', (accept, format, mediaType) => {
+      expect(negotiateFormat(req('POST', FORM, accept))).toEqual({ format, mediaType });
+    });
+
+    it('answers errors in the same plain types', () => {
+      expect(errorFormat(req('POST', FORM, 'text/html'))).toEqual({
+        format: 'xml',
+        mediaType: 'application/xml',
+      });
+      expect(errorFormat(req('POST', FORM, 'application/json')).mediaType).toBe('application/json');
+    });
+  });
+});
