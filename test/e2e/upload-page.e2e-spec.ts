@@ -45,10 +45,10 @@ interface AxeViolation {
 /** axe-core's WCAG A/AA rules on the page as it is now; returns the violations, briefly. */
 async function accessibilityViolations(page: Page): Promise<string[]> {
   await page.evaluate(AXE_SOURCE);
-  const violations = (await page.evaluate(
+  const violations = await page.evaluate<AxeViolation[]>(
     `axe.run(document, { runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] })
        .then((r) => r.violations)`,
-  )) as AxeViolation[];
+  );
   return violations.map(
     (v) =>
       `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
@@ -130,7 +130,7 @@ describe('the upload page in Chromium (SPEC §6)', () => {
         JOB_WAIT_MS,
         'the job panel to show DONE',
       );
-      const states = (await page.evaluate('window.seenStates')) as string[];
+      const states = await page.evaluate<string[]>('window.seenStates');
       expect(states[0]).toBe('QUEUED');
       expect(states[states.length - 1]).toBe('DONE');
       expect(['QUEUED,DONE', 'QUEUED,RUNNING,DONE']).toContain(states.join(','));

@@ -169,7 +169,11 @@
     showMessage(formMessage, '', false);
     const unnamed = unnamedMetaRow();
     if (unnamed) {
-      showMessage(formMessage, 'A meta parameter has a value but no name: give it a name or remove the row.', true);
+      showMessage(
+        formMessage,
+        'A meta parameter has a value but no name: give it a name or remove the row.',
+        true,
+      );
       unnamed.focus();
       return;
     }
@@ -184,7 +188,11 @@
           headers: { Accept: 'application/json' },
         });
       } catch (error) {
-        showMessage(formMessage, `The service could not be reached (${error.message}). Check your connection and try again.`, true);
+        showMessage(
+          formMessage,
+          `The service could not be reached (${error.message}). Check your connection and try again.`,
+          true,
+        );
         return;
       }
       const body = await readJson(response);
