@@ -10,16 +10,25 @@ import {
 
 type Fields = Array<[string, string]>;
 
-function expect400(run: () => unknown, message: RegExp): void {
-  let caught: unknown;
+/** The ApiError a call throws; fails the test when it throws nothing or something else. */
+function refusal(run: () => unknown): ApiError {
   try {
     run();
   } catch (error) {
-    caught = error;
+    if (error instanceof ApiError) {
+      return error;
+    }
+    throw error;
   }
-  expect(caught).toBeInstanceOf(ApiError);
-  expect((caught as ApiError).getStatus()).toBe(HttpStatus.BAD_REQUEST);
-  expect((caught as ApiError).message).toMatch(message);
+  throw new Error('expected the call to be refused');
+}
+
+function expect400(run: () => unknown, message: RegExp): void {
+  const error = refusal(run);
+  expect([error.getStatus(), error.message]).toEqual([
+    HttpStatus.BAD_REQUEST,
+    expect.stringMatching(message),
+  ]);
 }
 
 describe('applicationNameFromFields', () => {
