@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
 import { explodeZip } from '../../src/jobs/job-archive';
@@ -8,6 +8,7 @@ import { startTestService, TestService, waitFor } from '../support/test-service'
 /** Screenshots land here (CI keeps test-artifacts/); look at them after a change to the page. */
 const ARTIFACTS = resolve(__dirname, '../../test-artifacts');
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** Long enough for a job on webR; a wait ends as soon as its condition holds. */
 const JOB_WAIT_MS = 90000;
 
@@ -72,9 +73,14 @@ describe('the upload page in Chromium (SPEC §6)', () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     service = await startTestService();
     base = service.url;
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(
+        `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`,
+      );
+    }
     // launch() gives the browser a new, empty profile of its own.
     browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+      executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
     });
   });
