@@ -90,6 +90,26 @@ describe('the upload page in Chromium (SPEC §6)', () => {
     await service?.stop();
   });
 
+  it('serves the page and its files itself, with nothing from another origin', async () => {
+    for (const [path, type] of [
+      ['/svc/', 'text/html'],
+      ['/svc', 'text/html'],
+      ['/svc/index.html', 'text/html'],
+      ['/svc/app.js', 'text/javascript'],
+      ['/svc/app.css', 'text/css'],
+    ]) {
+      // A browser's Accept, and one the REST API would refuse: the page ignores Accept.
+      const answer = await request(`${base}${path}`, { headers: { Accept: 'text/html' } });
+      expect([path, answer.status, answer.headers.get('content-type')]).toEqual([
+        path,
+        200,
+        `${type}; charset=utf-8`,
+      ]);
+      expect(answer.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
+      expect(answer.text).not.toMatch(/(src|href)="(https?:)?\/\//);
+    }
+  });
+
   describe('with JavaScript', () => {
     let context: BrowserContext;
     let page: Page;
