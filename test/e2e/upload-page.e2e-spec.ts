@@ -3,7 +3,14 @@ import { join, resolve } from 'node:path';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { parseXml, request, REST, waitForResult } from '../support/rest-client';
-import { startTestService, TestService, waitFor } from '../support/test-service';
+import { spawnService } from '../support/service-process';
+import {
+  createTestDatabase,
+  startTestService,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
 
 /** Screenshots land here (CI keeps test-artifacts/); look at them after a change to the page. */
 const ARTIFACTS = resolve(__dirname, '../../test-artifacts');
@@ -269,6 +276,27 @@ describe('the upload page in Chromium (SPEC §6)', () => {
       expect(await accessibilityViolations(page)).toEqual([]);
     } finally {
       await context.close();
+    }
+  });
+});
+
+describe('the built service (npm start)', () => {
+  it('prints the upload page address at start-up and serves the page from dist/', async () => {
+    const database = await createTestDatabase();
+    try {
+      const node = await spawnService({ ...testEnvironment(database), ROLE: 'api' });
+      try {
+        const port = new URL(node.url).port;
+        expect(node.output()).toContain(`Upload page: http://localhost:${port}/svc/`);
+        for (const path of ['/svc/', '/svc/app.js', '/svc/app.css']) {
+          expect([path, (await request(`${node.url}${path}`)).status]).toEqual([path, 200]);
+        }
+      } finally {
+        node.child.kill('SIGTERM');
+        expect(await node.exited()).toBe(0);
+      }
+    } finally {
+      await database.drop();
     }
   });
 });
