@@ -211,6 +211,24 @@ describe('the upload page in Chromium (SPEC §6)', () => {
       expect(pageErrors).toEqual([]);
     });
 
+    it('shows a failed job with what R said', async () => {
+      await page.goto(`${base}/svc/`);
+      await page.fill('#applicationName', 'demo');
+      await page.setInputFiles('#jobFiles', [
+        { name: 'fail.R', mimeType: 'text/plain', buffer: Buffer.from('stop("no data today")\n') },
+      ]);
+      await page.click('#jobSubmitButton');
+      await page.locator('#jobFailure').waitFor({ state: 'visible', timeout: JOB_WAIT_MS });
+      expect(await text(page, '#jobOutcomeText')).toBe('The job failed. What R said:');
+      expect(await text(page, '#jobFailure')).toContain('no data today');
+      expect(await text(page, '#jobDownload')).toBe('Download the result (TXT)');
+      const jobId = await text(page, '#jobId');
+      const row = page.locator(`#resultsBody tr[data-job-id="${jobId}"]`);
+      await row.waitFor({ state: 'visible' });
+      expect(await row.locator('td[data-label="Outcome"]').textContent()).toBe('Failed');
+      await screenshot(page, 'upload-page-failed');
+    });
+
     it('shows a clear message when the service refuses the application name', async () => {
       await page.goto(`${base}/svc/`);
       await page.fill('#applicationName', 'my analysis!');
