@@ -63,6 +63,12 @@ export class AppConfig {
   @IsInt() @Min(0) resultRetentionHours!: number;
   @IsString() catalogDir!: string;
 
+  // admin and system
+  /** Largest catalog file the admin API accepts (bytes); larger: 413. */
+  @IsInt() @Min(1) catalogMaxFileBytes!: number;
+  /** Longest the deep health check waits for the database and R (ms) before answering ERROR. */
+  @IsInt() @Min(100) healthCheckTimeoutMs!: number;
+
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {
     return !this.databaseUrl;
