@@ -34,8 +34,8 @@ describe('maskedConfiguration', () => {
   });
 
   it('masks URL credentials with or without a user name', () => {
-    expect(maskUrlCredentials('postgres://pw@db/x and https://u:p@h/')).toBe(
-      `postgres://${MASK}@db/x and https://u:${MASK}@h/`,
+    expect(maskUrlCredentials('postgres://svc@db/x and https://u:p@h/ and x://:q@h')).toBe(
+      `postgres://svc@db/x and https://u:${MASK}@h/ and x://:${MASK}@h`,
     );
     expect(maskUrlCredentials('postgres://db/x')).toBe('postgres://db/x');
   });

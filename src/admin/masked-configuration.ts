@@ -15,12 +15,12 @@ function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name);
 }
 
-/** `postgres://user:pw@host/db` -> `postgres://user:********@host/db`. */
+/** `postgres://user:pw@host/db` -> `postgres://user:********@host/db`; a bare user name stays. */
 export function maskUrlCredentials(text: string): string {
   return text.replace(
     /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/@:]*)(?::([^\s/@]*))?@/gi,
-    (_whole, scheme: string, user: string, password: string | undefined) =>
-      password === undefined ? `${scheme}${MASK}@` : `${scheme}${user}:${MASK}@`,
+    (whole: string, scheme: string, user: string, password: string | undefined) =>
+      password === undefined ? whole : `${scheme}${user}:${MASK}@`,
   );
 }
 
@@ -42,7 +42,7 @@ function maskValue(value: unknown): Plain {
   if (typeof value === 'object') {
     return maskObject(value as Record<string, unknown>);
   }
-  return String(value);
+  return typeof value === 'bigint' ? value.toString() : null; // functions, symbols: not configuration
 }
 
 function maskObject(object: Record<string, unknown>): { [key: string]: Plain } {
