@@ -16,7 +16,8 @@ export class MetricsController {
   @Header('Cache-Control', 'no-store')
   async scrape(@Res() res: Response): Promise<void> {
     const body = await this.metrics.render();
-    res.status(200).type(this.metrics.contentType).send(body);
+    res.status(200).setHeader('Content-Type', this.metrics.contentType);
+    res.send(body);
   }
 
   @All()
