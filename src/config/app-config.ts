@@ -68,6 +68,8 @@ export class AppConfig {
   @IsInt() @Min(1) catalogMaxFileBytes!: number;
   /** Longest the deep health check waits for the database and R (ms) before answering ERROR. */
   @IsInt() @Min(100) healthCheckTimeoutMs!: number;
+  /** Role worker only (it has no API server): serve `/metrics` on this port; 0: not at all. */
+  @IsInt() @Min(0) @Max(65535) workerMetricsPort!: number;
 
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {

@@ -1,5 +1,9 @@
+import { randomUUID } from 'node:crypto';
+import { JobKind } from '../../src/jobs/job.entity';
 import { MetricsService } from '../../src/metrics/metrics.service';
+import { QueueRepository } from '../../src/queue/queue.repository';
 import { proxyDatabase } from '../support/cuttable-proxy';
+import { freePort } from '../support/service-process';
 import { histogramCount, parseMetrics, sample } from '../support/prometheus';
 import { Answer, parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
 import {
@@ -155,6 +159,46 @@ describe('system endpoints on a node of role api (no R engine)', () => {
     expect(info.healthy).toBe('true');
     expect(info.rVersion).toBe('none: a node of role api runs no R');
     expect(['native', 'webr']).toContain(info.rEngine);
+  });
+});
+
+describe('metrics of a node of role worker (no API server)', () => {
+  let service: TestService;
+  let port: number;
+
+  beforeAll(async () => {
+    port = await freePort();
+    service = await startTestService({ ROLE: 'worker', WORKER_METRICS_PORT: String(port) });
+  });
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  it('serves /metrics on WORKER_METRICS_PORT, with the jobs it ran', async () => {
+    const metricsUrl = `http://127.0.0.1:${port}/metrics`;
+    expect(sample(parseMetrics((await request(metricsUrl)).text), 'svc_queue_depth')?.value).toBe(
+      '0',
+    );
+    await service.app.get(QueueRepository).enqueue({
+      id: randomUUID(),
+      applicationName: 'workerapp',
+      kind: JobKind.SCRIPT,
+      meta: {},
+      source: 'test',
+      submittedAt: new Date(),
+      files: [{ name: 'job.R', content: Buffer.from('writeLines("ok", "ok.txt")\n') }],
+    });
+    await waitFor(
+      async () => {
+        const families = parseMetrics((await request(metricsUrl)).text);
+        const labels = { application: 'workerapp', source: 'test' };
+        return sample(families, 'svc_jobs_finished_total', labels)?.value === '1';
+      },
+      60000,
+      'the worker to count the job',
+    );
+    expect((await request(`http://127.0.0.1:${port}/other`)).status).toBe(404);
+    expect((await request(metricsUrl, { method: 'POST' })).status).toBe(405);
   });
 });
 
