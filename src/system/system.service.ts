@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { freemem, hostname, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
@@ -42,8 +42,11 @@ export function formatUptime(ms: number): string {
     [Math.floor(seconds / 60) % 60, 'min'],
     [seconds % 60, 's'],
   ] as const;
-  const shown = parts.filter(([value], i) => value > 0 || i === parts.length - 1);
-  return shown.map(([value, unit]) => `${value} ${unit}`).join(' ');
+  const first = parts.findIndex(([value]) => value > 0);
+  return parts
+    .slice(first < 0 ? parts.length - 1 : first)
+    .map(([value, unit]) => `${value} ${unit}`)
+    .join(' ');
 }
 
 /**
@@ -52,7 +55,7 @@ export function formatUptime(ms: number): string {
  * configuration selects, with no version.
  */
 @Injectable()
-export class SystemService implements OnApplicationShutdown {
+export class SystemService implements BeforeApplicationShutdown {
   private readonly startedAt = Date.now();
   private shuttingDown = false;
   private readonly engine: REngine | null;
@@ -73,7 +76,8 @@ export class SystemService implements OnApplicationShutdown {
     }
   }
 
-  onApplicationShutdown(): void {
+  /** Runs before the HTTP server closes: readiness turns 503 while requests still drain. */
+  beforeApplicationShutdown(): void {
     this.shuttingDown = true;
   }
 
