@@ -9,11 +9,24 @@ import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { FallbackController } from './common/fallback.controller';
 import { UploadModule } from './upload/upload.module';
+import { AdminModule } from './admin/admin.module';
+import { AdminController } from './admin/admin.controller';
+import { MetricsController } from './metrics/metrics.controller';
+import { SystemController } from './system/system.controller';
+import { SystemModule } from './system/system.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
 @Module({
-  imports: [JobsModule, ResultsModule, UploadModule],
-  controllers: [JobsController, ResultsController, FallbackController],
+  imports: [JobsModule, ResultsModule, AdminModule, SystemModule, UploadModule],
+  // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
+  controllers: [
+    JobsController,
+    ResultsController,
+    AdminController,
+    SystemController,
+    MetricsController,
+    FallbackController,
+  ],
   providers: [
     { provide: APP_GUARD, useClass: NegotiationGuard },
     { provide: APP_INTERCEPTOR, useClass: RepresentationInterceptor },

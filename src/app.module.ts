@@ -7,6 +7,7 @@ import { QueueModule } from './queue/queue.module';
 import { WorkerModule } from './queue/worker.module';
 import { DatabaseTarget } from './storage/database-options';
 import { StorageModule } from './storage/storage.module';
+import { MetricsModule } from './metrics/metrics.module';
 
 /**
  * The module set of a role. Every role shares the same providers (configuration, storage,
@@ -24,6 +25,7 @@ export class AppModule {
         StorageModule.forTarget(target, `svc-${config.role}`),
         QueueModule,
         CatalogModule,
+        MetricsModule,
         ...(withApi ? [ApiModule] : []),
         ...(withWorker ? [WorkerModule] : []),
       ],

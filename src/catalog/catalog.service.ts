@@ -74,6 +74,14 @@ export class CatalogService {
     });
   }
 
+  /** Applications that have at least one catalog file, by name. */
+  async listApplications(): Promise<string[]> {
+    const rows = await this.dataSource.query<Array<{ application_name: string }>>(
+      'SELECT DISTINCT application_name FROM catalog_file ORDER BY application_name',
+    );
+    return rows.map((row) => row.application_name);
+  }
+
   async countFiles(): Promise<number> {
     return this.dataSource.getRepository(CatalogFileEntity).count();
   }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
 import { schemaDiff } from '../storage/schema-diff';
-import { runCommand } from './run-command';
+import { describeDatabase, runCommand } from './run-command';
 
 const USAGE = 'usage: migrate run | revert | show | generate <Name>';
 
@@ -26,19 +26,32 @@ ${lines(down)}
 `;
 }
 
+const COMMANDS = new Set(['run', 'revert', 'show', 'generate']);
+
 async function main(argv: string[]): Promise<number> {
   const [command, name] = argv;
+  if (!COMMANDS.has(command)) {
+    console.error(USAGE);
+    return 2;
+  }
   const config = loadConfig();
-  const { dataSource, close } = await openDatabaseForCli(config);
-  const where = config.embeddedDatabase ? `embedded database in ${config.dataDir}` : 'DATABASE_URL';
+  const where = describeDatabase(config);
+  const { dataSource, close } = await openDatabaseForCli(config).catch((error: Error) => {
+    throw new Error(
+      `cannot open the ${where} (${error.message}); check DATABASE_URL and that the server runs`,
+    );
+  });
   try {
     switch (command) {
       case 'run': {
         const ran = await dataSource.runMigrations({ transaction: 'each' });
+        for (const migration of ran) {
+          console.log(`applied ${migration.name}`);
+        }
         console.log(
           ran.length === 0
             ? `No pending migrations (${where}).`
-            : `Ran ${ran.length} migration(s) on ${where}: ${ran.map((m) => m.name).join(', ')}`,
+            : `Ran ${ran.length} migration(s) on the ${where}.`,
         );
         return 0;
       }
@@ -49,7 +62,7 @@ async function main(argv: string[]): Promise<number> {
         const reverted = after.filter((m) => !before.includes(m));
         console.log(
           reverted.length
-            ? `Reverted ${reverted.join(', ')} on ${where}.`
+            ? `Reverted ${reverted.join(', ')} on the ${where}.`
             : `Nothing to revert (${where}).`,
         );
         return 0;
@@ -61,7 +74,9 @@ async function main(argv: string[]): Promise<number> {
           console.log(`${pending.has(migrationName) ? '[ ]' : '[X]'} ${migrationName}`);
         }
         console.log(
-          pending.size ? `${pending.size} pending on ${where}.` : `Up to date (${where}).`,
+          pending.size
+            ? `${pending.size} pending on the ${where}; apply with \`npm run migration:run\`.`
+            : `Up to date (${where}).`,
         );
         return pending.size ? 1 : 0;
       }

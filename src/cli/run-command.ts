@@ -1,4 +1,12 @@
-import { ConfigError } from '../config/app-config';
+import { maskUrlCredentials } from '../admin/masked-configuration';
+import { AppConfig, ConfigError } from '../config/app-config';
+
+/** Which database a command works on, for its output; a password in the URL is masked. */
+export function describeDatabase(config: AppConfig): string {
+  return config.embeddedDatabase
+    ? `embedded database in ${config.dataDir}`
+    : `database ${maskUrlCredentials(config.databaseUrl ?? '')}`;
+}
 
 /**
  * Runs a command-line entry point and exits with its code. Failures print one line prefixed

@@ -1,5 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import pino, { Logger as Pino } from 'pino';
+import { currentLogContext } from './log-context';
 
 const NEST_STARTUP_CONTEXTS = new Set([
   'InstanceLoader',
@@ -13,9 +14,9 @@ export class PinoLoggerService implements LoggerService {
   readonly pino: Pino;
 
   constructor(level: string, destination?: pino.DestinationStream) {
-    this.pino = destination
-      ? pino({ level, base: { pid: process.pid } }, destination)
-      : pino({ level, base: { pid: process.pid } });
+    // The mixin adds the request id or job id of the code that logs (see log-context.ts).
+    const options = { level, base: { pid: process.pid }, mixin: currentLogContext };
+    this.pino = destination ? pino(options, destination) : pino(options);
   }
 
   private write(

@@ -70,6 +70,14 @@ export class AppConfig {
   /** Where uploaded form files wait until the job is stored; unset: the system's temp directory. */
   @IsOptional() @IsString() formTempDir!: string | null;
 
+  // admin and system
+  /** Largest catalog file the admin API accepts (bytes); larger: 413. */
+  @IsInt() @Min(1) catalogMaxFileBytes!: number;
+  /** Longest the deep health check waits for the database and R (ms) before answering ERROR. */
+  @IsInt() @Min(100) healthCheckTimeoutMs!: number;
+  /** Role worker only (it has no API server): serve `/metrics` on this port; 0: not at all. */
+  @IsInt() @Min(0) @Max(65535) workerMetricsPort!: number;
+
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {
     return !this.databaseUrl;

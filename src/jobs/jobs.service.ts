@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { explodeZip, validateJobFiles } from './job-archive';
@@ -7,6 +7,7 @@ import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
 import { mergeMeta, parseConfigurationFile } from './job-meta';
 import { JobKind } from './job.entity';
 import { JobRepository } from './job.repository';
+import { MetricsService } from '../metrics/metrics.service';
 
 export interface SubmittedJob {
   jobId: string;
@@ -21,6 +22,7 @@ export class JobsService {
     private readonly config: AppConfig,
     private readonly jobs: JobRepository,
     private readonly notifier: QueueNotifier,
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   get zipLimits() {
@@ -69,6 +71,7 @@ export class JobsService {
     };
     await this.jobs.insert(job);
     this.notifier.jobQueued(applicationName);
+    this.metrics?.jobSubmitted(applicationName, source);
     return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
   }
 }

@@ -6,7 +6,10 @@ import {
   Logger,
   OnApplicationBootstrap,
   OnApplicationShutdown,
+  Optional,
 } from '@nestjs/common';
+import { runWithLogContext } from '../common/log-context';
+import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
@@ -55,6 +58,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
     @Inject(JOB_EXECUTOR) private readonly executor: JobExecutor,
+    @Optional() private readonly metrics?: MetricsService,
   ) {
     this.pools = [
       // Claiming more than the engine can run would hold jobs other nodes could be running.
@@ -146,17 +150,21 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private start(job: ClaimedJob, pool: SlotPool): void {
     pool.running.add(job.id);
     const abort = new AbortController();
-    const done = this.run(job, abort.signal).finally(() => {
-      pool.running.delete(job.id);
-      this.running.delete(job.id);
-      this.wake();
-    });
+    // Every log line of the job, the R engine's included, carries its id.
+    const done = runWithLogContext({ jobId: job.id }, () => this.run(job, abort.signal)).finally(
+      () => {
+        pool.running.delete(job.id);
+        this.running.delete(job.id);
+        this.wake();
+      },
+    );
     this.running.set(job.id, { job, abort, done });
   }
 
   private async run(job: ClaimedJob, signal: AbortSignal): Promise<void> {
     const log = new Logger(`job ${job.id}`);
     log.log(`attempt ${job.attempts} started (${job.applicationName}, ${job.kind})`);
+    const started = process.hrtime.bigint();
     let result: ResultData;
     try {
       result = await this.executor.execute(job, signal);
@@ -176,6 +184,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
     try {
       const stored = await this.queue.complete(job.id, this.owner, result);
+      if (stored) {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        this.metrics?.jobFinished(job.applicationName, job.source, result.success, seconds);
+      }
       log.log(
         stored
           ? `done (success=${result.success}, ${result.type}, ${result.data.length} bytes)`
@@ -197,7 +209,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         log.error(
           `attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`,
         );
-        await this.queue.complete(job.id, this.owner, deadLetter(job, message));
+        if (await this.queue.complete(job.id, this.owner, deadLetter(job, message))) {
+          this.metrics?.jobFinished(job.applicationName, job.source, false);
+        }
       } else {
         const delay = this.config.retryBackoffMs * 2 ** (job.attempts - 1);
         log.warn(`attempt ${job.attempts} could not run (${message}); retrying in ${delay} ms`);

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { explodeZip } from '../../src/jobs/job-archive';
@@ -92,5 +92,55 @@ describe('command-line operations', () => {
     expect(bad.code).toBe(78);
     expect(bad.output).toMatch(/^svc: configuration: PORT=eighty: must be a whole number$/m);
     expect(bad.output).toMatch(/^svc: configuration: R_ENGINE="python": .*$/m);
+  });
+  it('catalog:dump writes the catalog in the layout catalog:load reads, into a new directory only', async () => {
+    const backup = join(folder, 'backup');
+    const dump = await runCli('cli/catalog-dump.js', [backup], env);
+    expect(dump.code).toBe(0);
+    expect(dump.output).toMatch(/^wrote tools\/R_SCRIPTS\/answer\.R \(\d+ bytes\)$/m);
+    expect(dump.output).toMatch(
+      /^1 file\(s\) from the (database|embedded database) .* written to /m,
+    );
+    expect(readFileSync(join(backup, 'tools', 'R_SCRIPTS', 'answer.R'), 'utf8')).toBe(
+      'writeLines("second", "answer.txt")\n',
+    );
+    const again = await runCli('cli/catalog-dump.js', [backup], env);
+    expect(again.code).toBe(2);
+    expect(again.output).toContain('is not an empty directory');
+    const restored = await runCli('cli/catalog-load.js', [backup], env);
+    expect(restored.output).toContain('0 created, 1 updated, 0 skipped');
+    expect((await runCli('cli/catalog-dump.js', [], env)).code).toBe(2);
+  });
+
+  it('migration commands say what they did on which database, and check the command first', async () => {
+    const where = database.url ? /the database postgres:\/\/\S+/ : /the embedded database in \S+/;
+    const revert = await runCli('cli/migrate.js', ['revert'], env);
+    expect(revert.code).toBe(0);
+    expect(revert.output).toMatch(/^Reverted CreateCoreTables\d+ on /m);
+    expect(revert.output).toMatch(where);
+    const show = await runCli('cli/migrate.js', ['show'], env);
+    expect(show.code).toBe(1);
+    expect(show.output).toContain('apply with `npm run migration:run`');
+    const run = await runCli('cli/migrate.js', ['run'], env);
+    expect(run.code).toBe(0);
+    expect(run.output).toMatch(/^applied CreateCoreTables\d+$/m);
+    expect(run.output).toMatch(/^Ran 1 migration\(s\) on /m);
+    expect((await runCli('cli/migrate.js', ['run'], env)).output).toMatch(
+      /^No pending migrations/m,
+    );
+
+    // A wrong command is reported before any connection; an unreachable server is named, masked.
+    const unreachable = { ...env, DATABASE_URL: 'postgres://svc:hidden-pw@127.0.0.1:9/nowhere' };
+    const usage = await runCli('cli/migrate.js', ['frobnicate'], unreachable);
+    expect([usage.code, usage.output.trim()]).toEqual([
+      2,
+      'usage: migrate run | revert | show | generate <Name>',
+    ]);
+    const down = await runCli('cli/migrate.js', ['show'], unreachable);
+    expect(down.code).toBe(1);
+    expect(down.output).toContain(
+      'cannot open the database postgres://svc:********@127.0.0.1:9/nowhere',
+    );
+    expect(down.output).not.toContain('hidden-pw');
   });
 });

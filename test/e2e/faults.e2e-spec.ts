@@ -1,9 +1,9 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
-import { createConnection, createServer, Server, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findRscript } from '../../src/r-engine/native-r.engine';
 import { DataSource } from 'typeorm';
+import { proxyDatabase } from '../support/cuttable-proxy';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
 import { spawnService } from '../support/service-process';
@@ -99,38 +99,6 @@ describe('an R script that never ends (SPEC §5.1)', () => {
   });
 });
 
-/** A TCP proxy to the database that a test can cut and restore, to play a database outage. */
-class CuttableProxy {
-  private server: Server | null = null;
-  private readonly sockets = new Set<Socket>();
-  constructor(
-    private readonly target: { host: string; port: number },
-    readonly port: number,
-  ) {}
-
-  async open(): Promise<void> {
-    this.server = createServer((client) => {
-      const upstream = createConnection(this.target);
-      for (const socket of [client, upstream]) {
-        this.sockets.add(socket);
-        socket.on('close', () => this.sockets.delete(socket));
-        socket.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((resolve) => this.server?.listen(this.port, '127.0.0.1', resolve));
-  }
-
-  async cut(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    for (const socket of this.sockets) {
-      socket.destroy();
-    }
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-  }
-}
-
 const installedRscript = findRscript({ rHome: null, rscriptPath: null, rMemoryLimitMb: 0 });
 const describeWithNativeR = installedRscript ? describe : describe.skip;
 
@@ -214,21 +182,8 @@ const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
 describeWithServer('the database unreachable during a submission (SPEC §12)', () => {
   it('answers 503 with an error body and no token, then recovers by itself', async () => {
     const database = await createTestDatabase();
-    const target = new URL(database.url ?? '');
-    const probe = createServer();
-    const proxyPort = await new Promise<number>((resolve) =>
-      probe.listen(0, '127.0.0.1', () => resolve((probe.address() as { port: number }).port)),
-    );
-    await new Promise((resolve) => probe.close(resolve));
-    const proxy = new CuttableProxy(
-      { host: target.hostname, port: Number(target.port || 5432) },
-      proxyPort,
-    );
-    await proxy.open();
-    const viaProxy = new URL(target.toString());
-    viaProxy.port = String(proxyPort);
-    viaProxy.hostname = '127.0.0.1';
-    const service = await startTestService({ DATABASE_URL: viaProxy.toString() });
+    const { proxy, url: viaProxy } = await proxyDatabase(database.url ?? '');
+    const service = await startTestService({ DATABASE_URL: viaProxy });
     try {
       const zip = await makeZip([{ name: 'ok.R', content: 'writeLines("ok", "ok.txt")\n' }]);
       expect((await postZip(service.url, zip)).status).toBe(202);

@@ -1,0 +1,122 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { QueueRepository } from '../queue/queue.repository';
+
+/** What a pool of warm R sessions reports about itself. */
+export interface RSessionPoolStats {
+  size: number;
+  busy: number;
+  idle: number;
+}
+
+/**
+ * This node's Prometheus metrics (SPEC §9). Counters count what happened on this node (a
+ * submission on the API node that accepted it, a finished job on the worker that ran it), so
+ * the cluster's totals are the sum over nodes; the queue depth is read from the database at
+ * scrape time and is the same on every node.
+ */
+@Injectable()
+export class MetricsService {
+  private readonly logger = new Logger(MetricsService.name);
+  readonly registry = new Registry();
+  private rSessionPool: (() => RSessionPoolStats) | null = null;
+
+  private readonly submitted = new Counter({
+    name: 'svc_jobs_submitted_total',
+    help: 'Jobs accepted (stored and queued) by this node.',
+    labelNames: ['application', 'source'] as const,
+    registers: [this.registry],
+  });
+  private readonly finished = new Counter({
+    name: 'svc_jobs_finished_total',
+    help: 'Jobs this node finished with a stored result, successful or not.',
+    labelNames: ['application', 'source'] as const,
+    registers: [this.registry],
+  });
+  private readonly failed = new Counter({
+    name: 'svc_jobs_failed_total',
+    help: 'Jobs this node finished with an error result (R error, timeout, dead letter).',
+    labelNames: ['application', 'source'] as const,
+    registers: [this.registry],
+  });
+  private readonly duration = new Histogram({
+    name: 'svc_job_duration_seconds',
+    help: 'Time from claiming a job to storing its result, on the worker that ran it.',
+    labelNames: ['application', 'source'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+    registers: [this.registry],
+  });
+  private readonly httpDuration = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP requests by route pattern, method and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [this.registry],
+  });
+
+  constructor(private readonly queue: QueueRepository) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'svc_' });
+    const logger = this.logger;
+    new Gauge({
+      name: 'svc_queue_depth',
+      help: 'Jobs waiting to run (state QUEUED), cluster-wide, read from the database at scrape time.',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set(await queue.queueDepth());
+        } catch (error) {
+          // The database is down: leave the last value; health checks report the outage.
+          logger.warn(`queue depth unavailable: ${(error as Error).message}`);
+        }
+      },
+    });
+    const pool = () => this.rSessionPool?.() ?? null;
+    new Gauge({
+      name: 'svc_r_sessions',
+      help: 'Warm R sessions of this node by state (size = busy + idle).',
+      labelNames: ['state'] as const,
+      registers: [this.registry],
+      collect() {
+        const stats = pool();
+        this.reset();
+        if (stats) {
+          this.set({ state: 'size' }, stats.size);
+          this.set({ state: 'busy' }, stats.busy);
+          this.set({ state: 'idle' }, stats.idle);
+        }
+      },
+    });
+  }
+
+  /** Where the R session pool gauge reads from (the function-call engine's `stats()`). */
+  observeRSessionPool(stats: () => RSessionPoolStats): void {
+    this.rSessionPool = stats;
+  }
+
+  jobSubmitted(application: string, source: string): void {
+    this.submitted.inc({ application, source });
+  }
+
+  /** `seconds` is unknown for a dead letter (the job never ran). */
+  jobFinished(application: string, source: string, success: boolean, seconds?: number): void {
+    this.finished.inc({ application, source });
+    if (!success) {
+      this.failed.inc({ application, source });
+    }
+    if (seconds !== undefined) {
+      this.duration.observe({ application, source }, seconds);
+    }
+  }
+
+  httpRequest(method: string, route: string, status: number, seconds: number): void {
+    this.httpDuration.observe({ method, route, status: String(status) }, seconds);
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  async render(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

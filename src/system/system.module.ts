@@ -1,0 +1,21 @@
+import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/common';
+import { requestIdMiddleware } from '../common/log-context';
+import { HttpMetricsMiddleware } from '../metrics/http-metrics.middleware';
+import { SystemService } from './system.service';
+
+/**
+ * Health and node information, plus the two request-wide middlewares: the request id of the
+ * log lines and the HTTP timing of the metrics. Its controllers (SystemController,
+ * MetricsController) are declared in ApiModule, which orders the routes.
+ */
+@Module({
+  providers: [SystemService, HttpMetricsMiddleware],
+  exports: [SystemService],
+})
+export class SystemModule implements NestModule {
+  configure(consumer: MiddlewareConsumer): void {
+    consumer
+      .apply(requestIdMiddleware, HttpMetricsMiddleware)
+      .forRoutes({ path: '*path', method: RequestMethod.ALL });
+  }
+}

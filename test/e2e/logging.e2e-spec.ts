@@ -1,0 +1,112 @@
+import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
+import { parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
+import { ServiceProcess, spawnService } from '../support/service-process';
+import {
+  createTestDatabase,
+  TestDatabase,
+  testEnvironment,
+  waitFor,
+} from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
+
+interface LogLine {
+  level: number;
+  msg: string;
+  context?: string;
+  requestId?: string;
+  jobId?: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Structured logs (issue 6): the service's own JSON lines, captured from its output. */
+describe('log lines carry the request id and the job id', () => {
+  let database: TestDatabase;
+  let service: ServiceProcess;
+
+  const lines = (): LogLine[] =>
+    service
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as LogLine);
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    service = await spawnService(
+      testEnvironment(database, { ...ADMIN_ENV, LOG_LEVEL: 'debug', LOG_FORMAT: 'json' }),
+    );
+  });
+  afterAll(async () => {
+    service?.child.kill('SIGTERM');
+    await service?.exited();
+    await database?.drop();
+  });
+
+  it("keeps the caller's X-Request-Id, answers it, and puts it on the request's lines", async () => {
+    const answer = await request(`${service.url}${REST}/admin/catalog/R_SCRIPTS/logged.R`, {
+      method: 'PUT',
+      headers: {
+        Authorization: ADMIN_AUTHORIZATION,
+        'X-SVC-Application-Name': 'logapp',
+        'X-Request-Id': 'e2e-request-42',
+      },
+      body: '1\n',
+    });
+    expect(answer.status).toBe(201);
+    expect(answer.headers.get('x-request-id')).toBe('e2e-request-42');
+    const line = await waitFor(
+      async () => Promise.resolve(lines().find((l) => l.msg.includes('logapp/R_SCRIPTS/logged.R'))),
+      5000,
+      'the catalog log line',
+    );
+    expect(line).toMatchObject({ requestId: 'e2e-request-42', context: 'Catalog' });
+  });
+
+  it('makes a request id when there is none, or when the given one is not plain', async () => {
+    const none = await request(`${service.url}${REST}/system/health/live`);
+    expect(none.headers.get('x-request-id')).toMatch(UUID);
+    const forged = await request(`${service.url}${REST}/system/health/live`, {
+      headers: { 'X-Request-Id': 'evil" ,"level":60' },
+    });
+    expect(forged.headers.get('x-request-id')).toMatch(UUID);
+  });
+
+  it("puts the job id on every line of the job, and no request's id", async () => {
+    const zip = await makeZip([
+      { name: 'job.R', content: 'cat("hello from R\\n"); writeLines("x", "x.txt")\n' },
+    ]);
+    const submitted = await postZip(service.url, zip, {
+      'X-SVC-Application-Name': 'logapp',
+      'X-Request-Id': 'e2e-submission',
+    });
+    expect(submitted.status).toBe(202);
+    const token = parseXml(submitted.text).jobToken;
+    await waitForResult(token.resultUri);
+    const jobLines = await waitFor(
+      async () => {
+        const found = lines().filter((l) => l.jobId === token.jobId);
+        return Promise.resolve(found.some((l) => l.msg.startsWith('done')) && found);
+      },
+      5000,
+      'the job lines',
+    );
+    expect(jobLines.map((l) => l.msg)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^attempt 1 started/),
+        expect.stringMatching(/^done/),
+      ]),
+    );
+    // R's output, which arrives through the engine's callbacks, is among them.
+    expect(jobLines.map((l) => l.msg)).toContain('R stdout: hello from R');
+    // Every line about the job (its own context, R's output) has the id as a field.
+    const aboutJob = lines().filter(
+      (l) => l.context === `job ${token.jobId}` || l.msg.includes(token.jobId),
+    );
+    expect(aboutJob.length).toBeGreaterThanOrEqual(2);
+    for (const line of aboutJob) {
+      expect(line).toMatchObject({ jobId: token.jobId });
+      expect(line.requestId).toBeUndefined();
+    }
+  });
+});
