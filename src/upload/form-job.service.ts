@@ -1,5 +1,5 @@
-import { readFile } from 'node:fs/promises';
-import { Injectable } from '@nestjs/common';
+import { mkdir, readFile } from 'node:fs/promises';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
@@ -24,11 +24,26 @@ export const FORM_SOURCE = 'form';
  * in form fields; the job is then submitted like any other multi-file job.
  */
 @Injectable()
-export class FormJobService {
+export class FormJobService implements OnModuleInit {
   constructor(
     private readonly config: AppConfig,
     private readonly jobsService: JobsService,
   ) {}
+
+  /** A bad FORM_TEMP_DIR stops the start-up with its name, rather than failing every upload. */
+  async onModuleInit(): Promise<void> {
+    const directory = this.config.formTempDir;
+    if (directory) {
+      try {
+        await mkdir(directory, { recursive: true });
+      } catch (error) {
+        throw new Error(
+          `FORM_TEMP_DIR=${directory} cannot be created (${(error as Error).message}): ` +
+            'set it to a writable directory, or unset it to use the system temp directory',
+        );
+      }
+    }
+  }
 
   private get limits(): FormLimits {
     return {
