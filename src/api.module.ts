@@ -8,12 +8,16 @@ import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { FallbackController } from './common/fallback.controller';
+import { AccessGuard } from './security/access.guard';
+import { SecurityModule } from './security/security.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
 @Module({
-  imports: [JobsModule, ResultsModule],
+  imports: [JobsModule, ResultsModule, SecurityModule],
   controllers: [JobsController, ResultsController, FallbackController],
   providers: [
+    // Global guards run in the order they are registered: access control first.
+    { provide: APP_GUARD, useExisting: AccessGuard },
     { provide: APP_GUARD, useClass: NegotiationGuard },
     { provide: APP_INTERCEPTOR, useClass: RepresentationInterceptor },
     { provide: APP_FILTER, useClass: ApiExceptionFilter },

@@ -1,5 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import pino, { Logger as Pino } from 'pino';
+import { LOG_REDACT_CENSOR, LOG_REDACT_PATHS } from '../security/log-redaction';
 
 const NEST_STARTUP_CONTEXTS = new Set([
   'InstanceLoader',
@@ -13,9 +14,12 @@ export class PinoLoggerService implements LoggerService {
   readonly pino: Pino;
 
   constructor(level: string, destination?: pino.DestinationStream) {
-    this.pino = destination
-      ? pino({ level, base: { pid: process.pid } }, destination)
-      : pino({ level, base: { pid: process.pid } });
+    const options = {
+      level,
+      base: { pid: process.pid },
+      redact: { paths: LOG_REDACT_PATHS, censor: LOG_REDACT_CENSOR },
+    };
+    this.pino = destination ? pino(options, destination) : pino(options);
   }
 
   private write(
