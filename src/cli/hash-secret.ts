@@ -18,7 +18,9 @@ async function readSecret(): Promise<string> {
     for await (const chunk of stdin) {
       chunks.push(chunk as Buffer);
     }
-    return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+    return Buffer.concat(chunks)
+      .toString('utf8')
+      .replace(/\r?\n$/, '');
   }
   process.stderr.write('Secret (not echoed): ');
   stdin.setRawMode(true);

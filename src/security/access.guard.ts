@@ -56,6 +56,14 @@ export class AccessGuard implements CanActivate {
       return true;
     }
     const isAdminRule = rule === 'applicationAdmin' || rule === 'globalAdmin';
+    if (isAdminRule) {
+      // With no admin configured at all the answer is a 403 that says how to configure one,
+      // whatever credentials were sent (the policy forbids an anonymous caller only then).
+      const withoutCredentials = this.policy.decide(null, this.questionOf(rule, req));
+      if (withoutCredentials.outcome === 'forbid') {
+        this.access.enforce(withoutCredentials);
+      }
+    }
     // With AUTH_MODE=none only the admin rules look at credentials (ADMIN_USER).
     const principal =
       this.config.authMode === 'none' && !isAdminRule ? null : await this.access.principalOf(req);
