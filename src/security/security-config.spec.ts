@@ -1,15 +1,13 @@
 import { ConfigError, loadConfig } from '../config/app-config';
 
+/** The problems loadConfig reports for `env` (none: it loaded). */
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
   try {
     loadConfig(env);
+    return [];
   } catch (error) {
-    if (error instanceof ConfigError) {
-      return error.problems;
-    }
-    throw error;
+    return error instanceof ConfigError ? error.problems : [String(error)];
   }
-  return [];
 }
 
 const HASH = 'scrypt$1024$8$1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g=';

@@ -77,6 +77,26 @@ const basic = (name: string, password: string) => ({
   Authorization: `Basic ${Buffer.from(`${name}:${password}`).toString('base64')}`,
 });
 
+const SCRIPT_ZIP = makeZip([{ name: 'job.R', content: 'writeLines("ok", "ok.txt")\n' }]);
+
+/** POST /jobs for `app` with the given credentials; a ZIP script job unless told otherwise. */
+async function postJob(
+  base: string,
+  credentials: Record<string, string>,
+  app: string,
+  body?: { type: string; content: Buffer | string },
+): Promise<Answer> {
+  return call(base, `${REST}/jobs`, {
+    method: 'POST',
+    headers: {
+      ...credentials,
+      'Content-Type': body?.type ?? 'application/zip',
+      'X-SVC-Application-Name': app,
+    },
+    body: body?.content ?? (await SCRIPT_ZIP),
+  });
+}
+
 type Mode = 'basic' | 'apiKey';
 type Who =
   | 'anonymous'
@@ -193,8 +213,6 @@ async function startCapturing(env: Record<string, string>): Promise<CapturingSer
   };
 }
 
-const SCRIPT_ZIP = makeZip([{ name: 'job.R', content: 'writeLines("ok", "ok.txt")\n' }]);
-
 /**
  * Which answers mean "allowed": a script job is accepted (202); a function call passes the guard
  * (this branch may still answer 415 for the body, but never 401/403); results are shown (200)
@@ -248,15 +266,7 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
 
   /** Submits a script job as ADMIN_USER and completes it with a text result, as a worker would. */
   async function finishedJob(app: string): Promise<string> {
-    const answer = await call(base, `${REST}/jobs`, {
-      method: 'POST',
-      headers: {
-        ...fixture.credentials.adminUser,
-        'Content-Type': 'application/zip',
-        'X-SVC-Application-Name': app,
-      },
-      body: await SCRIPT_ZIP,
-    });
+    const answer = await postJob(base, fixture.credentials.adminUser, app);
     expect(answer.status).toBe(202);
     const jobId = parseXml(answer.text).jobToken.jobId;
     const data = Buffer.from('result\n');
@@ -329,25 +339,12 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
           let answer: Answer;
           switch (action) {
             case 'script':
-              answer = await call(base, `${REST}/jobs`, {
-                method: 'POST',
-                headers: {
-                  ...headers,
-                  'Content-Type': 'application/zip',
-                  'X-SVC-Application-Name': app,
-                },
-                body: await SCRIPT_ZIP,
-              });
+              answer = await postJob(base, headers, app);
               break;
             case 'functionCall':
-              answer = await call(base, `${REST}/jobs`, {
-                method: 'POST',
-                headers: {
-                  ...headers,
-                  'Content-Type': 'application/json',
-                  'X-SVC-Application-Name': app,
-                },
-                body: '{"mean":{"x":[1,2,3]}}',
+              answer = await postJob(base, headers, app, {
+                type: 'application/json',
+                content: '{"mean":{"x":[1,2,3]}}',
               });
               break;
             case 'readResult':
@@ -392,26 +389,10 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
   });
 
   it('403 says why a submission is refused; 400 for a bad application name comes after authentication', async () => {
-    const refused = await call(base, `${REST}/jobs`, {
-      method: 'POST',
-      headers: {
-        ...fixture.credentials.userByRole,
-        'Content-Type': 'application/zip',
-        'X-SVC-Application-Name': 'calls',
-      },
-      body: await SCRIPT_ZIP,
-    });
+    const refused = await postJob(base, fixture.credentials.userByRole, 'calls');
     expect(refused.status).toBe(403);
     expect(parseXml(refused.text).error.message).toContain('scriptSubmissionAllowed');
-    const badName = await call(base, `${REST}/jobs`, {
-      method: 'POST',
-      headers: {
-        ...fixture.credentials.userByRole,
-        'Content-Type': 'application/zip',
-        'X-SVC-Application-Name': 'no-such/app',
-      },
-      body: await SCRIPT_ZIP,
-    });
+    const badName = await postJob(base, fixture.credentials.userByRole, 'no-such/app');
     expect(badName.status).toBe(400);
   });
 
@@ -667,14 +648,9 @@ describe('R jobs see none of the service secrets (SPEC §10)', () => {
             'e <- Sys.getenv()\nwriteLines(paste0(names(e), "=", as.character(e)), "env.txt")\n',
         },
       ]);
-      const submitted = await call(service.url, `${REST}/jobs`, {
-        method: 'POST',
-        headers: {
-          ...fixture.credentials.adminUser,
-          'Content-Type': 'application/zip',
-          'X-SVC-Application-Name': 'demo',
-        },
-        body: zip,
+      const submitted = await postJob(service.url, fixture.credentials.adminUser, 'demo', {
+        type: 'application/zip',
+        content: zip,
       });
       expect(submitted.status).toBe(202);
       const token = parseXml(submitted.text).jobToken;
