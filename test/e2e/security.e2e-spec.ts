@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { Controller, Get, INestApplication, Module } from '@nestjs/common';
+import { Controller, Get, INestApplication, Module, Post, Query, Req } from '@nestjs/common';
+import type { Request } from 'express';
 import { APP_FILTER, APP_GUARD, NestFactory } from '@nestjs/core';
 import { RunningService, startService } from '../../src/bootstrap';
 import { ApiExceptionFilter } from '../../src/common/api-exception.filter';
@@ -14,6 +15,7 @@ import { explodeZip } from '../../src/jobs/job-archive';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { Access } from '../../src/security/access.decorator';
 import { AccessGuard } from '../../src/security/access.guard';
+import { RequestAccessService } from '../../src/security/request-access.service';
 import { hashSecret, verifySecret } from '../../src/security/secret-hash';
 import { SecurityModule } from '../../src/security/security.module';
 import { parseXml, REST, waitForResult } from '../support/rest-client';
@@ -469,6 +471,20 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
 
 @Controller('probe')
 class ProbeController {
+  constructor(private readonly access: RequestAccessService) {}
+
+  /** Stands in for the form post: the application is known only once the body is read. */
+  @Post('form')
+  @Access('submitJob')
+  async form(@Req() req: Request, @Query('app') app: string): Promise<string> {
+    await this.access.authorizeSubmission(req, app, 'script');
+    return 'accepted';
+  }
+  @Post('process')
+  @Access('functionCall')
+  process(): string {
+    return 'called';
+  }
   @Get('public')
   @Access('public')
   open(): string {
@@ -586,6 +602,45 @@ describe('admin rules and undeclared routes', () => {
     expect(await ask('globalAdmin', '/probe/global')).toBe(200);
     expect(await ask('adminUser', '/probe/global')).toBe(200);
     expect(await ask('appAdminByPrincipal', '/probe/global')).toBe(403);
+    // The synchronous function call (POST /process): functionCallAllowed, or an admin.
+    const process = (who: Who, app: string) =>
+      call(url, '/probe/process', {
+        method: 'POST',
+        headers: { ...fixture.credentials[who], 'X-SVC-Application-Name': app },
+      }).then((answer) => answer.status);
+    expect(await process('userByPrincipal', 'calls')).toBe(201);
+    expect(await process('userByPrincipal', 'scripts')).toBe(403);
+    expect(await process('appAdminByRole', 'scripts')).toBe(201);
+    expect(await process('stranger', 'calls')).toBe(403);
+    expect(await process('anonymous', 'calls')).toBe(401);
+  });
+});
+
+describe('a submission whose application is in the body (the form post hook)', () => {
+  it('the guard only authenticates; authorizeSubmission applies the application rules', async () => {
+    const fixture = await securityFixture('basic');
+    const { app, url } = await startProbe(fixture.env);
+    try {
+      const post = (who: Who, application: string) =>
+        call(url, `/probe/form?app=${application}`, {
+          method: 'POST',
+          headers: {
+            ...fixture.credentials[who],
+            'Content-Type': 'multipart/form-data; boundary=x',
+          },
+          body: '--x--\r\n',
+        });
+      const anonymous = await post('anonymous', 'scripts');
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.headers['www-authenticate']).toMatch(/^Basic /);
+      expect((await post('userByRole', 'scripts')).status).toBe(201);
+      expect((await post('userByRole', 'calls')).status).toBe(403);
+      expect((await post('stranger', 'scripts')).status).toBe(403);
+      expect((await post('appAdminByPrincipal', 'neither')).status).toBe(201);
+      expect((await post('globalAdmin', 'unlisted')).status).toBe(201);
+    } finally {
+      await app.close();
+    }
   });
 });
 
