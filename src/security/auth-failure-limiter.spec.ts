@@ -1,4 +1,4 @@
-import { AuthFailureLimiter } from './auth-failure-limiter';
+import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 
 describe('AuthFailureLimiter', () => {
   it('blocks an address after the configured failures until its window ends', () => {
@@ -25,5 +25,18 @@ describe('AuthFailureLimiter', () => {
     expect(limiter.retryAfterSeconds('a', 1)).toBe(0);
     expect(limiter.retryAfterSeconds('d', 1)).toBe(60);
     expect(limiter.retryAfterSeconds('c', 1)).toBe(60);
+  });
+});
+
+describe('addressBucket', () => {
+  it('counts IPv4 per address and IPv6 per /64', () => {
+    expect(addressBucket('10.1.2.3')).toBe('10.1.2.3');
+    expect(addressBucket('::ffff:127.0.0.12')).toBe('127.0.0.12');
+    expect(addressBucket('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('2001:db8:1:2:bbbb:cccc:dddd:eeee')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('2001:db8::7')).toBe('2001:db8:0:0::/64');
+    expect(addressBucket('::1')).toBe('0:0:0:0::/64');
+    expect(addressBucket('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(addressBucket('unknown')).toBe('unknown');
   });
 });

@@ -9,6 +9,36 @@
  * A success does not reset the count: otherwise one valid account would let its owner keep
  * guessing another's password from the same address.
  */
+import { isIPv6 } from 'node:net';
+
+/**
+ * The key failures are counted under: an IPv4 address as is (also when IPv4-mapped), an IPv6
+ * address by its /64 prefix, since one IPv6 host usually holds a whole /64 and could otherwise
+ * change address after every few guesses.
+ */
+export function addressBucket(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) {
+    return mapped[1];
+  }
+  const bare = address.split('%')[0];
+  if (!isIPv6(bare)) {
+    return address;
+  }
+  const [head, tail] = bare.split('::');
+  const headGroups = head ? head.split(':') : [];
+  const tailGroups = tail === undefined ? [] : tail ? tail.split(':') : [];
+  const groups = [
+    ...headGroups,
+    ...Array<string>(8 - headGroups.length - tailGroups.length).fill('0'),
+    ...tailGroups,
+  ];
+  return `${groups
+    .slice(0, 4)
+    .map((group) => parseInt(group, 16).toString(16))
+    .join(':')}::/64`;
+}
+
 export class AuthFailureLimiter {
   private readonly failures = new Map<string, { count: number; windowEnds: number }>();
 

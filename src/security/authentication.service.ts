@@ -3,7 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { Request } from 'express';
 import { AppConfig } from '../config/app-config';
 import { rawHeaderValues } from '../common/application-name';
-import { AuthFailureLimiter } from './auth-failure-limiter';
+import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 import type { Principal } from './principal';
 import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from './secret-hash';
 import type { SecuritySettings } from './security-config';
@@ -55,14 +55,15 @@ export class AuthenticationService {
       return { kind: 'anonymous' };
     }
     const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-    const retryAfterSeconds = this.limiter.retryAfterSeconds(address);
+    const bucket = addressBucket(address);
+    const retryAfterSeconds = this.limiter.retryAfterSeconds(bucket);
     if (retryAfterSeconds > 0) {
       return { kind: 'throttled', retryAfterSeconds };
     }
     const outcome =
       typeof credentials === 'string' ? credentials : await this.verifyCached(credentials);
     if (typeof outcome === 'string') {
-      this.limiter.recordFailure(address);
+      this.limiter.recordFailure(bucket);
       // The address and the reason only: never the name typed (it may be a password) or the secret.
       this.logger.warn(`authentication failed from ${address}: ${outcome}`);
       return { kind: 'failed', reason: outcome };
