@@ -56,6 +56,10 @@ export class AccessGuard implements CanActivate {
       return true;
     }
     const isAdminRule = rule === 'applicationAdmin' || rule === 'globalAdmin';
+    if (this.config.authMode === 'none' && !isAdminRule) {
+      // Open to all (SPEC §10): nothing to check, and the usual order of 406/400 answers stays.
+      return true;
+    }
     if (isAdminRule) {
       // With no admin configured at all the answer is a 403 that says how to configure one,
       // whatever credentials were sent (the policy forbids an anonymous caller only then).
@@ -64,17 +68,11 @@ export class AccessGuard implements CanActivate {
         this.access.enforce(withoutCredentials);
       }
     }
-    // With AUTH_MODE=none only the admin rules look at credentials (ADMIN_USER).
-    const principal =
-      this.config.authMode === 'none' && !isAdminRule ? null : await this.access.principalOf(req);
+    const principal = await this.access.principalOf(req);
     if (rule === 'submitJob' && mediaTypeOf(req) === FORM_TYPE) {
       // The form names its application in the body: the form service asks the policy
       // (RequestAccessService.authorizeSubmission) once it has read it.
-      this.access.enforce(
-        this.config.authMode !== 'none' && principal === null
-          ? { outcome: 'authenticate' }
-          : { outcome: 'allow' },
-      );
+      this.access.enforce(principal === null ? { outcome: 'authenticate' } : { outcome: 'allow' });
       return true;
     }
     this.access.enforce(this.policy.decide(principal, this.questionOf(rule, req)), () =>
