@@ -112,12 +112,12 @@ function readJson(path: string): Record<string, unknown> {
     : {};
 }
 
-/** Converts an environment string to the type of the default value it overrides. */
 /** A value as configuration errors may show it: secrets (SECRET_CONFIG_KEYS) never appear. */
 function shown(key: string, value: string): string {
   return SECRET_CONFIG_KEYS.has(key) ? '(value hidden)' : value;
 }
 
+/** Converts an environment string to the type of the default value it overrides. */
 function coerce(key: string, raw: string, defaultValue: unknown, problems: string[]): unknown {
   const name = envNameOf(key);
   if (typeof defaultValue === 'number') {
