@@ -8,6 +8,8 @@ import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { FallbackController } from './common/fallback.controller';
+import { AccessGuard } from './security/access.guard';
+import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
 import { AdminModule } from './admin/admin.module';
 import { AdminController } from './admin/admin.controller';
@@ -17,7 +19,7 @@ import { SystemModule } from './system/system.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
 @Module({
-  imports: [JobsModule, ResultsModule, AdminModule, SystemModule, UploadModule],
+  imports: [JobsModule, ResultsModule, AdminModule, SystemModule, UploadModule, SecurityModule],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
     JobsController,
@@ -28,6 +30,8 @@ import { SystemModule } from './system/system.module';
     FallbackController,
   ],
   providers: [
+    // Global guards run in the order they are registered: access control first.
+    { provide: APP_GUARD, useExisting: AccessGuard },
     { provide: APP_GUARD, useClass: NegotiationGuard },
     { provide: APP_INTERCEPTOR, useClass: RepresentationInterceptor },
     { provide: APP_FILTER, useClass: ApiExceptionFilter },

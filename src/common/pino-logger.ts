@@ -1,6 +1,7 @@
 import { LoggerService } from '@nestjs/common';
 import pino, { Logger as Pino } from 'pino';
 import { currentLogContext } from './log-context';
+import { LOG_REDACT_CENSOR, LOG_REDACT_PATHS } from '../security/log-redaction';
 
 const NEST_STARTUP_CONTEXTS = new Set([
   'InstanceLoader',
@@ -15,7 +16,12 @@ export class PinoLoggerService implements LoggerService {
 
   constructor(level: string, destination?: pino.DestinationStream) {
     // The mixin adds the request id or job id of the code that logs (see log-context.ts).
-    const options = { level, base: { pid: process.pid }, mixin: currentLogContext };
+    const options = {
+      level,
+      base: { pid: process.pid },
+      mixin: currentLogContext,
+      redact: { paths: LOG_REDACT_PATHS, censor: LOG_REDACT_CENSOR },
+    };
     this.pino = destination ? pino(options, destination) : pino(options);
   }
 

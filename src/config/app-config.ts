@@ -16,6 +16,16 @@ import {
   validateSync,
   ValidationError,
 } from 'class-validator';
+import {
+  AUTH_MODES,
+  SECRET_CONFIG_KEYS,
+  securityConfigProblems,
+  type ApiKeyEntry,
+  type ApplicationSecurity,
+  type AuthMode,
+  type GlobalAdmins,
+  type UserEntry,
+} from '../security/security-config';
 
 export const ROLES = ['all', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -62,6 +72,16 @@ export class AppConfig {
   @IsInt() @Min(1) zipMaxCompressionRatio!: number;
   @IsInt() @Min(0) resultRetentionHours!: number;
   @IsString() catalogDir!: string;
+  // security (docs/security.md)
+  @IsIn(AUTH_MODES) authMode!: AuthMode;
+  @IsOptional() @IsString() adminUser!: string | null;
+  @IsOptional() @IsString() adminPassword!: string | null;
+  @IsObject() users!: Record<string, UserEntry>;
+  @IsObject() apiKeys!: Record<string, ApiKeyEntry>;
+  @IsObject() globalAdmins!: GlobalAdmins;
+  @IsObject() applicationSecurity!: Record<string, ApplicationSecurity>;
+  @IsInt() @Min(1) authMaxFailures!: number;
+  @IsInt() @Min(1) authFailureWindowSeconds!: number;
 
   // upload: multipart form submissions (the upload page). Files are limited by maxRequestBytes.
   @IsInt() @Min(1) formMaxFiles!: number;
@@ -107,6 +127,11 @@ function readJson(path: string): Record<string, unknown> {
     : {};
 }
 
+/** A value as configuration errors may show it: secrets (SECRET_CONFIG_KEYS) never appear. */
+function shown(key: string, value: string): string {
+  return SECRET_CONFIG_KEYS.has(key) ? '(value hidden)' : value;
+}
+
 /** Converts an environment string to the type of the default value it overrides. */
 function coerce(key: string, raw: string, defaultValue: unknown, problems: string[]): unknown {
   const name = envNameOf(key);
@@ -128,7 +153,7 @@ function coerce(key: string, raw: string, defaultValue: unknown, problems: strin
     try {
       return JSON.parse(raw) as unknown;
     } catch {
-      problems.push(`${name}=${raw}: must be a JSON object`);
+      problems.push(`${name}=${shown(key, raw)}: must be a JSON object`);
       return defaultValue;
     }
   }
@@ -140,7 +165,7 @@ function describe(error: ValidationError): string {
   const reasons = Object.values(error.constraints ?? {}).map((m) =>
     m.replace(`${error.property} `, ''),
   );
-  return `${name}=${JSON.stringify(error.value)}: ${reasons.join('; ')}`;
+  return `${name}=${shown(error.property, JSON.stringify(error.value))}: ${reasons.join('; ')}`;
 }
 
 /**
@@ -171,6 +196,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       );
     }
   }
+  problems.push(...securityConfigProblems(config));
   if (config.heartbeatSeconds >= config.leaseSeconds) {
     problems.push(
       `HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`,

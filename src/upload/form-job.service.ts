@@ -6,6 +6,7 @@ import { AppConfig } from '../config/app-config';
 import { explodeZip } from '../jobs/job-archive';
 import type { JobFileInput } from '../jobs/job-input';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
+import { RequestAccessService } from '../security/request-access.service';
 import {
   applicationNameFromFields,
   isJobFileField,
@@ -28,6 +29,7 @@ export class FormJobService implements OnModuleInit {
   constructor(
     private readonly config: AppConfig,
     private readonly jobsService: JobsService,
+    private readonly requestAccess: RequestAccessService,
   ) {}
 
   /** A bad FORM_TEMP_DIR stops the start-up with its name, rather than failing every upload. */
@@ -59,7 +61,9 @@ export class FormJobService implements OnModuleInit {
   async submit(req: Request, res: Response): Promise<SubmittedJob> {
     return withReceivedForm(req, res, this.limits, async (form) => {
       const applicationName = applicationNameFromFields(form.fields);
-      await this.authorizeSubmission(req, applicationName);
+      // The access guard ran before the form was read and could not see the application it
+      // names: the per-application check happens here, before anything is stored.
+      await this.requestAccess.authorizeSubmission(req, applicationName, 'script');
       const meta = metaFromFields(form.fields);
       const files = await this.jobFiles(form.files);
       if (files.length === 0 && !meta.rScript) {
@@ -70,15 +74,6 @@ export class FormJobService implements OnModuleInit {
       }
       return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE);
     });
-  }
-
-  /**
-   * May this caller submit a job to `applicationName`? The global access guard runs before the
-   * form is read, so it cannot see the application a form names; the security module's check
-   * for form posts belongs here, the one place where that name is first known. Allows all.
-   */
-  authorizeSubmission(_req: Request, _applicationName: string): Promise<void> {
-    return Promise.resolve();
   }
 
   /** The job's files: ZIP parts exploded under the ZIP body rules, other files as they are. */

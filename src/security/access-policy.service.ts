@@ -1,0 +1,163 @@
+import { Injectable } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
+import type { Principal } from './principal';
+import type { ApplicationSecurity, SecuritySettings } from './security-config';
+
+/** What a submission asks R to do: run a script (ZIP, form, SOAP) or call a catalog function. */
+export type SubmissionKind = 'script' | 'functionCall';
+
+/** A question to the policy: a rule and, for per-application rules, the application. */
+export type AccessQuestion =
+  | { rule: 'public' }
+  | { rule: 'submitJob'; application: string; kind: SubmissionKind }
+  | { rule: 'functionCall'; application: string }
+  | { rule: 'readResults'; application: string }
+  | { rule: 'applicationAdmin'; application: string }
+  | { rule: 'globalAdmin' };
+
+/**
+ * The policy's answer. `authenticate`: credentials are needed (401). `forbid`: the caller is known
+ * and may not do this, or no admin exists to do it (403). `hide`: the caller may not see the
+ * application's results, so they must look absent (404).
+ */
+export type AccessDecision =
+  | { outcome: 'allow' }
+  | { outcome: 'authenticate' }
+  | { outcome: 'forbid'; message: string }
+  | { outcome: 'hide' };
+
+export const NO_ADMIN_MESSAGE =
+  'No administrator is configured. Set ADMIN_USER and ADMIN_PASSWORD in the environment of the ' +
+  'service (or, with AUTH_MODE=basic or apiKey, name admins in GLOBAL_ADMINS or in the ' +
+  "application's adminPrincipals/adminRoles) and restart it; see docs/security.md.";
+
+const ALLOW: AccessDecision = { outcome: 'allow' };
+
+/**
+ * Who may do what (SPEC §10, the RSB model), as a pure function of the configuration, the
+ * principal and the question. Front ends that cannot use the guard (the form post, whose
+ * application is in the body; SOAP) ask it directly.
+ */
+@Injectable()
+export class AccessPolicyService {
+  private readonly settings: SecuritySettings;
+
+  constructor(config: AppConfig) {
+    this.settings = config;
+  }
+
+  /** Whether a principal is a global admin: ADMIN_USER, or named in GLOBAL_ADMINS. */
+  isGlobalAdmin(principal: Principal): boolean {
+    if (principal.source === 'adminUser') {
+      return true;
+    }
+    if (this.settings.authMode === 'none') {
+      return false;
+    }
+    const admins = this.settings.globalAdmins;
+    return matches(principal, admins.principals, admins.roles);
+  }
+
+  decide(principal: Principal | null, question: AccessQuestion): AccessDecision {
+    if (question.rule === 'public') {
+      return ALLOW;
+    }
+    if (question.rule === 'globalAdmin') {
+      return this.decideAdmin(principal, null);
+    }
+    if (question.rule === 'applicationAdmin') {
+      return this.decideAdmin(principal, question.application);
+    }
+    if (this.settings.authMode === 'none') {
+      return ALLOW;
+    }
+    if (principal === null) {
+      return { outcome: 'authenticate' };
+    }
+    if (this.isGlobalAdmin(principal)) {
+      return ALLOW;
+    }
+    const rules = this.rulesOf(question.application);
+    const isAdmin = matches(principal, rules.adminPrincipals, rules.adminRoles);
+    const isUser = isAdmin || matches(principal, rules.userPrincipals, rules.userRoles);
+    if (question.rule === 'readResults') {
+      return isUser ? ALLOW : { outcome: 'hide' };
+    }
+    if (!isUser) {
+      return forbid(`${principal.name} may not use application ${question.application}.`);
+    }
+    const kind = question.rule === 'functionCall' ? 'functionCall' : question.kind;
+    const granted =
+      kind === 'functionCall' ? rules.functionCallAllowed : rules.scriptSubmissionAllowed;
+    if (isAdmin || granted === true) {
+      return ALLOW;
+    }
+    return forbid(
+      kind === 'functionCall'
+        ? `Application ${question.application} does not allow function calls (functionCallAllowed).`
+        : `Application ${question.application} does not allow script submissions (scriptSubmissionAllowed).`,
+    );
+  }
+
+  /** The admin rules; `application` null for globalAdmin. */
+  private decideAdmin(principal: Principal | null, application: string | null): AccessDecision {
+    if (!this.adminConfigured(application)) {
+      return forbid(NO_ADMIN_MESSAGE);
+    }
+    if (principal === null) {
+      return { outcome: 'authenticate' };
+    }
+    if (this.isGlobalAdmin(principal)) {
+      return ALLOW;
+    }
+    if (application !== null && this.settings.authMode !== 'none') {
+      const rules = this.rulesOf(application);
+      if (matches(principal, rules.adminPrincipals, rules.adminRoles)) {
+        return ALLOW;
+      }
+      return forbid(`${principal.name} is not an admin of application ${application}.`);
+    }
+    return forbid(`${principal.name} is not a global admin.`);
+  }
+
+  /** Whether anyone at all could pass an admin rule, so a 403 can say how to fix it. */
+  private adminConfigured(application: string | null): boolean {
+    const { adminUser, authMode, globalAdmins } = this.settings;
+    if (adminUser !== null) {
+      return true;
+    }
+    if (authMode === 'none') {
+      return false;
+    }
+    if ((globalAdmins.principals?.length ?? 0) + (globalAdmins.roles?.length ?? 0) > 0) {
+      return true;
+    }
+    if (application === null) {
+      return false;
+    }
+    const rules = this.rulesOf(application);
+    return (rules.adminPrincipals?.length ?? 0) + (rules.adminRoles?.length ?? 0) > 0;
+  }
+
+  /** An application without an entry has no users and no admins: only global admins reach it. */
+  private rulesOf(application: string): ApplicationSecurity {
+    return Object.hasOwn(this.settings.applicationSecurity, application)
+      ? this.settings.applicationSecurity[application]
+      : {};
+  }
+}
+
+function forbid(message: string): AccessDecision {
+  return { outcome: 'forbid', message };
+}
+
+function matches(
+  principal: Principal,
+  principals: readonly string[] | undefined,
+  roles: readonly string[] | undefined,
+): boolean {
+  return (
+    (principals?.includes(principal.name) ?? false) ||
+    (roles?.some((role) => principal.roles.includes(role)) ?? false)
+  );
+}

@@ -1,0 +1,137 @@
+import { CanActivate, ExecutionContext, HttpStatus, Injectable, Logger } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { Request } from 'express';
+import { ApiError } from '../common/api-error';
+import {
+  applicationNameFromHeader,
+  checkApplicationName,
+  isJobId,
+} from '../common/application-name';
+import { AppConfig } from '../config/app-config';
+import { mediaTypeOf } from '../jobs/jobs.controller';
+import { AccessQuestion, AccessPolicyService } from './access-policy.service';
+import { ACCESS_RULE, AccessRule } from './access.decorator';
+import { RequestAccessService } from './request-access.service';
+
+const FUNCTION_CALL_TYPES = new Set(['application/xml', 'application/json']);
+const FORM_TYPE = 'multipart/form-data';
+
+function param(req: Request, name: string): string | undefined {
+  const value = (req.params as Record<string, unknown> | undefined)?.[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The one global access guard (SPEC §10): reads the route's `@Access` rule, authenticates the
+ * caller and asks AccessPolicyService. Registered before NegotiationGuard, so an unauthenticated
+ * caller learns nothing (not even 406) before authenticating. A route without a rule is denied.
+ */
+@Injectable()
+export class AccessGuard implements CanActivate {
+  private readonly logger = new Logger('Security');
+
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly config: AppConfig,
+    private readonly policy: AccessPolicyService,
+    private readonly access: RequestAccessService,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const rule = this.reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_RULE, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
+    const req = context.switchToHttp().getRequest<Request>();
+    if (rule === undefined) {
+      this.logger.error(
+        `${context.getClass().name}.${context.getHandler().name} declares no @Access rule: denied`,
+      );
+      throw new ApiError(
+        HttpStatus.FORBIDDEN,
+        'This resource declares no access rule; access is denied.',
+      );
+    }
+    if (rule === 'public') {
+      return true;
+    }
+    const isAdminRule = rule === 'applicationAdmin' || rule === 'globalAdmin';
+    if (this.config.authMode === 'none' && !isAdminRule) {
+      // Open to all (SPEC §10): nothing to check, and the usual order of 406/400 answers stays.
+      return true;
+    }
+    if (isAdminRule) {
+      // With no admin configured at all the answer is a 403 that says how to configure one,
+      // whatever credentials were sent (the policy forbids an anonymous caller only then).
+      const withoutCredentials = this.policy.decide(null, this.questionOf(rule, req));
+      if (withoutCredentials.outcome === 'forbid') {
+        this.access.enforce(withoutCredentials);
+      }
+    }
+    const principal = await this.access.principalOf(req);
+    if (rule === 'submitJob' && mediaTypeOf(req) === FORM_TYPE) {
+      // The form names its application in the body: the form service asks the policy
+      // (RequestAccessService.authorizeSubmission) once it has read it.
+      this.access.enforce(principal === null ? { outcome: 'authenticate' } : { outcome: 'allow' });
+      return true;
+    }
+    this.access.enforce(this.policy.decide(principal, this.questionOf(rule, req)), () =>
+      hiddenAsMissing(req),
+    );
+    return true;
+  }
+
+  private questionOf(rule: Exclude<AccessRule, 'public'>, req: Request): AccessQuestion {
+    switch (rule) {
+      case 'globalAdmin':
+        return { rule };
+      case 'submitJob':
+        return {
+          rule,
+          application: applicationNameFromHeader(req),
+          kind: FUNCTION_CALL_TYPES.has(mediaTypeOf(req)) ? 'functionCall' : 'script',
+        };
+      case 'functionCall':
+      case 'applicationAdmin':
+        return { rule, application: applicationNameFromHeader(req) };
+      case 'readResults':
+        return {
+          rule,
+          application: checkApplicationName(param(req, 'app'), 'The application name in the path'),
+        };
+    }
+  }
+}
+
+/**
+ * The 404 a caller who may not see an application gets: word for word what the results and job
+ * controllers answer for a result or job that does not exist, so the two cannot be told apart
+ * (and the same 400s for malformed ids, which those controllers check before looking).
+ */
+function hiddenAsMissing(req: Request): ApiError {
+  const app = param(req, 'app') ?? '';
+  const jobId = param(req, 'jobId');
+  const file = param(req, 'file');
+  if (jobId !== undefined) {
+    if (!isJobId(jobId)) {
+      return ApiError.badRequest(`"${jobId.slice(0, 80)}" is not a job id (a UUID).`);
+    }
+    const id = jobId.toLowerCase();
+    if (req.path.includes('/jobs/')) {
+      return ApiError.notFound(`Application ${app} has no job ${id}.`);
+    }
+    return ApiError.notFound(
+      req.method === 'DELETE'
+        ? `No result for job ${id} of application ${app}.`
+        : `No result for job ${id} of application ${app} (not ready, or unknown).`,
+    );
+  }
+  if (file !== undefined) {
+    const dot = file.lastIndexOf('.');
+    if (!isJobId(dot < 0 ? file : file.slice(0, dot))) {
+      return ApiError.badRequest(`"${file.slice(0, 80)}" is not {jobId}.{extension}.`);
+    }
+    return ApiError.notFound(`No result data at ${req.path}.`);
+  }
+  return ApiError.notFound(`No results for application ${app}.`);
+}

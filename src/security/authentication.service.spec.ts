@@ -1,0 +1,130 @@
+import type { Request } from 'express';
+import type { AppConfig } from '../config/app-config';
+import { AuthenticationService } from './authentication.service';
+import { hashSecret } from './secret-hash';
+import type { SecuritySettings } from './security-config';
+
+const CHEAP = { N: 1024, r: 8, p: 1 };
+
+/** The parts of a request authentication reads: the raw headers and the client address. */
+function requestWith(headers: Array<[string, string]>, ip = '10.0.0.1'): Request {
+  return { rawHeaders: headers.flat(), ip, socket: {} } as unknown as Request;
+}
+const basic = (name: string, secret: string): [string, string] => [
+  'Authorization',
+  `Basic ${Buffer.from(`${name}:${secret}`).toString('base64')}`,
+];
+
+async function service(overrides: Partial<SecuritySettings> = {}): Promise<AuthenticationService> {
+  const settings: SecuritySettings = {
+    authMode: 'basic',
+    adminUser: 'root',
+    adminPassword: 'root-password',
+    users: {
+      alice: { passwordHash: await hashSecret('alice-password', CHEAP), roles: ['analyst'] },
+    },
+    apiKeys: { k1: { principal: 'reporting', keyHash: await hashSecret('key-secret', CHEAP) } },
+    globalAdmins: {},
+    applicationSecurity: {},
+    authMaxFailures: 3,
+    authFailureWindowSeconds: 60,
+    ...overrides,
+  };
+  return new AuthenticationService(settings as AppConfig);
+}
+
+describe('AuthenticationService', () => {
+  it('basic mode: configured users and ADMIN_USER; nothing else', async () => {
+    const auth = await service();
+    await expect(auth.authenticate(requestWith([]))).resolves.toEqual({ kind: 'anonymous' });
+    await expect(
+      auth.authenticate(requestWith([basic('alice', 'alice-password')])),
+    ).resolves.toEqual({
+      kind: 'authenticated',
+      principal: { name: 'alice', roles: ['analyst'], source: 'user' },
+    });
+    await expect(auth.authenticate(requestWith([basic('root', 'root-password')]))).resolves.toEqual(
+      {
+        kind: 'authenticated',
+        principal: { name: 'root', roles: [], source: 'adminUser' },
+      },
+    );
+    const failing = [
+      [basic('alice', 'wrong')],
+      [basic('nobody', 'alice-password')],
+      [basic('root', 'alice-password')],
+      [['X-SVC-API-Key', 'k1.key-secret']],
+      [['Authorization', 'Digest username="alice"']],
+      [['Authorization', 'Basic bm9jb2xvbg==']], // "nocolon"
+      [basic('alice', 'alice-password'), ['X-SVC-API-Key', 'k1.key-secret']],
+    ] as Array<Array<[string, string]>>;
+    for (const [index, headers] of failing.entries()) {
+      // Each from its own address, so none is merely throttled.
+      expect((await auth.authenticate(requestWith(headers, `10.0.1.${index}`))).kind).toBe(
+        'failed',
+      );
+    }
+  });
+
+  it('apiKey mode: keys by header or Bearer, ADMIN_USER by Basic, users not at all', async () => {
+    const auth = await service({ authMode: 'apiKey' });
+    const reporting = {
+      kind: 'authenticated',
+      principal: { name: 'reporting', roles: [], source: 'apiKey' },
+    };
+    await expect(
+      auth.authenticate(requestWith([['X-SVC-API-Key', 'k1.key-secret']])),
+    ).resolves.toEqual(reporting);
+    await expect(
+      auth.authenticate(requestWith([['Authorization', 'Bearer k1.key-secret']])),
+    ).resolves.toEqual(reporting);
+    expect((await auth.authenticate(requestWith([basic('root', 'root-password')]))).kind).toBe(
+      'authenticated',
+    );
+    const failing = [
+      [basic('alice', 'alice-password')],
+      [['X-SVC-API-Key', 'k1.wrong']],
+      [['X-SVC-API-Key', 'k2.key-secret']],
+      [['X-SVC-API-Key', 'no-dot']],
+    ] as Array<Array<[string, string]>>;
+    for (const [index, headers] of failing.entries()) {
+      expect((await auth.authenticate(requestWith(headers, `10.0.2.${index}`))).kind).toBe(
+        'failed',
+      );
+    }
+  });
+
+  it('mode none: only ADMIN_USER authenticates', async () => {
+    const auth = await service({ authMode: 'none' });
+    expect((await auth.authenticate(requestWith([basic('root', 'root-password')]))).kind).toBe(
+      'authenticated',
+    );
+    expect((await auth.authenticate(requestWith([basic('alice', 'alice-password')]))).kind).toBe(
+      'failed',
+    );
+  });
+
+  it('throttles an address after the configured failures, even with the right password', async () => {
+    const auth = await service();
+    for (let i = 0; i < 3; i++) {
+      expect((await auth.authenticate(requestWith([basic('alice', 'x')], '10.9.9.9'))).kind).toBe(
+        'failed',
+      );
+    }
+    const right = await auth.authenticate(
+      requestWith([basic('alice', 'alice-password')], '10.9.9.9'),
+    );
+    expect(right).toEqual({ kind: 'throttled', retryAfterSeconds: 60 });
+    const elsewhere = await auth.authenticate(
+      requestWith([basic('alice', 'alice-password')], '10.9.9.8'),
+    );
+    expect(elsewhere.kind).toBe('authenticated');
+  });
+
+  it('does not take inherited object keys for users or keys', async () => {
+    const auth = await service({ authMode: 'apiKey' });
+    expect((await auth.authenticate(requestWith([['X-SVC-API-Key', 'constructor.x']]))).kind).toBe(
+      'failed',
+    );
+  });
+});

@@ -1,0 +1,166 @@
+import { createHash } from 'node:crypto';
+import { Injectable, Logger } from '@nestjs/common';
+import type { Request } from 'express';
+import { AppConfig } from '../config/app-config';
+import { rawHeaderValues } from '../common/application-name';
+import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
+import type { Principal } from './principal';
+import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from './secret-hash';
+import type { SecuritySettings } from './security-config';
+
+/** The header that carries an API key (or `Authorization: Bearer <key>`). Never a query parameter: URLs end up in logs. */
+export const API_KEY_HEADER = 'X-SVC-API-Key';
+
+export type Authentication =
+  /** No credentials were sent. */
+  | { kind: 'anonymous' }
+  | { kind: 'authenticated'; principal: Principal }
+  /** Credentials were sent and are wrong, malformed or of a kind this mode does not take. */
+  | { kind: 'failed'; reason: string }
+  /** Too many failures from this address: not even checked. */
+  | { kind: 'throttled'; retryAfterSeconds: number };
+
+/** A successful check is remembered this long, so a busy client does not pay scrypt on every request. */
+const VERIFIED_TTL_MS = 60_000;
+const MAX_VERIFIED = 10_000;
+
+type Credentials =
+  | { scheme: 'basic'; name: string; secret: string }
+  | { scheme: 'apiKey'; id: string; secret: string };
+
+/**
+ * Turns a request's credentials into a principal: HTTP Basic for configured users (basic mode)
+ * and for ADMIN_USER (every mode), API keys in apiKey mode. Failed attempts count against the
+ * client's address (AuthFailureLimiter); hashes are checked in constant time.
+ */
+@Injectable()
+export class AuthenticationService {
+  private readonly logger = new Logger('Security');
+  private readonly settings: SecuritySettings;
+  private readonly limiter: AuthFailureLimiter;
+  private readonly verified = new Map<string, { principal: Principal; expires: number }>();
+  private dummyHash: Promise<string> | undefined;
+
+  constructor(config: AppConfig) {
+    this.settings = config;
+    this.limiter = new AuthFailureLimiter(
+      config.authMaxFailures,
+      config.authFailureWindowSeconds * 1000,
+    );
+  }
+
+  async authenticate(req: Request): Promise<Authentication> {
+    const credentials = this.credentialsOf(req);
+    if (credentials === null) {
+      return { kind: 'anonymous' };
+    }
+    const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    const bucket = addressBucket(address);
+    const retryAfterSeconds = this.limiter.retryAfterSeconds(bucket);
+    if (retryAfterSeconds > 0) {
+      return { kind: 'throttled', retryAfterSeconds };
+    }
+    const outcome =
+      typeof credentials === 'string' ? credentials : await this.verifyCached(credentials);
+    if (typeof outcome === 'string') {
+      this.limiter.recordFailure(bucket);
+      // The address and the reason only: never the name typed (it may be a password) or the secret.
+      this.logger.warn(`authentication failed from ${address}: ${outcome}`);
+      return { kind: 'failed', reason: outcome };
+    }
+    return { kind: 'authenticated', principal: outcome };
+  }
+
+  /** The credentials sent, null when none, or why they cannot be used. */
+  private credentialsOf(req: Request): Credentials | string | null {
+    const authorization = rawHeaderValues(req, 'authorization');
+    const apiKeys = rawHeaderValues(req, API_KEY_HEADER);
+    if (authorization.length + apiKeys.length === 0) {
+      return null;
+    }
+    if (authorization.length + apiKeys.length > 1) {
+      return 'more than one credential was sent';
+    }
+    if (apiKeys.length === 1) {
+      return this.apiKeyCredentials(apiKeys[0].trim());
+    }
+    const [scheme, ...rest] = authorization[0].trim().split(/\s+/);
+    const value = rest.join(' ');
+    switch (scheme.toLowerCase()) {
+      case 'basic': {
+        const decoded = Buffer.from(value, 'base64').toString('utf8');
+        const colon = decoded.indexOf(':');
+        return colon > 0
+          ? { scheme: 'basic', name: decoded.slice(0, colon), secret: decoded.slice(colon + 1) }
+          : 'malformed Basic credentials';
+      }
+      case 'bearer':
+        return this.apiKeyCredentials(value);
+      default:
+        return 'unsupported authorization scheme';
+    }
+  }
+
+  private apiKeyCredentials(key: string): Credentials | string {
+    if (this.settings.authMode !== 'apiKey') {
+      return 'API keys are not accepted in this authentication mode';
+    }
+    const dot = key.indexOf('.');
+    return dot > 0
+      ? { scheme: 'apiKey', id: key.slice(0, dot), secret: key.slice(dot + 1) }
+      : 'malformed API key';
+  }
+
+  private async verifyCached(credentials: Credentials): Promise<Principal | string> {
+    const cacheKey = createHash('sha256')
+      .update(
+        credentials.scheme === 'basic'
+          ? `basic\0${credentials.name}\0${credentials.secret}`
+          : `apiKey\0${credentials.id}\0${credentials.secret}`,
+      )
+      .digest('base64');
+    const now = Date.now();
+    const hit = this.verified.get(cacheKey);
+    if (hit && hit.expires > now) {
+      return hit.principal;
+    }
+    const outcome = await this.verify(credentials);
+    if (typeof outcome !== 'string') {
+      if (this.verified.size >= MAX_VERIFIED) {
+        this.verified.clear();
+      }
+      this.verified.set(cacheKey, { principal: outcome, expires: now + VERIFIED_TTL_MS });
+    }
+    return outcome;
+  }
+
+  private async verify(credentials: Credentials): Promise<Principal | string> {
+    const { adminUser, adminPassword, authMode } = this.settings;
+    if (credentials.scheme === 'apiKey') {
+      const entry = Object.hasOwn(this.settings.apiKeys, credentials.id)
+        ? this.settings.apiKeys[credentials.id]
+        : undefined;
+      if (entry === undefined || !(await verifySecret(credentials.secret, entry.keyHash))) {
+        return 'unknown or wrong API key';
+      }
+      return { name: entry.principal, roles: entry.roles ?? [], source: 'apiKey' };
+    }
+    if (adminUser !== null && adminPassword !== null && credentials.name === adminUser) {
+      return plainSecretsEqual(credentials.secret, adminPassword)
+        ? { name: adminUser, roles: [], source: 'adminUser' }
+        : 'wrong user name or password';
+    }
+    const user =
+      authMode === 'basic' && Object.hasOwn(this.settings.users, credentials.name)
+        ? this.settings.users[credentials.name]
+        : undefined;
+    // An unknown name costs the same hash as a known one: timing does not tell which names exist.
+    const ok = await verifySecret(
+      credentials.secret,
+      user?.passwordHash ?? (await (this.dummyHash ??= hashSecret(randomSecret()))),
+    );
+    return ok && user !== undefined
+      ? { name: credentials.name, roles: user.roles ?? [], source: 'user' }
+      : 'wrong user name or password';
+  }
+}

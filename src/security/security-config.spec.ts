@@ -1,0 +1,78 @@
+import { ConfigError, loadConfig } from '../config/app-config';
+
+/** The problems loadConfig reports for `env` (none: it loaded). */
+function problemsOf(env: NodeJS.ProcessEnv): string[] {
+  try {
+    loadConfig(env);
+    return [];
+  } catch (error) {
+    return error instanceof ConfigError ? error.problems : [String(error)];
+  }
+}
+
+const HASH = 'scrypt$1024$8$1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g=';
+
+describe('security configuration', () => {
+  it('defaults to AUTH_MODE=none with no admin, users, keys or rules', () => {
+    expect(loadConfig({})).toMatchObject({
+      authMode: 'none',
+      adminUser: null,
+      adminPassword: null,
+      users: {},
+      apiKeys: {},
+      applicationSecurity: {},
+    });
+  });
+
+  it('reads every key from the environment', () => {
+    const config = loadConfig({
+      AUTH_MODE: 'apiKey',
+      ADMIN_USER: 'root',
+      ADMIN_PASSWORD: 'root pass',
+      USERS: JSON.stringify({ alice: { passwordHash: HASH, roles: ['analyst'] } }),
+      API_KEYS: JSON.stringify({ k1: { principal: 'reporting', keyHash: HASH } }),
+      GLOBAL_ADMINS: '{"roles":["ops"]}',
+      APPLICATION_SECURITY: '{"demo":{"userRoles":["analyst"],"scriptSubmissionAllowed":true}}',
+      AUTH_MAX_FAILURES: '3',
+      AUTH_FAILURE_WINDOW_SECONDS: '60',
+    });
+    expect(config.authMode).toBe('apiKey');
+    expect(config.users.alice.roles).toEqual(['analyst']);
+    expect(config.apiKeys.k1.principal).toBe('reporting');
+    expect(config.applicationSecurity.demo.scriptSubmissionAllowed).toBe(true);
+    expect([config.authMaxFailures, config.authFailureWindowSeconds]).toEqual([3, 60]);
+  });
+
+  it('names each bad security setting without echoing secrets', () => {
+    const problems = problemsOf({
+      AUTH_MODE: 'kerberos',
+      ADMIN_USER: 'root',
+      USERS: JSON.stringify({ alice: { passwordHash: 'plain-text-secret' } }),
+      API_KEYS: JSON.stringify({
+        'bad id': { principal: 'x', keyHash: HASH },
+        k2: { principal: 'y', keyHash: 'nope' },
+      }),
+      APPLICATION_SECURITY: '{"demo":{"scriptSubmisionAllowed":true,"userRoles":"analyst"}}',
+    });
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^AUTH_MODE=/),
+        expect.stringMatching(/^ADMIN_USER and ADMIN_PASSWORD: set both/),
+        expect.stringMatching(/^USERS: "alice": passwordHash is not a scrypt/),
+        expect.stringMatching(/^API_KEYS: "bad id" is not a valid key id/),
+        expect.stringMatching(/^API_KEYS: "k2": keyHash is not/),
+        expect.stringMatching(
+          /^APPLICATION_SECURITY: "demo": unknown setting scriptSubmisionAllowed/,
+        ),
+        expect.stringMatching(/^APPLICATION_SECURITY: "demo": userRoles must be a list/),
+      ]),
+    );
+    expect(problems.join('\n')).not.toContain('plain-text-secret');
+  });
+
+  it('never echoes a secret value that is not even JSON', () => {
+    const problems = problemsOf({ USERS: '{"alice": hunter2}', API_KEYS: '[not json' });
+    expect(problems).toHaveLength(2);
+    expect(problems.join('\n')).not.toMatch(/hunter2|not json/);
+  });
+});

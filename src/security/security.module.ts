@@ -1,0 +1,17 @@
+import { Global, Module } from '@nestjs/common';
+import { AccessGuard } from './access.guard';
+import { AccessPolicyService } from './access-policy.service';
+import { AuthenticationService } from './authentication.service';
+import { RequestAccessService } from './request-access.service';
+
+/**
+ * Authentication, the access policy and the global guard (docs/security.md). Global, so the
+ * form and SOAP front ends can ask RequestAccessService / AccessPolicyService without importing
+ * it. The guard itself is registered as APP_GUARD by ApiModule, ahead of NegotiationGuard.
+ */
+@Global()
+@Module({
+  providers: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
+  exports: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
+})
+export class SecurityModule {}
