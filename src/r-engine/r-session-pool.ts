@@ -40,7 +40,7 @@ interface Waiter {
  * and connect back to a loopback listener (a random token in their stdin says who they are);
  * each serves one call at a time. A session is replaced after an R error, a timeout (it is
  * killed), `functionSessionMaxCalls` calls, or its death; the call that was running when it died
- * fails as `session-died`, or runs again on another session if R had not taken it yet.
+ * fails as `session-died`, or runs again on another session if the request never reached it.
  * Waiting calls are served first come, first served, urgent ones (/process) first.
  */
 export class RSessionPool implements FunctionCallEngine {
@@ -103,7 +103,7 @@ export class RSessionPool implements FunctionCallEngine {
       } else {
         this.retire(session);
       }
-      // R never took the call: nothing of it ran, so it may run once more elsewhere.
+      // The session was gone before the request reached it: nothing ran, so it runs once more.
       if (result.outcome.status === 'failed' && !result.started && attempt === 1) {
         if (result.outcome.reason === 'session-died') {
           continue;

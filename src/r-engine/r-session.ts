@@ -29,7 +29,7 @@ export interface RSessionOptions {
 /** What a call did to the session, besides its outcome. */
 export interface SessionCallResult {
   outcome: FunctionCallOutcome;
-  /** R took the call (application code may have run). False: it is safe to run it elsewhere. */
+  /** The request reached R (application code may have run). False: safe to run it elsewhere. */
   started: boolean;
   /** False when the session must not serve another call (R error, timeout, death). */
   reusable: boolean;
@@ -150,10 +150,6 @@ export class RSession {
       return;
     }
     const [kind, ...rest] = fields;
-    if (kind === 'started') {
-      call.started = true;
-      return;
-    }
     if (kind === 'ok' && rest.length === 1) {
       this.finish({ outcome: { status: 'succeeded', value: rest[0] }, started: true, reusable: true });
       return;
@@ -228,6 +224,7 @@ export class RSession {
         onAbort();
         return;
       }
+      this.current.started = true;
       this.socket?.write(encodeFrame(fields));
     });
   }

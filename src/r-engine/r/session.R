@@ -8,11 +8,14 @@
 #
 # Request:  "call", app, function name, payload, reload ("1" or "0"), then name/content pairs
 #           of the application's R_FUNCTIONS files when reload is "1".
-# Answers:  "started" as soon as R takes the call (before any application code runs), then
-#           "ok", value  or  "fail", reason, message.
+# Answer:   "ok", value  or  "fail", reason, message, written with one call: R cannot turn off
+#           Nagle's algorithm on its socket, and a second small write would wait for the
+#           delayed ACK of the first (about 40 ms).
 local({
   port <- as.integer(commandArgs(trailingOnly = TRUE)[[1L]])
-  token <- readLines(file("stdin"), n = 1L, warn = FALSE)
+  input <- file("stdin")
+  token <- readLines(input, n = 1L, warn = FALSE)
+  close(input)
   con <- socketConnection("127.0.0.1", port, blocking = TRUE, open = "r+b",
                           timeout = 2147483L)
   libraries <- new.env(parent = emptyenv())
@@ -61,7 +64,6 @@ local({
 
   serve <- function(fields) {
     app <- fields[[2L]]
-    send("started")
     if (fields[[5L]] == "1") {
       if (exists(app, envir = libraries, inherits = FALSE)) rm(list = app, envir = libraries)
       files <- fields[-(1:5)]
@@ -80,7 +82,6 @@ local({
   repeat {
     fields <- tryCatch(read_message(), error = function(e) conditionMessage(e))
     if (length(fields) == 1L) {
-      send(c("started"))
       send(c("fail", "r-error", paste("the request cannot be an R string:", fields)))
     } else if (length(fields) >= 5L && fields[[1L]] == "call") {
       send(serve(fields))
