@@ -8,10 +8,11 @@ import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { FallbackController } from './common/fallback.controller';
+import { ProcessModule } from './process/process.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
 @Module({
-  imports: [JobsModule, ResultsModule],
+  imports: [JobsModule, ResultsModule, ProcessModule],
   controllers: [JobsController, ResultsController, FallbackController],
   providers: [
     { provide: APP_GUARD, useClass: NegotiationGuard },
