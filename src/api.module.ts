@@ -8,12 +8,13 @@ import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { FallbackController } from './common/fallback.controller';
+import { ProcessController } from './process/process.controller';
 import { ProcessModule } from './process/process.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
 @Module({
   imports: [JobsModule, ResultsModule, ProcessModule],
-  controllers: [JobsController, ResultsController, FallbackController],
+  controllers: [JobsController, ResultsController, ProcessController, FallbackController],
   providers: [
     { provide: APP_GUARD, useClass: NegotiationGuard },
     { provide: APP_INTERCEPTOR, useClass: RepresentationInterceptor },

@@ -1,12 +1,14 @@
 import { Module } from '@nestjs/common';
 import { REngineModule } from '../r-engine/r-engine.module';
-import { ProcessController } from './process.controller';
 import { ProcessService } from './process.service';
 
-/** Synchronous function calls on API nodes, on this node's own function-call engine. */
+/**
+ * Synchronous function calls on API nodes, on this node's own function-call engine. Its
+ * controller is listed in ApiModule, before the catch-all FallbackController.
+ */
 @Module({
   imports: [REngineModule],
-  controllers: [ProcessController],
   providers: [ProcessService],
+  exports: [ProcessService],
 })
 export class ProcessModule {}

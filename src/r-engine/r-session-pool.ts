@@ -94,11 +94,7 @@ export class RSessionPool implements FunctionCallEngine {
         this.retire(session);
         throw error;
       }
-      if (
-        result.reusable &&
-        session.calls < this.config.functionSessionMaxCalls &&
-        session.alive
-      ) {
+      if (result.reusable && session.calls < this.config.functionSessionMaxCalls && session.alive) {
         this.release(session);
       } else {
         this.retire(session);

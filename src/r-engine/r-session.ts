@@ -47,6 +47,8 @@ const PRLIMIT = '/usr/bin/prlimit';
 const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
 /** Library locations the operator may point R at; paths, never secrets. */
 const PASSED_R_VARIABLES = ['R_LIBS', 'R_LIBS_SITE', 'R_LIBS_USER'] as const;
+/** How long a dead session's connection may take to report its end. */
+const SOCKET_CLOSE_GRACE_MS = 1_000;
 const FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string']);
 
 function canExecute(path: string): boolean {
@@ -76,6 +78,8 @@ export class RSession {
   private socket: Socket | null = null;
   private current: InFlight | null = null;
   private dead = false;
+  private socketClosed = false;
+  private requestUnread = false;
   private exitDescription = '';
   private readonly readyPromise: Promise<void>;
   private markReady: () => void = () => undefined;
@@ -137,8 +141,17 @@ export class RSession {
     }
     this.socket = socket;
     socket.setNoDelay(true);
-    socket.on('close', () => this.kill('its connection closed'));
-    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      this.socketClosed = true;
+      this.kill('its connection closed');
+    });
+    // A reset means R died with our request unread in its socket (or was gone when we wrote):
+    // a clean close after a read would have been a FIN. So the call never ran.
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ECONNRESET' || error.code === 'EPIPE') {
+        this.requestUnread = true;
+      }
+    });
     this.markReady();
   }
 
@@ -151,7 +164,11 @@ export class RSession {
     }
     const [kind, ...rest] = fields;
     if (kind === 'ok' && rest.length === 1) {
-      this.finish({ outcome: { status: 'succeeded', value: rest[0] }, started: true, reusable: true });
+      this.finish({
+        outcome: { status: 'succeeded', value: rest[0] },
+        started: true,
+        reusable: true,
+      });
       return;
     }
     if (kind === 'fail' && rest.length === 2 && FAILURES.has(rest[0])) {
@@ -271,12 +288,17 @@ export class RSession {
     if (!this.dead) {
       this.dead = true;
       this.markFailed(new REngineUnavailableError(`R session ${this.id} ended: ${why}`));
-      this.socket?.destroy();
       rmSync(this.dir, { recursive: true, force: true });
+      // Let the connection report how it ended (reset or not) before the call is settled.
+      const socket = this.socket;
+      if (socket && !this.socketClosed) {
+        setTimeout(() => socket.destroy(), SOCKET_CLOSE_GRACE_MS).unref();
+      }
     }
     const call = this.current;
-    if (call) {
-      this.finish(this.diedResult(call.request, call.started, this.exitDescription || why));
+    if (call && (this.socketClosed || !this.socket)) {
+      const started = call.started && !this.requestUnread;
+      this.finish(this.diedResult(call.request, started, this.exitDescription || why));
     }
   }
 

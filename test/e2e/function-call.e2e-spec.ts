@@ -46,10 +46,7 @@ describe('function-call jobs over REST (SPEC §5.2)', () => {
   type Answer = Awaited<ReturnType<typeof request>>;
 
   it('runs a JSON job: the string svcJsonService returns is the result (type json)', async () => {
-    const { result, data } = await runJob(
-      'application/json',
-      '{"RFunction":"combn","n":5,"k":2}',
-    );
+    const { result, data } = await runJob('application/json', '{"RFunction":"combn","n":5,"k":2}');
     expect(result).toMatchObject({ success: true, type: 'json' });
     expect(data.headers.get('content-type')).toMatch(/^application\/json/);
     const answer = JSON.parse(data.text) as { combinations: number[][] };
