@@ -71,6 +71,11 @@ export class ProcessService {
     };
   }
 
+  /** Calls running and waiting on this node (for metrics). */
+  stats(): { running: number; queued: number } {
+    return { running: this.running, queued: this.queue.length };
+  }
+
   private enter(): Promise<void> {
     if (this.running < this.config.processMaxConcurrent) {
       this.running++;

@@ -73,7 +73,7 @@ describe('function-call jobs over REST (SPEC §5.2)', () => {
     expect(result).toMatchObject({ success: false, type: 'xml' });
     const validation = await validateAgainstSchema(data.text, 'rest-data.xsd');
     expect(validation.errors).toEqual([]);
-    const error = parseXml(data.text).errorResult as unknown as Record<string, string>;
+    const error = parseXml(data.text).errorResult;
     expect(error.jobId).toBe(jobId);
     expect(error.applicationName).toBe('demo');
     expect(error.submissionTime).toBe(submissionTime);

@@ -2,6 +2,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CatalogService } from '../../src/catalog/catalog.service';
+import { ProcessService } from '../../src/process/process.service';
 import { RSessionPool } from '../../src/r-engine/r-session-pool';
 import { parseXml, REST, request } from '../support/rest-client';
 import {
@@ -129,16 +130,14 @@ describe('POST /process (SPEC §5.3)', () => {
     const running = post(service, 'process', 'application/json', 'sleep', CALLS);
     await waitUntilBusy(service);
     const queued = post(service, 'process', 'application/json', 'queued', CALLS);
-    await waitFor(async () => functionCallEngine(service).stats().busy > 0, 5000, 'busy');
-    // The queued call is held by /process itself, not the engine: give it a moment to be counted.
-    const refused = await waitFor(
-      async () => {
-        const answer = await post(service, 'process', 'application/json', 'refused', CALLS);
-        return answer.status === 503 ? answer : undefined;
-      },
+    const processService = service.app.get(ProcessService);
+    await waitFor(
+      () => Promise.resolve(processService.stats().queued === 1),
       10000,
-      'a 503',
+      'the second call to wait',
     );
+    const refused = await post(service, 'process', 'application/json', 'refused', CALLS);
+    expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('1');
     expect(parseXml(refused.text).error.status).toBe('503');
     expect((await running).status).toBe(400); // the sleep hits the 5 s time limit

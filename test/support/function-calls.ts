@@ -50,5 +50,9 @@ export function post(
 
 /** Waits until the engine reports a call running (so a concurrent request meets a busy engine). */
 export async function waitUntilBusy(service: TestService): Promise<void> {
-  await waitFor(async () => functionCallEngine(service).stats().busy > 0, 30000, 'a busy engine');
+  await waitFor(
+    () => Promise.resolve(functionCallEngine(service).stats().busy > 0),
+    30000,
+    'a busy engine',
+  );
 }
