@@ -7,9 +7,9 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import autocannon from 'autocannon';
 import { BenchDatabase } from './bench-database';
 import { PROJECT_ROOT, ServiceNode } from './service-node';
 import { Distribution, distribution } from './stats';
@@ -41,7 +41,48 @@ export interface ProcessBenchOptions {
   track: (node: ServiceNode | null) => void;
 }
 
-/** One autocannon run of the JSON call; only 200 answers with the expected body count. */
+/** One POST; resolves with the status and the time to the last byte of the answer, in ms. */
+function post(
+  url: URL,
+  agent: Agent,
+  headers: Record<string, string>,
+): Promise<{ status: number; ms: number }> {
+  return new Promise((resolvePost, reject) => {
+    const started = process.hrtime.bigint();
+    const req = httpRequest(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          'Content-Type': 'application/json',
+          'Content-Length': String(Buffer.byteLength(COMBN_CALL)),
+          ...headers,
+        },
+        timeout: 10_000,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () =>
+          resolvePost({
+            status: res.statusCode ?? 0,
+            ms: Number(process.hrtime.bigint() - started) / 1e6,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end(COMBN_CALL);
+  });
+}
+
+/**
+ * A closed loop: `connections` clients each post the call, wait for the whole answer and post
+ * again, for `durationS`. Keep-alive clients reuse their connection; with `Connection: close`
+ * every call opens a new one. Only 200 answers count.
+ */
 async function callLoad(
   server: ProcessServer,
   url: string,
@@ -49,42 +90,36 @@ async function callLoad(
   connections: number,
   durationS: number,
 ): Promise<CallMeasurement> {
+  const keepAlive = headers.Connection !== 'close';
+  const agent = new Agent({ keepAlive, maxSockets: connections });
+  const target = new URL(url);
   const latencies: number[] = [];
   let failures = 0;
-  const result = await new Promise<autocannon.Result>((resolveRun, reject) => {
-    const instance = autocannon(
-      {
-        url,
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', ...headers },
-        body: COMBN_CALL,
-        connections,
-        duration: durationS,
-        timeout: 10,
-      },
-      (error: unknown, finished: autocannon.Result) =>
-        error
-          ? reject(
-              error instanceof Error
-                ? error
-                : new Error(`autocannon failed: ${JSON.stringify(error)}`),
-            )
-          : resolveRun(finished),
-    );
-    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode === 200) {
-        latencies.push(responseTime);
-      } else {
+  const started = Date.now();
+  const deadline = started + durationS * 1000;
+  const client = async (): Promise<void> => {
+    while (Date.now() < deadline) {
+      try {
+        const answer = await post(target, agent, headers);
+        if (answer.status === 200) {
+          latencies.push(answer.ms);
+        } else {
+          failures += 1;
+        }
+      } catch {
         failures += 1;
       }
-    });
-  });
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, client));
+  const elapsedS = (Date.now() - started) / 1000;
+  agent.destroy();
   return {
     server,
     connections,
-    durationS: result.duration,
-    requestsPerSecond: latencies.length / result.duration,
-    failures: failures + result.errors + result.timeouts,
+    durationS: elapsedS,
+    requestsPerSecond: latencies.length / elapsedS,
+    failures,
     latencyMs: distribution(latencies),
   };
 }
@@ -103,22 +138,40 @@ async function checkAnswer(url: string, headers: Record<string, string>): Promis
   }
 }
 
-async function measureAll(
-  server: ProcessServer,
-  url: string,
-  headers: Record<string, string>,
+interface Target {
+  server: ProcessServer;
+  url: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * Every server at one concurrency before the next: the machine's load drifts (other work runs on
+ * it), so neighbours in time are what get compared.
+ */
+async function measureInTurn(
+  targets: Target[],
   options: ProcessBenchOptions,
 ): Promise<CallMeasurement[]> {
-  await checkAnswer(url, headers);
-  await callLoad(server, url, headers, Math.max(...options.concurrencies), options.warmUpS);
+  for (const target of targets) {
+    await checkAnswer(target.url, target.headers);
+    await callLoad(target.server, target.url, target.headers, 16, options.warmUpS);
+  }
   const measurements: CallMeasurement[] = [];
   for (const connections of options.concurrencies) {
-    const measurement = await callLoad(server, url, headers, connections, options.durationS);
-    options.log(
-      `${server}, ${connections} connection(s): ${measurement.requestsPerSecond.toFixed(0)} req/s, ` +
-        `p50 ${measurement.latencyMs.p50.toFixed(2)} ms, p99 ${measurement.latencyMs.p99.toFixed(2)} ms`,
-    );
-    measurements.push(measurement);
+    for (const target of targets) {
+      const measurement = await callLoad(
+        target.server,
+        target.url,
+        target.headers,
+        connections,
+        options.durationS,
+      );
+      options.log(
+        `${target.server}, ${connections} connection(s): ${measurement.requestsPerSecond.toFixed(0)} req/s, ` +
+          `p50 ${measurement.latencyMs.p50.toFixed(2)} ms, p99 ${measurement.latencyMs.p99.toFixed(2)} ms`,
+      );
+      measurements.push(measurement);
+    }
   }
   return measurements;
 }
@@ -201,7 +254,7 @@ async function startPlumber(): Promise<{ url: string; stop: () => Promise<void> 
   }
 }
 
-/** svc first (its node stopped before plumber starts), then plumber both ways. */
+/** svc and plumber side by side (both idle but one while the other is measured). */
 export async function processBench(
   database: BenchDatabase,
   options: ProcessBenchOptions,
@@ -215,33 +268,30 @@ export async function processBench(
     env: { FUNCTION_SESSIONS: String(options.sessions), LOG_LEVEL: 'warn' },
   });
   options.track(node);
-  const measurements: CallMeasurement[] = [];
   try {
     await loadDemoFunctions(database);
-    measurements.push(
-      ...(await measureAll(
-        'svc /process',
-        `${node.url}/svc/api/rest/process`,
-        { 'X-SVC-Application-Name': 'demo' },
+    const plumber = await startPlumber();
+    try {
+      return await measureInTurn(
+        [
+          {
+            server: 'svc /process',
+            url: `${node.url}/svc/api/rest/process`,
+            headers: { 'X-SVC-Application-Name': 'demo' },
+          },
+          { server: 'plumber keep-alive', url: plumber.url, headers: {} },
+          {
+            server: 'plumber Connection: close',
+            url: plumber.url,
+            headers: { Connection: 'close' },
+          },
+        ],
         options,
-      )),
-    );
+      );
+    } finally {
+      await plumber.stop();
+    }
   } finally {
     await node.stop();
   }
-  const plumber = await startPlumber();
-  try {
-    measurements.push(...(await measureAll('plumber keep-alive', plumber.url, {}, options)));
-    measurements.push(
-      ...(await measureAll(
-        'plumber Connection: close',
-        plumber.url,
-        { Connection: 'close' },
-        options,
-      )),
-    );
-  } finally {
-    await plumber.stop();
-  }
-  return measurements;
 }

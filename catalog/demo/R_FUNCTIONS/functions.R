@@ -11,7 +11,7 @@ demo_functions <- list(
       stop("combn needs whole numbers n (1 to 20) and k (1 to n)")
     }
     m <- combn(n, k)
-    list(n = n, k = k, combinations = lapply(seq_len(ncol(m)), function(j) as.list(m[, j])))
+    list(n = n, k = k, combinations = lapply(seq_len(ncol(m)), function(j) I(m[, j])))
   },
   # Summary statistics of the numbers x.
   describe = function(args) {

@@ -2,67 +2,52 @@
 # none). Objects become named lists, arrays unnamed lists, numbers doubles, null NULL.
 
 json_parse <- function(text) {
-  result <- json_value(text, 1L)
-  rest <- json_skip_space(text, result$at)
-  if (rest <= nchar(text)) stop("unexpected text after the JSON value at character ", rest)
-  result$value
-}
-
-json_skip_space <- function(text, at) {
-  while (at <= nchar(text) && substr(text, at, at) %in% c(" ", "\t", "\n", "\r")) at <- at + 1L
-  at
-}
-
-json_value <- function(text, at) {
-  at <- json_skip_space(text, at)
-  ch <- substr(text, at, at)
-  rest <- substring(text, at)
-  if (ch == "{" || ch == "[") return(json_container(text, at, ch))
-  if (ch == "\"") {
-    m <- regexpr("^\"(\\\\.|[^\"\\\\])*\"", rest)
-    if (m < 0) stop("unterminated string at character ", at)
-    n <- attr(m, "match.length")
-    return(list(value = json_unescape(substr(rest, 2L, n - 1L)), at = at + n))
+  # One regular expression splits the text into tokens; a recursive descent walks them.
+  pattern <- paste0("\"(\\\\.|[^\"\\\\])*\"|-?[0-9]+([.][0-9]+)?([eE][+-]?[0-9]+)?|",
+                    "true|false|null|[][{}:,]|[^[:space:]]")
+  tokens <- regmatches(text, gregexpr(pattern, text))[[1L]]
+  at <- 1L
+  next_token <- function() {
+    if (at > length(tokens)) stop("the JSON text ends too early")
+    at <<- at + 1L
+    tokens[[at - 1L]]
   }
-  m <- regexpr("^-?[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?", rest)
-  if (m > 0) {
-    n <- attr(m, "match.length")
-    return(list(value = as.numeric(substr(rest, 1L, n)), at = at + n))
+  value <- function() {
+    token <- next_token()
+    first <- substr(token, 1L, 1L)
+    if (token == "{" || token == "[") return(container(token))
+    if (first == "\"") return(json_unescape(substr(token, 2L, nchar(token) - 1L)))
+    if (token == "true") return(TRUE)
+    if (token == "false") return(FALSE)
+    if (token == "null") return(NULL)
+    number <- suppressWarnings(as.numeric(token))
+    if (is.na(number)) stop("invalid JSON near \"", token, "\"")
+    number
   }
-  for (word in c("true", "false", "null")) {
-    if (startsWith(rest, word)) {
-      value <- switch(word, true = TRUE, false = FALSE, null = NULL)
-      return(list(value = value, at = at + nchar(word)))
+  container <- function(open) {
+    close <- if (open == "{") "}" else "]"
+    items <- if (open == "{") setNames(list(), character(0)) else list()
+    if (at <= length(tokens) && tokens[[at]] == close) {
+      at <<- at + 1L
+      return(items)
+    }
+    repeat {
+      if (open == "{") {
+        key <- value()
+        if (!is.character(key)) stop("object keys must be strings")
+        if (next_token() != ":") stop("':' expected after \"", key, "\"")
+        items[key] <- list(value())
+      } else {
+        items[length(items) + 1L] <- list(value())
+      }
+      separator <- next_token()
+      if (separator == close) return(items)
+      if (separator != ",") stop("',' or '", close, "' expected, not \"", separator, "\"")
     }
   }
-  stop("invalid JSON at character ", at)
-}
-
-json_container <- function(text, at, open) {
-  close <- if (open == "{") "}" else "]"
-  items <- list()
-  at <- json_skip_space(text, at + 1L)
-  if (substr(text, at, at) == close) {
-    return(list(value = if (open == "{") setNames(list(), character(0)) else list(), at = at + 1L))
-  }
-  repeat {
-    if (open == "{") {
-      key <- json_value(text, at)
-      if (!is.character(key$value)) stop("object keys must be strings (character ", at, ")")
-      at <- json_skip_space(text, key$at)
-      if (substr(text, at, at) != ":") stop("':' expected at character ", at)
-      item <- json_value(text, at + 1L)
-      items[key$value] <- list(item$value)
-    } else {
-      item <- json_value(text, at)
-      items[length(items) + 1L] <- list(item$value)
-    }
-    at <- json_skip_space(text, item$at)
-    ch <- substr(text, at, at)
-    if (ch == close) return(list(value = items, at = at + 1L))
-    if (ch != ",") stop("',' or '", close, "' expected at character ", at)
-    at <- at + 1L
-  }
+  result <- value()
+  if (at <= length(tokens)) stop("unexpected \"", tokens[[at]], "\" after the JSON value")
+  result
 }
 
 json_unescape <- function(s) {
@@ -78,6 +63,7 @@ json_unescape <- function(s) {
 }
 
 json_string <- function(s) {
+  if (length(s) == 0L) return(character(0))
   s <- gsub("\\", "\\\\", enc2utf8(s), fixed = TRUE)
   s <- gsub("\"", "\\\"", s, fixed = TRUE)
   s <- gsub("\n", "\\n", s, fixed = TRUE)
@@ -86,19 +72,24 @@ json_string <- function(s) {
   paste0("\"", s, "\"")
 }
 
-# Lists and vectors longer than one become arrays (objects when named); a length-one vector is
-# a scalar.
+# Lists become arrays (objects when named); atomic vectors become arrays of their values, except
+# that a vector of length one is a scalar unless wrapped in I().
 json_write <- function(x) {
   if (is.null(x)) return("null")
-  if (is.list(x) || length(x) != 1L) {
-    items <- vapply(as.list(x), json_write, "")
+  if (is.list(x)) {
+    items <- vapply(x, json_write, "", USE.NAMES = FALSE)
     if (!is.null(names(x))) {
       return(paste0("{", paste0(json_string(names(x)), ":", items, collapse = ","), "}"))
     }
     return(paste0("[", paste(items, collapse = ","), "]"))
   }
-  if (is.na(x)) return("null")
-  if (is.character(x) || is.factor(x)) return(json_string(as.character(x)))
-  if (is.logical(x)) return(if (x) "true" else "false")
-  as.character(x)
+  values <- if (is.character(x) || is.factor(x)) {
+    json_string(as.character(x))
+  } else if (is.logical(x)) {
+    ifelse(x, "true", "false")
+  } else {
+    as.character(unclass(x))
+  }
+  values[is.na(x)] <- "null"
+  if (length(x) == 1L && !inherits(x, "AsIs")) values else paste0("[", paste(values, collapse = ","), "]")
 }
