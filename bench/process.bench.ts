@@ -11,6 +11,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
+import { processTimes } from './cpu-usage';
 import { PROJECT_ROOT, ServiceNode } from './service-node';
 import { Distribution, distribution } from './stats';
 
@@ -28,6 +29,8 @@ export interface CallMeasurement {
   /** Answers that were not 200, and connection errors or timeouts. */
   failures: number;
   latencyMs: Distribution;
+  /** CPU the server used per answered call, ms (svc: Node and its R sessions; plumber: its R). */
+  serverCpuPerCallMs: number;
 }
 
 export interface ProcessBenchOptions {
@@ -121,6 +124,7 @@ async function callLoad(
     requestsPerSecond: latencies.length / elapsedS,
     failures,
     latencyMs: distribution(latencies),
+    serverCpuPerCallMs: NaN,
   };
 }
 
@@ -142,6 +146,23 @@ interface Target {
   server: ProcessServer;
   url: string;
   headers: Record<string, string>;
+  /** CPU used so far by the server's processes, ms. */
+  cpuMs: () => number;
+}
+
+/** Own CPU of a process and of its live children (the R sessions of a svc node), ms. */
+function treeCpuMs(pid: number): number {
+  let children: number[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    // not Linux, or gone: count the process alone
+  }
+  return [pid, ...children].reduce((sum, p) => sum + (processTimes(p)?.selfMs ?? 0), 0);
 }
 
 /**
@@ -159,6 +180,7 @@ async function measureInTurn(
   const measurements: CallMeasurement[] = [];
   for (const connections of options.concurrencies) {
     for (const target of targets) {
+      const cpuBefore = target.cpuMs();
       const measurement = await callLoad(
         target.server,
         target.url,
@@ -166,6 +188,8 @@ async function measureInTurn(
         connections,
         options.durationS,
       );
+      const calls = measurement.latencyMs.count;
+      measurement.serverCpuPerCallMs = calls > 0 ? (target.cpuMs() - cpuBefore) / calls : NaN;
       options.log(
         `${target.server}, ${connections} connection(s): ${measurement.requestsPerSecond.toFixed(0)} req/s, ` +
           `p50 ${measurement.latencyMs.p50.toFixed(2)} ms, p99 ${measurement.latencyMs.p99.toFixed(2)} ms`,
@@ -201,7 +225,7 @@ async function freeLoopbackPort(): Promise<number> {
 }
 
 /** A plumber API on a loopback port that sources the demo's R_FUNCTIONS and serves svcJsonService. */
-async function startPlumber(): Promise<{ url: string; stop: () => Promise<void> }> {
+async function startPlumber(): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-plumber-'));
   const api = join(dir, 'api.R');
   writeFileSync(
@@ -244,7 +268,7 @@ async function startPlumber(): Promise<{ url: string; stop: () => Promise<void> 
       () => false,
     );
     if (up) {
-      return { url, stop };
+      return { url, pid: child.pid ?? -1, stop };
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();
@@ -278,12 +302,19 @@ export async function processBench(
             server: 'svc /process',
             url: `${node.url}/svc/api/rest/process`,
             headers: { 'X-SVC-Application-Name': 'demo' },
+            cpuMs: () => treeCpuMs(node.pid),
           },
-          { server: 'plumber keep-alive', url: plumber.url, headers: {} },
+          {
+            server: 'plumber keep-alive',
+            url: plumber.url,
+            headers: {},
+            cpuMs: () => treeCpuMs(plumber.pid),
+          },
           {
             server: 'plumber Connection: close',
             url: plumber.url,
             headers: { Connection: 'close' },
+            cpuMs: () => treeCpuMs(plumber.pid),
           },
         ],
         options,

@@ -287,7 +287,7 @@ function printProcess(calls: CallMeasurement[]) {
   log(heading('Function calls: JSON combn(5, 2), svc /process vs plumber, one run'));
   log(
     table(
-      ['server', 'conc', 'req/s', 'p50 ms', 'p99 ms', 'failures'],
+      ['server', 'conc', 'req/s', 'p50 ms', 'p99 ms', 'failures', 'server CPU/call ms'],
       calls.map((c) => [
         c.server,
         String(c.connections),
@@ -295,6 +295,7 @@ function printProcess(calls: CallMeasurement[]) {
         String(round(c.latencyMs.p50, 2)),
         String(round(c.latencyMs.p99, 2)),
         String(c.failures),
+        String(round(c.serverCpuPerCallMs, 2)),
       ]),
     ),
   );
