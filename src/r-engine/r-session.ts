@@ -102,8 +102,14 @@ export class RSession {
         this.onGone(this.exitDescription);
         resolve();
       });
+      // A process that could not be spawned (no such file) never emits 'exit'.
+      this.child.once('error', (error) => {
+        this.onGone(`R could not start: ${error.message}`);
+        if (this.child.pid === undefined) {
+          resolve();
+        }
+      });
     });
-    this.child.once('error', (error) => this.onGone(`R could not start: ${error.message}`));
     for (const stream of ['stdout', 'stderr'] as const) {
       const input = this.child[stream];
       if (input) {
