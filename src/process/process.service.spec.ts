@@ -76,7 +76,7 @@ describe('ProcessService', () => {
     const refused = process.call('a', 'json', '4');
     await expect(refused).rejects.toBeInstanceOf(ApiError);
     await expect(refused).rejects.toMatchObject({ headers: { 'Retry-After': '1' } });
-    expect((await refused.catch((error: ApiError) => error)).getStatus()).toBe(503);
+    expect(((await refused.catch((error: unknown) => error)) as ApiError).getStatus()).toBe(503);
     engine.calls[0].finish({ status: 'succeeded', value: 'one' });
     await running[0];
     await flush();
@@ -94,7 +94,7 @@ describe('ProcessService', () => {
     const engine = new HeldEngine();
     engine.callFunction = () => Promise.reject(new REngineUnavailableError('no R session'));
     const process = service(engine);
-    const error = await process.call('a', 'json', '1').catch((e: ApiError) => e);
+    const error = await process.call('a', 'json', '1').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);
     expect((error as ApiError).getStatus()).toBe(503);
     expect(process.stats()).toEqual({ running: 0, queued: 0 });
