@@ -8,6 +8,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Agent, request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
@@ -212,8 +213,7 @@ async function loadDemoFunctions(database: BenchDatabase): Promise<void> {
   }
 }
 
-async function freeLoopbackPort(): Promise<number> {
-  const { createServer } = await import('node:net');
+function freeLoopbackPort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.once('error', reject);
