@@ -79,6 +79,7 @@ export class RSession {
   private current: InFlight | null = null;
   private dead = false;
   private socketClosed = false;
+  private processExited = false;
   private requestUnread = false;
   private exitDescription = '';
   private readonly readyPromise: Promise<void>;
@@ -99,15 +100,17 @@ export class RSession {
       this.child.once('exit', (code, signal) => {
         this.exitDescription =
           signal !== null ? `R was killed by ${signal}` : `R exited with status ${String(code)}`;
+        this.processExited = true;
         this.onGone(this.exitDescription);
         resolve();
       });
       // A process that could not be spawned (no such file) never emits 'exit'.
       this.child.once('error', (error) => {
-        this.onGone(`R could not start: ${error.message}`);
         if (this.child.pid === undefined) {
+          this.processExited = true;
           resolve();
         }
+        this.onGone(`R could not start: ${error.message}`);
       });
     });
     for (const stream of ['stdout', 'stderr'] as const) {
@@ -301,8 +304,9 @@ export class RSession {
         setTimeout(() => socket.destroy(), SOCKET_CLOSE_GRACE_MS).unref();
       }
     }
+    // Settle once both ends are known: how R ended and how its connection ended.
     const call = this.current;
-    if (call && (this.socketClosed || !this.socket)) {
+    if (call && (this.socketClosed || !this.socket) && this.processExited) {
       const started = call.started && !this.requestUnread;
       this.finish(this.diedResult(call.request, started, this.exitDescription || why));
     }
