@@ -5,7 +5,7 @@
  *
  * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
  * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
- * --probe-duration, --only submission,e2e,diagnostics, --profile, --service <main.js of another
+ * --probe-duration, --only submission,e2e,diagnostics,process, --profile, --service <main.js of another
  * build> (to compare builds; default this checkout's dist/src/main.js).
  */
 import { execFileSync } from 'node:child_process';
@@ -21,6 +21,7 @@ import { formatSpread, heading, table } from './report';
 import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
 import { Spread, spread, round } from './stats';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
+import { CallMeasurement, processBench } from './process.bench';
 import {
   countRoundTrips,
   printDiagnostics,
@@ -29,7 +30,7 @@ import {
   RoundTrips,
 } from './diagnostics.bench';
 
-const SECTIONS = ['submission', 'e2e', 'diagnostics'] as const;
+const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process'] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Hard upper bounds, so that no option can make the benchmark run for ever. */
@@ -279,6 +280,47 @@ function printEndToEnd(summary: EndToEndSummary, options: Options): void {
   );
 }
 
+// ---- function calls ----
+
+/** Prints the /process table and the ratios to plumber; returns the ratios and targets. */
+function printProcess(calls: CallMeasurement[]) {
+  log(heading('Function calls: JSON combn(5, 2), svc /process vs plumber, one run'));
+  log(
+    table(
+      ['server', 'conc', 'req/s', 'p50 ms', 'p99 ms', 'failures', 'server CPU/call ms'],
+      calls.map((c) => [
+        c.server,
+        String(c.connections),
+        String(round(c.requestsPerSecond, 0)),
+        String(round(c.latencyMs.p50, 2)),
+        String(round(c.latencyMs.p99, 2)),
+        String(c.failures),
+        String(round(c.serverCpuPerCallMs, 2)),
+      ]),
+    ),
+  );
+  const find = (server: string, connections: number) =>
+    calls.find((c) => c.server === server && c.connections === connections);
+  const svc16 = find('svc /process', 16);
+  const svc1 = find('svc /process', 1);
+  const plumberBest16 = Math.max(
+    find('plumber keep-alive', 16)?.requestsPerSecond ?? 0,
+    find('plumber Connection: close', 16)?.requestsPerSecond ?? 0,
+  );
+  const ratio16 = svc16 && plumberBest16 > 0 ? svc16.requestsPerSecond / plumberBest16 : NaN;
+  const comparison = {
+    ratioToBestPlumberAt16: ratio16,
+    p50AtConcurrency1Ms: svc1?.latencyMs.p50 ?? NaN,
+    met: ratio16 >= 3 && (svc1?.latencyMs.p50 ?? Infinity) < 5,
+  };
+  log(
+    `\nTarget: >= 3x plumber's req/s at concurrency 16 (its better mode) and p50 < 5 ms at ` +
+      `concurrency 1: ${round(ratio16, 1)}x, p50 ${round(comparison.p50AtConcurrency1Ms, 2)} ms -> ` +
+      `${comparison.met ? 'met' : 'NOT met'}`,
+  );
+  return comparison;
+}
+
 // ---- main ----
 
 async function main(): Promise<void> {
@@ -424,6 +466,20 @@ async function main(): Promise<void> {
         options.probeDurationS,
         log,
       );
+    }
+
+    if (options.sections.has('process')) {
+      log(heading('Running: function calls (/process vs plumber)'));
+      const calls = await processBench(database, {
+        concurrencies: [1, 16],
+        durationS: options.durationS,
+        warmUpS: options.warmUpS,
+        sessions: 2,
+        main: options.main,
+        log,
+        track,
+      });
+      result.process = { calls, comparison: printProcess(calls) };
     }
 
     const target = submissionSummary.find((s) => s.role === 'all' && s.connections === 64);

@@ -8,6 +8,8 @@ import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { FallbackController } from './common/fallback.controller';
+import { ProcessController } from './process/process.controller';
+import { ProcessModule } from './process/process.module';
 import { AccessGuard } from './security/access.guard';
 import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
@@ -19,11 +21,20 @@ import { SystemModule } from './system/system.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
 @Module({
-  imports: [JobsModule, ResultsModule, AdminModule, SystemModule, UploadModule, SecurityModule],
+  imports: [
+    JobsModule,
+    ResultsModule,
+    AdminModule,
+    SystemModule,
+    UploadModule,
+    SecurityModule,
+    ProcessModule,
+  ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
     JobsController,
     ResultsController,
+    ProcessController,
     AdminController,
     SystemController,
     MetricsController,

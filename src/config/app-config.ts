@@ -98,6 +98,18 @@ export class AppConfig {
   /** Role worker only (it has no API server): serve `/metrics` on this port; 0: not at all. */
   @IsInt() @Min(0) @Max(65535) workerMetricsPort!: number;
 
+  // function calls
+  /** Warm native R sessions per node for function calls (webR: its one instance). */
+  @IsInt() @Min(1) @Max(64) functionSessions!: number;
+  /** A session is replaced after this many calls. */
+  @IsInt() @Min(1) functionSessionMaxCalls!: number;
+  /** Time limit of one function call (job or /process). */
+  @IsInt() @Min(1) functionTimeoutSeconds!: number;
+  /** /process calls running at once on a node; more wait in its queue. */
+  @IsInt() @Min(1) @Max(1024) processMaxConcurrent!: number;
+  /** /process calls waiting on a node; beyond that the answer is 503 with Retry-After. */
+  @IsInt() @Min(0) processMaxQueued!: number;
+
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {
     return !this.databaseUrl;

@@ -20,9 +20,9 @@ import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
 import { JobsService, SubmittedJob } from './jobs.service';
 import { JobState } from './job.entity';
+import { KIND_OF_MEDIA_TYPE, payloadText } from './function-call-result';
 
 const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
-const FUNCTION_CALL_TYPES = new Set(['application/xml', 'application/json']);
 
 export function mediaTypeOf(req: Request): string {
   return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
@@ -50,24 +50,35 @@ export class JobsController {
     }
     const applicationName = applicationNameOf(req);
     const mediaType = mediaTypeOf(req);
-    if (FUNCTION_CALL_TYPES.has(mediaType)) {
-      throw ApiError.unsupportedMediaType(
-        `${mediaType} function-call jobs are not available yet; send application/zip.`,
-      );
-    }
-    if (!ZIP_TYPES.has(mediaType)) {
+    const functionCallKind = KIND_OF_MEDIA_TYPE[mediaType];
+    if (!functionCallKind && !ZIP_TYPES.has(mediaType)) {
       throw ApiError.unsupportedMediaType(
         mediaType
-          ? `Content-Type ${mediaType} is not supported; send application/zip.`
-          : 'Content-Type is missing; send application/zip.',
+          ? `Content-Type ${mediaType} is not supported; send application/zip, application/xml or application/json.`
+          : 'Content-Type is missing; send application/zip, application/xml or application/json.',
       );
     }
     const meta = parseMetaHeaders(rawHeaderPairs(req));
     const body = await getRawBody(req, { limit: this.config.maxRequestBytes });
     if (body.length === 0) {
-      throw ApiError.badRequest('The request body is empty; send a ZIP archive.');
+      throw ApiError.badRequest(
+        functionCallKind
+          ? `The request body is empty; send the ${functionCallKind.toUpperCase()} payload of the function call.`
+          : 'The request body is empty; send a ZIP archive.',
+      );
     }
-    const job = await this.jobsService.submitZip(applicationName, body, meta, 'rest');
+    if (functionCallKind && payloadText(body) === null) {
+      throw ApiError.badRequest('The request body is not UTF-8 text.');
+    }
+    const job = functionCallKind
+      ? await this.jobsService.submitFunctionCall(
+          applicationName,
+          functionCallKind,
+          body,
+          meta,
+          'rest',
+        )
+      : await this.jobsService.submitZip(applicationName, body, meta, 'rest');
     return this.jobToken(req, res, job);
   }
 

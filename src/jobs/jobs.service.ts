@@ -5,6 +5,7 @@ import { QueueNotifier } from '../queue/queue-notifier.service';
 import { explodeZip, validateJobFiles } from './job-archive';
 import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
 import { mergeMeta, parseConfigurationFile } from './job-meta';
+import { FunctionCallKind, payloadFileName } from './function-call-result';
 import { JobKind } from './job.entity';
 import { JobRepository } from './job.repository';
 import { MetricsService } from '../metrics/metrics.service';
@@ -72,6 +73,28 @@ export class JobsService {
     await this.jobs.insert(job);
     this.notifier.jobQueued(applicationName);
     this.metrics?.jobSubmitted(applicationName, source);
+    return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
+  }
+
+  /** A function-call job (SPEC §5.2): the body is stored as the job's one file, its payload. */
+  async submitFunctionCall(
+    applicationName: string,
+    kind: FunctionCallKind,
+    payload: Buffer,
+    meta: JobMeta,
+    source: string,
+  ): Promise<SubmittedJob> {
+    const job = {
+      id: randomUUID(),
+      applicationName,
+      kind: kind === 'xml' ? JobKind.XML : JobKind.JSON,
+      meta,
+      source,
+      submittedAt: new Date(),
+      files: [{ name: payloadFileName(kind), content: payload }],
+    };
+    await this.jobs.insert(job);
+    this.notifier.jobQueued(applicationName);
     return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
   }
 }

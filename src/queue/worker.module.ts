@@ -1,6 +1,8 @@
 import { Module } from '@nestjs/common';
 import { CatalogModule } from '../catalog/catalog.module';
 import { ScriptJobExecutor } from '../jobs/script-job.executor';
+import { FunctionCallJobExecutor } from '../jobs/function-call.executor';
+import { JobKindExecutor } from '../jobs/job-kind.executor';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from './queue.module';
 import { JOB_EXECUTOR, WorkerService } from './worker.service';
@@ -10,7 +12,9 @@ import { JOB_EXECUTOR, WorkerService } from './worker.service';
   imports: [QueueModule, REngineModule, CatalogModule],
   providers: [
     ScriptJobExecutor,
-    { provide: JOB_EXECUTOR, useExisting: ScriptJobExecutor },
+    FunctionCallJobExecutor,
+    JobKindExecutor,
+    { provide: JOB_EXECUTOR, useExisting: JobKindExecutor },
     WorkerService,
   ],
   exports: [WorkerService],

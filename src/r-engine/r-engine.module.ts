@@ -7,6 +7,9 @@ import {
   OnModuleInit,
 } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
+import { CatalogModule } from '../catalog/catalog.module';
+import { FUNCTION_CALL_ENGINE } from './function-call-engine';
+import { FUNCTION_CALL_PROVIDERS } from './function-call.providers';
 import { createREngine } from './r-engine.factory';
 import { R_ENGINE, REngine } from './r-engine';
 
@@ -27,6 +30,7 @@ class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
 }
 
 @Module({
+  imports: [CatalogModule],
   providers: [
     {
       provide: R_ENGINE,
@@ -34,7 +38,8 @@ class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
       inject: [AppConfig],
     },
     REngineLifecycle,
+    ...FUNCTION_CALL_PROVIDERS,
   ],
-  exports: [R_ENGINE],
+  exports: [R_ENGINE, FUNCTION_CALL_ENGINE],
 })
 export class REngineModule {}

@@ -1,6 +1,16 @@
+import { readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, posix, resolve, sep } from 'node:path';
 import { WebR } from 'webr';
+import type {
+  FunctionCallEngine,
+  FunctionCallFailure,
+  FunctionCallOutcome,
+  FunctionCallRequest,
+  FunctionCallStats,
+} from './function-call-engine';
+import type { FunctionLibrarySource } from './r-session-pool';
+import { rSourcePath } from './r-sources';
 import {
   R_LOG_FILE,
   REngineUnavailableError,
@@ -65,7 +75,7 @@ interface RunState {
  * directory back. A timed-out run cannot be interrupted reliably, so the instance is
  * discarded and a new one started.
  */
-export class WebREngine implements REngine {
+export class WebREngine implements REngine, FunctionCallEngine {
   readonly kind = 'webr' as const;
   /** One instance runs one script at a time. */
   readonly maxConcurrentRuns = 1;
@@ -78,6 +88,10 @@ export class WebREngine implements REngine {
   private stopped = false;
   private abortCurrent: (() => void) | undefined;
   private runCount = 0;
+  private libraries: FunctionLibrarySource | undefined;
+  private waitingCalls = 0;
+  /** call-function.R, shared with the native sessions; read once. */
+  private callFunctionCode: string | undefined;
 
   async start(): Promise<void> {
     this.stopped = false;
@@ -114,6 +128,54 @@ export class WebREngine implements REngine {
 
   runScript(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
     return this.exclusive(() => this.runExclusive(request));
+  }
+
+  /** Where function calls find the applications' libraries (set by the module). */
+  useFunctionLibraries(source: FunctionLibrarySource): void {
+    this.libraries = source;
+  }
+
+  /**
+   * A function call on the one instance, in turn with script runs: a fresh environment holds
+   * the application's library (sourced anew for every call, so nothing of one call reaches the
+   * next), and the function is called there.
+   */
+  async callFunction(request: FunctionCallRequest): Promise<FunctionCallOutcome> {
+    if (!this.libraries) {
+      throw new REngineUnavailableError('webR has no function library source');
+    }
+    const library = await this.libraries.get(request.applicationName);
+    this.waitingCalls++;
+    let waiting = true;
+    try {
+      return await this.exclusive(() => {
+        this.waitingCalls--;
+        waiting = false;
+        if (request.signal?.aborted) {
+          throw new REngineUnavailableError('the function call was given up');
+        }
+        return this.guarded(
+          `${request.functionName} of ${request.applicationName}`,
+          request.timeoutMs,
+          (webR) => this.evaluateCall(webR, request, library.files),
+          () => ({
+            status: 'failed',
+            reason: 'timeout',
+            message: `${request.functionName} exceeded its time limit of ${request.timeoutMs / 1000} s`,
+          }),
+        );
+      });
+    } finally {
+      if (waiting) {
+        this.waitingCalls--;
+      }
+    }
+  }
+
+  stats(): FunctionCallStats {
+    const size = this.webR ? 1 : 0;
+    const busy = this.busy ? 1 : 0;
+    return { size, busy, idle: size - busy, waiting: this.waitingCalls };
   }
 
   async stop(): Promise<void> {
@@ -174,33 +236,51 @@ export class WebREngine implements REngine {
     }
   }
 
-  private async runExclusive(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+  private runExclusive(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+    return this.guarded(
+      `job ${request.jobId}`,
+      request.timeoutMs,
+      (webR, state) => this.execute(webR, request, state),
+      () => ({
+        status: 'failed',
+        reason: 'timeout',
+        message: `the job exceeded its time limit of ${request.timeoutMs / 1000} s`,
+      }),
+    );
+  }
+
+  /**
+   * Runs work on the instance under a time limit. A run that loses the race against its limit
+   * or stop() cannot be interrupted reliably: the instance is discarded (and a new one started).
+   */
+  private async guarded<T>(
+    what: string,
+    timeoutMs: number,
+    work: (webR: WebR, state: RunState) => Promise<T>,
+    onTimeout: () => T,
+  ): Promise<T> {
     const webR = await this.instance();
     const state: RunState = { abandoned: false };
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), request.timeoutMs);
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
     });
     const aborted = new Promise<'stopped'>((resolve) => {
       this.abortCurrent = () => resolve('stopped');
     });
-    const work = this.execute(webR, request, state);
-    work.catch(() => undefined);
+    const running = work(webR, state);
+    running.catch(() => undefined);
     try {
-      const first = await Promise.race([work, timedOut, aborted]);
+      const first = await Promise.race([running, timedOut, aborted]);
       if (first === 'timeout' || first === 'stopped') {
         state.abandoned = true;
         this.discard(webR);
         if (first === 'stopped') {
-          throw new REngineUnavailableError('the webR engine was stopped while the job ran');
+          throw new REngineUnavailableError(`the webR engine was stopped while ${what} ran`);
         }
-        // Start the replacement now so the next job does not pay for it.
+        // Start the replacement now so the next run does not pay for it.
         void this.instance().catch(() => undefined);
-        return {
-          status: 'failed',
-          reason: 'timeout',
-          message: `the job exceeded its time limit of ${request.timeoutMs / 1000} s`,
-        };
+        return onTimeout();
       }
       return first;
     } catch (error) {
@@ -208,12 +288,66 @@ export class WebREngine implements REngine {
         throw error;
       }
       this.discard(webR);
-      throw new REngineUnavailableError(
-        `webR failed while running job ${request.jobId}: ${messageOf(error)}`,
-      );
+      throw new REngineUnavailableError(`webR failed while running ${what}: ${messageOf(error)}`);
     } finally {
       clearTimeout(timer);
       this.abortCurrent = undefined;
+    }
+  }
+
+  private async evaluateCall(
+    webR: WebR,
+    request: FunctionCallRequest,
+    files: Array<{ name: string; content: string }>,
+  ): Promise<FunctionCallOutcome> {
+    this.callFunctionCode ??= readFileSync(rSourcePath('call-function.R'), 'utf8');
+    const vector = (values: string[]): string => `c(${values.map(rString).join(', ')})`;
+    const app = rString(request.applicationName);
+    // Nothing is left in the global environment; quit() inside the function ends the instance.
+    const code = `local({
+      svc <- ${this.callFunctionCode}
+      lib <- tryCatch(
+        svc$load(${app}, ${vector(files.map((f) => f.name))}, ${vector(files.map((f) => f.content))}),
+        error = function(e) conditionMessage(e))
+      if (is.character(lib)) c("fail", "r-error", lib)
+      else svc$call(lib, ${app}, ${rString(request.functionName)}, ${rString(request.payload)})
+    })`;
+    const shelter = await new webR.Shelter();
+    try {
+      let answer: string[];
+      try {
+        const captured = await shelter.captureR(code, {
+          captureStreams: true,
+          captureConditions: false,
+          captureGraphics: false,
+        });
+        const result = await captured.result.toJs();
+        answer =
+          result.type === 'character' && 'values' in result
+            ? result.values.map((value) => (typeof value === 'string' ? value : ''))
+            : [];
+      } catch (error) {
+        if (!EXIT_PATTERN.test(messageOf(error))) {
+          throw error;
+        }
+        this.discard(webR);
+        void this.instance().catch(() => undefined);
+        return {
+          status: 'failed',
+          reason: 'session-died',
+          message: `R ended while it ran ${request.functionName} (${messageOf(error)})`,
+        };
+      }
+      if (answer[0] === 'ok' && answer.length === 2) {
+        return { status: 'succeeded', value: answer[1] };
+      }
+      return {
+        status: 'failed',
+        reason: answer[1] as FunctionCallFailure,
+        message: answer[2] ?? 'malformed answer from R',
+      };
+    } finally {
+      await shelter.purge().catch(() => undefined);
     }
   }
 

@@ -345,22 +345,22 @@ describe('bad input to the REST API (SPEC §3, §4, §5.1, §12)', () => {
         request: submission({ headers: { [CONTENT_TYPE]: 'application/octet-stream' } }),
       },
       {
-        title: 'application/xml (function calls not yet)',
-        status: 415,
+        title: 'application/xml with an empty body (a function call needs a payload)',
+        status: 400,
         request: submission({
           headers: { [CONTENT_TYPE]: 'application/xml' },
-          body: Buffer.from('<call/>'),
+          body: Buffer.alloc(0),
         }),
-        message: /not available yet/,
+        message: /empty/,
       },
       {
-        title: 'application/json (function calls not yet)',
-        status: 415,
+        title: 'application/json that is not UTF-8',
+        status: 400,
         request: submission({
           headers: { [CONTENT_TYPE]: 'application/json' },
-          body: Buffer.from('{}'),
+          body: Buffer.from([0x7b, 0xff, 0xfe, 0x7d]),
         }),
-        message: /not available yet/,
+        message: /UTF-8/,
       },
     ]);
 

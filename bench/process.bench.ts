@@ -1,0 +1,328 @@
+/**
+ * Function calls: `POST /process` with the demo's JSON call `combn(5, 2)` at a fixed concurrency,
+ * beside a plumber API (Debian's r-cran-plumber) serving the same R function from the same files.
+ * plumber is measured twice: with keep-alive (as clients use it) and with `Connection: close`,
+ * because its keep-alive answers can wait about 40 ms on Nagle's algorithm and delayed ACKs.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { Agent, request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BenchDatabase } from './bench-database';
+import { processTimes } from './cpu-usage';
+import { PROJECT_ROOT, ServiceNode } from './service-node';
+import { Distribution, distribution } from './stats';
+
+export const COMBN_CALL = '{"RFunction":"combn","n":5,"k":2}';
+const FUNCTIONS_DIR = join(PROJECT_ROOT, 'catalog', 'demo', 'R_FUNCTIONS');
+const PLUMBER_START_TIMEOUT_MS = 60_000;
+
+export type ProcessServer = 'svc /process' | 'plumber keep-alive' | 'plumber Connection: close';
+
+export interface CallMeasurement {
+  server: ProcessServer;
+  connections: number;
+  durationS: number;
+  requestsPerSecond: number;
+  /** Answers that were not 200, and connection errors or timeouts. */
+  failures: number;
+  latencyMs: Distribution;
+  /** CPU the server used per answered call, ms (svc: Node and its R sessions; plumber: its R). */
+  serverCpuPerCallMs: number;
+}
+
+export interface ProcessBenchOptions {
+  concurrencies: number[];
+  durationS: number;
+  warmUpS: number;
+  /** Warm R sessions of the svc node. */
+  sessions: number;
+  main?: string;
+  log: (line: string) => void;
+  track: (node: ServiceNode | null) => void;
+}
+
+/** One POST; resolves with the status and the time to the last byte of the answer, in ms. */
+function post(
+  url: URL,
+  agent: Agent,
+  headers: Record<string, string>,
+): Promise<{ status: number; ms: number }> {
+  return new Promise((resolvePost, reject) => {
+    const started = process.hrtime.bigint();
+    const req = httpRequest(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          'Content-Type': 'application/json',
+          'Content-Length': String(Buffer.byteLength(COMBN_CALL)),
+          ...headers,
+        },
+        timeout: 10_000,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () =>
+          resolvePost({
+            status: res.statusCode ?? 0,
+            ms: Number(process.hrtime.bigint() - started) / 1e6,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end(COMBN_CALL);
+  });
+}
+
+/**
+ * A closed loop: `connections` clients each post the call, wait for the whole answer and post
+ * again, for `durationS`. Keep-alive clients reuse their connection; with `Connection: close`
+ * every call opens a new one. Only 200 answers count.
+ */
+async function callLoad(
+  server: ProcessServer,
+  url: string,
+  headers: Record<string, string>,
+  connections: number,
+  durationS: number,
+): Promise<CallMeasurement> {
+  const keepAlive = headers.Connection !== 'close';
+  const agent = new Agent({ keepAlive, maxSockets: connections });
+  const target = new URL(url);
+  const latencies: number[] = [];
+  let failures = 0;
+  const started = Date.now();
+  const deadline = started + durationS * 1000;
+  const client = async (): Promise<void> => {
+    while (Date.now() < deadline) {
+      try {
+        const answer = await post(target, agent, headers);
+        if (answer.status === 200) {
+          latencies.push(answer.ms);
+        } else {
+          failures += 1;
+        }
+      } catch {
+        failures += 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, client));
+  const elapsedS = (Date.now() - started) / 1000;
+  agent.destroy();
+  return {
+    server,
+    connections,
+    durationS: elapsedS,
+    requestsPerSecond: latencies.length / elapsedS,
+    failures,
+    latencyMs: distribution(latencies),
+    serverCpuPerCallMs: NaN,
+  };
+}
+
+/** Checks that a server answers the call with the 10 combinations before it is measured. */
+async function checkAnswer(url: string, headers: Record<string, string>): Promise<void> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: COMBN_CALL,
+  });
+  const text = await response.text();
+  const answer = JSON.parse(text) as { combinations?: unknown[] };
+  if (response.status !== 200 || answer.combinations?.length !== 10) {
+    throw new Error(`${url} answered ${response.status}: ${text.slice(0, 300)}`);
+  }
+}
+
+interface Target {
+  server: ProcessServer;
+  url: string;
+  headers: Record<string, string>;
+  /** CPU used so far by the server's processes, ms. */
+  cpuMs: () => number;
+}
+
+/** Own CPU of a process and of its live children (the R sessions of a svc node), ms. */
+function treeCpuMs(pid: number): number {
+  let children: number[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    // not Linux, or gone: count the process alone
+  }
+  return [pid, ...children].reduce((sum, p) => sum + (processTimes(p)?.selfMs ?? 0), 0);
+}
+
+/**
+ * Every server at one concurrency before the next: the machine's load drifts (other work runs on
+ * it), so neighbours in time are what get compared.
+ */
+async function measureInTurn(
+  targets: Target[],
+  options: ProcessBenchOptions,
+): Promise<CallMeasurement[]> {
+  for (const target of targets) {
+    await checkAnswer(target.url, target.headers);
+    await callLoad(target.server, target.url, target.headers, 16, options.warmUpS);
+  }
+  const measurements: CallMeasurement[] = [];
+  for (const connections of options.concurrencies) {
+    for (const target of targets) {
+      const cpuBefore = target.cpuMs();
+      const measurement = await callLoad(
+        target.server,
+        target.url,
+        target.headers,
+        connections,
+        options.durationS,
+      );
+      const calls = measurement.latencyMs.count;
+      measurement.serverCpuPerCallMs = calls > 0 ? (target.cpuMs() - cpuBefore) / calls : NaN;
+      options.log(
+        `${target.server}, ${connections} connection(s): ${measurement.requestsPerSecond.toFixed(0)} req/s, ` +
+          `p50 ${measurement.latencyMs.p50.toFixed(2)} ms, p99 ${measurement.latencyMs.p99.toFixed(2)} ms`,
+      );
+      measurements.push(measurement);
+    }
+  }
+  return measurements;
+}
+
+/** The demo application's function library, put straight into the (empty) catalog table. */
+async function loadDemoFunctions(database: BenchDatabase): Promise<void> {
+  for (const name of readdirSync(FUNCTIONS_DIR)) {
+    await database.query(
+      `INSERT INTO catalog_file (application_name, section, name, content, updated_at)
+       VALUES ('demo', 'R_FUNCTIONS', $1, $2, now())
+       ON CONFLICT (application_name, section, name) DO UPDATE SET content = EXCLUDED.content`,
+      [name, readFileSync(join(FUNCTIONS_DIR, name))],
+    );
+  }
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+/** A plumber API on a loopback port that sources the demo's R_FUNCTIONS and serves svcJsonService. */
+async function startPlumber(): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-plumber-'));
+  const api = join(dir, 'api.R');
+  writeFileSync(
+    api,
+    [
+      `for (f in list.files(${JSON.stringify(FUNCTIONS_DIR)}, pattern = "[.][Rr]$", full.names = TRUE)) source(f)`,
+      '#* @post /process',
+      '#* @serializer contentType list(type = "application/json")',
+      'function(req) svcJsonService(req$postBody)',
+      '',
+    ].join('\n'),
+  );
+  const port = await freeLoopbackPort();
+  const child: ChildProcess = spawn(
+    'Rscript',
+    [
+      '--no-init-file',
+      '-e',
+      `plumber::pr_run(plumber::pr(${JSON.stringify(api)}), host = "127.0.0.1", port = ${port}, docs = FALSE)`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
+  const url = `http://127.0.0.1:${port}/process`;
+  const stop = async (): Promise<void> => {
+    child.kill('SIGKILL');
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + PLUMBER_START_TIMEOUT_MS;
+  for (;;) {
+    const up = await fetch(url, { method: 'POST', body: COMBN_CALL }).then(
+      async (response) => {
+        await response.arrayBuffer();
+        return true;
+      },
+      () => false,
+    );
+    if (up) {
+      return { url, pid: child.pid ?? -1, stop };
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new Error(`plumber did not start:\n${output}`);
+    }
+    await sleep(200);
+  }
+}
+
+/** svc and plumber side by side (both idle but one while the other is measured). */
+export async function processBench(
+  database: BenchDatabase,
+  options: ProcessBenchOptions,
+): Promise<CallMeasurement[]> {
+  await database.empty();
+  const node = await ServiceNode.start({
+    role: 'all',
+    databaseUrl: database.url,
+    scriptSlots: 2,
+    main: options.main,
+    env: { FUNCTION_SESSIONS: String(options.sessions), LOG_LEVEL: 'warn' },
+  });
+  options.track(node);
+  try {
+    await loadDemoFunctions(database);
+    const plumber = await startPlumber();
+    try {
+      return await measureInTurn(
+        [
+          {
+            server: 'svc /process',
+            url: `${node.url}/svc/api/rest/process`,
+            headers: { 'X-SVC-Application-Name': 'demo' },
+            cpuMs: () => treeCpuMs(node.pid),
+          },
+          {
+            server: 'plumber keep-alive',
+            url: plumber.url,
+            headers: {},
+            cpuMs: () => treeCpuMs(plumber.pid),
+          },
+          {
+            server: 'plumber Connection: close',
+            url: plumber.url,
+            headers: { Connection: 'close' },
+            cpuMs: () => treeCpuMs(plumber.pid),
+          },
+        ],
+        options,
+      );
+    } finally {
+      await plumber.stop();
+    }
+  } finally {
+    await node.stop();
+  }
+}

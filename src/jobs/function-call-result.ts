@@ -1,0 +1,53 @@
+import {
+  renderErrorResultJson,
+  renderRepresentation,
+} from '../common/representation/rest-representation';
+import type { FunctionName } from '../r-engine/function-call-engine';
+
+/** A function-call job's kind, which is also its result type and body format. */
+export type FunctionCallKind = 'xml' | 'json';
+
+export const FUNCTION_OF_KIND: Record<FunctionCallKind, FunctionName> = {
+  xml: 'svcXmlService',
+  json: 'svcJsonService',
+};
+
+export const CONTENT_TYPE_OF_KIND: Record<FunctionCallKind, string> = {
+  xml: 'application/xml; charset=utf-8',
+  json: 'application/json; charset=utf-8',
+};
+
+/** The stored name of a function-call job's payload (its only file). */
+export function payloadFileName(kind: FunctionCallKind): string {
+  return `payload.${kind}`;
+}
+
+/** The request media types of function calls (SPEC §3.1). */
+export const KIND_OF_MEDIA_TYPE: Readonly<Record<string, FunctionCallKind>> = {
+  'application/xml': 'xml',
+  'application/json': 'json',
+};
+
+/**
+ * The body of a failed function call (SPEC §5.2): the `errorResult` document for XML, the flat
+ * JSON object for JSON, naming the job (or, for /process, the call).
+ */
+export function functionCallErrorDocument(
+  kind: FunctionCallKind,
+  call: { jobId: string; applicationName: string; submissionTime: Date },
+  message: string,
+): string {
+  const view = { ...call, errorMessage: message };
+  return kind === 'xml'
+    ? renderRepresentation({ element: 'errorResult', value: view }, 'xml')
+    : renderErrorResultJson(view);
+}
+
+/** A request body as the string R receives; null when it is not UTF-8. */
+export function payloadText(body: Buffer): string | null {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(body);
+  } catch {
+    return null;
+  }
+}

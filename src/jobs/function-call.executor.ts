@@ -1,0 +1,69 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { AppConfig } from '../config/app-config';
+import { ClaimedJob, ResultData } from '../queue/queue.repository';
+import type { JobExecutor } from '../queue/worker.service';
+import { FUNCTION_CALL_ENGINE, FunctionCallEngine } from '../r-engine/function-call-engine';
+import {
+  CONTENT_TYPE_OF_KIND,
+  FUNCTION_OF_KIND,
+  functionCallErrorDocument,
+  FunctionCallKind,
+  payloadFileName,
+} from './function-call-result';
+import { JobFileEntity } from './job-file.entity';
+import { resultData } from './job-result';
+
+/**
+ * Runs a function-call job (SPEC §5.2): its payload goes to the application's svcXmlService or
+ * svcJsonService on the function-call engine; the string returned is the result (type xml or
+ * json). An R error, a missing function, an answer that is not one string, a timeout or a session
+ * that died give success=false with the errorResult document (XML) or the flat JSON error.
+ * Only an unreachable R (REngineUnavailableError) is thrown, so the worker retries the job.
+ */
+@Injectable()
+export class FunctionCallJobExecutor implements JobExecutor {
+  private readonly logger = new Logger(FunctionCallJobExecutor.name);
+
+  constructor(
+    private readonly config: AppConfig,
+    @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
+    @InjectDataSource() private readonly dataSource: DataSource,
+  ) {}
+
+  async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
+    const kind: FunctionCallKind = job.kind === 'xml' ? 'xml' : 'json';
+    const file = await this.dataSource.getRepository(JobFileEntity).findOne({
+      where: { jobId: job.id, name: payloadFileName(kind) },
+      select: { content: true },
+    });
+    const call = {
+      jobId: job.id,
+      applicationName: job.applicationName,
+      submissionTime: job.submittedAt,
+    };
+    const fail = (message: string): ResultData =>
+      resultData(
+        false,
+        kind,
+        CONTENT_TYPE_OF_KIND[kind],
+        Buffer.from(functionCallErrorDocument(kind, call, message), 'utf8'),
+      );
+    if (!file) {
+      return fail('The job has no payload.');
+    }
+    const outcome = await this.engine.callFunction({
+      applicationName: job.applicationName,
+      functionName: FUNCTION_OF_KIND[kind],
+      payload: file.content.toString('utf8'),
+      timeoutMs: this.config.functionTimeoutSeconds * 1000,
+      signal,
+    });
+    if (outcome.status === 'failed') {
+      this.logger.debug(`job ${job.id}: ${outcome.reason}: ${outcome.message}`);
+      return fail(outcome.message);
+    }
+    return resultData(true, kind, CONTENT_TYPE_OF_KIND[kind], Buffer.from(outcome.value, 'utf8'));
+  }
+}

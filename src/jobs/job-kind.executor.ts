@@ -1,0 +1,30 @@
+import { Injectable } from '@nestjs/common';
+import { ClaimedJob, ResultData } from '../queue/queue.repository';
+import type { JobExecutor } from '../queue/worker.service';
+import { FunctionCallJobExecutor } from './function-call.executor';
+import { JobKind } from './job.entity';
+import { ScriptJobExecutor } from './script-job.executor';
+
+/** The worker's executor: script jobs to ScriptJobExecutor, XML and JSON jobs to function calls. */
+@Injectable()
+export class JobKindExecutor implements JobExecutor {
+  constructor(
+    private readonly scripts: ScriptJobExecutor,
+    private readonly functionCalls: FunctionCallJobExecutor,
+  ) {}
+
+  /** The script engine's limit (webR: one); function calls share it on webR and queue in the pool on native R. */
+  get capacity(): number | undefined {
+    return this.scripts.capacity;
+  }
+
+  execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
+    switch (job.kind) {
+      case JobKind.SCRIPT:
+        return this.scripts.execute(job, signal);
+      case JobKind.XML:
+      case JobKind.JSON:
+        return this.functionCalls.execute(job, signal);
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Function calls (SPEC §5.2, §5.3): the payload of an XML or JSON job goes as one string to the
+ * application's `svcXmlService` / `svcJsonService`, defined by the `.R` files of its catalog
+ * section `R_FUNCTIONS`; the function answers one string. Native R serves calls from a pool of
+ * warm sessions (`r-session-pool.ts`), webR from its single instance (`webr.engine.ts`).
+ */
+export const FUNCTION_NAMES = ['svcXmlService', 'svcJsonService'] as const;
+export type FunctionName = (typeof FUNCTION_NAMES)[number];
+
+export interface FunctionCallRequest {
+  applicationName: string;
+  functionName: FunctionName;
+  /** The request body, passed to R as one character string. */
+  payload: string;
+  /** Time limit of the call once R has it; a session that exceeds it is killed. */
+  timeoutMs: number;
+  /** Aborted when the caller gives the call up (lease lost, shutdown): R is stopped. */
+  signal?: AbortSignal;
+  /** Served before queued calls that are not urgent (synchronous /process calls). */
+  urgent?: boolean;
+}
+
+export type FunctionCallFailure =
+  /** R signalled an error (in the function or while sourcing the library). */
+  | 'r-error'
+  /** The application's library defines no function of that name. */
+  | 'missing-function'
+  /** The function returned something other than one non-NA character string. */
+  | 'not-a-string'
+  | 'timeout'
+  /** R ended (crashed, was killed, quit) while it ran the call. */
+  | 'session-died';
+
+export type FunctionCallOutcome =
+  | { status: 'succeeded'; value: string }
+  | { status: 'failed'; reason: FunctionCallFailure; message: string };
+
+export interface FunctionCallStats {
+  /** Sessions (or instances) that exist, starting ones included. */
+  size: number;
+  /** Running a call. */
+  busy: number;
+  /** Ready for a call. */
+  idle: number;
+  /** Calls waiting for a session. */
+  waiting: number;
+}
+
+/**
+ * Runs function calls. `callFunction` resolves with the outcome of the call; it throws
+ * `REngineUnavailableError` only when R could not be reached at all (the call may be retried).
+ */
+export interface FunctionCallEngine {
+  start(): Promise<void>;
+  callFunction(request: FunctionCallRequest): Promise<FunctionCallOutcome>;
+  stats(): FunctionCallStats;
+  stop(): Promise<void>;
+}
+
+export const FUNCTION_CALL_ENGINE = Symbol('FUNCTION_CALL_ENGINE');
+
+/** SPEC §5.2's message when the library lacks the function. */
+export function missingFunctionMessage(applicationName: string, functionName: string): string {
+  return `application ${applicationName} defines no ${functionName} function`;
+}

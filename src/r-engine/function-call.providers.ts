@@ -1,0 +1,47 @@
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit, Provider } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
+import { FUNCTION_CALL_ENGINE, type FunctionCallEngine } from './function-call-engine';
+import { FunctionLibraryService } from './function-library';
+import { findRscript } from './native-r.engine';
+import { R_ENGINE, type REngine } from './r-engine';
+import { RSessionPool } from './r-session-pool';
+import { WebREngine } from './webr.engine';
+
+/** Starts the function-call engine with the module (warm sessions at start-up) and stops it. */
+@Injectable()
+class FunctionCallEngineLifecycle implements OnModuleInit, OnApplicationShutdown {
+  constructor(@Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.engine.start();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.engine.stop();
+  }
+}
+
+/**
+ * The function-call engine follows the R engine: native R gets a pool of warm sessions, webR
+ * serves calls on its one instance (in turn with script runs).
+ */
+export const FUNCTION_CALL_PROVIDERS: Provider[] = [
+  FunctionLibraryService,
+  {
+    provide: FUNCTION_CALL_ENGINE,
+    inject: [AppConfig, R_ENGINE, FunctionLibraryService],
+    useFactory: (
+      config: AppConfig,
+      engine: REngine,
+      libraries: FunctionLibraryService,
+    ): FunctionCallEngine => {
+      if (engine instanceof WebREngine) {
+        engine.useFunctionLibraries(libraries);
+        return engine;
+      }
+      const rscript = findRscript(config) ?? config.rscriptPath ?? 'Rscript';
+      return new RSessionPool({ ...config, rscript }, libraries);
+    },
+  },
+  FunctionCallEngineLifecycle,
+];

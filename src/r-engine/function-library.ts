@@ -1,0 +1,186 @@
+import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { Client, type Pool, type PoolClient } from 'pg';
+import { DataSource } from 'typeorm';
+import { CATALOG_CHANGED_CHANNEL, CatalogService } from '../catalog/catalog.service';
+import { DatabaseTarget } from '../storage/database-options';
+import { DATABASE_TARGET } from '../storage/storage.module';
+
+/** An application's function library: the `.R` files of its catalog section R_FUNCTIONS. */
+export interface FunctionLibrary {
+  /** Unique per loaded version: a session holding this id needs no reload. */
+  id: number;
+  files: Array<{ name: string; content: string }>;
+}
+
+export const FUNCTION_SECTION = 'R_FUNCTIONS';
+const RECONNECT_MS = 2000;
+
+/**
+ * Every node's copy of the applications' function libraries, read from the catalog once and
+ * dropped when `svc_catalog_changed` says `<app>/R_FUNCTIONS` changed (CatalogService sends it
+ * with every change, whichever node or command made it). A dropped library gets a new id, so
+ * each warm session reloads it on its next call for that application.
+ *
+ * On a server the notification arrives on a dedicated LISTEN connection; while that connection
+ * is down every library is dropped (a change may have been missed). The embedded database is one
+ * session whose changes all come from this process: its notifications are delivered to the
+ * connection that made the change, so the pool's connections are watched instead.
+ */
+@Injectable()
+export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('FunctionLibrary');
+  private readonly cache = new Map<string, Promise<FunctionLibrary>>();
+  private nextId = 1;
+  private listener: Client | null = null;
+  private listening = false;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private readonly watched = new WeakSet<PoolClient>();
+
+  constructor(
+    private readonly catalog: CatalogService,
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Inject(DATABASE_TARGET) private readonly target: DatabaseTarget,
+  ) {}
+
+  /** The application's library; read from the catalog on first use and after a change. */
+  get(applicationName: string): Promise<FunctionLibrary> {
+    let library = this.cache.get(applicationName);
+    if (!library) {
+      library = this.read(applicationName);
+      this.cache.set(applicationName, library);
+      // A failed read is not remembered.
+      library.catch(() => {
+        if (this.cache.get(applicationName) === library) {
+          this.cache.delete(applicationName);
+        }
+      });
+    }
+    return library;
+  }
+
+  /** Forgets one application's library, or all of them. */
+  invalidate(applicationName?: string): void {
+    if (applicationName === undefined) {
+      this.cache.clear();
+    } else {
+      this.cache.delete(applicationName);
+    }
+  }
+
+  /** A `svc_catalog_changed` payload, `<application>/<section>`. */
+  catalogChanged(payload: string): void {
+    const [applicationName, section] = payload.split('/');
+    if (section === FUNCTION_SECTION && applicationName) {
+      this.logger.debug(`function library of ${applicationName} changed: reloading it`);
+      this.invalidate(applicationName);
+    }
+  }
+
+  async onModuleInit(): Promise<void> {
+    this.listening = true;
+    if (this.target.kind === 'embedded') {
+      this.watchEmbeddedSession();
+      return;
+    }
+    await this.connect();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.listening = false;
+    if (this.reconnectTimer) {
+      clearTimeout(this.reconnectTimer);
+      this.reconnectTimer = null;
+    }
+    const client = this.listener;
+    this.listener = null;
+    if (client) {
+      client.removeAllListeners();
+      client.on('error', () => undefined);
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  private async read(applicationName: string): Promise<FunctionLibrary> {
+    const id = this.nextId++;
+    const names = (await this.catalog.listFiles(applicationName))
+      .filter((file) => file.section === FUNCTION_SECTION && /\.r$/i.test(file.name))
+      .map((file) => file.name);
+    const files: FunctionLibrary['files'] = [];
+    for (const name of names) {
+      const content = await this.catalog.getFile(applicationName, FUNCTION_SECTION, name);
+      if (content) {
+        files.push({ name, content: content.toString('utf8') });
+      }
+    }
+    return { id, files };
+  }
+
+  private watchEmbeddedSession(): void {
+    const pool = (this.dataSource.driver as unknown as { master?: Pool }).master;
+    if (!pool) {
+      this.logger.warn('no connection pool to watch: function libraries reload only on restart');
+      return;
+    }
+    const watch = (client: PoolClient): void => {
+      if (!this.watched.has(client)) {
+        this.watched.add(client);
+        client.on('notification', (message) => {
+          if (message.channel === CATALOG_CHANGED_CHANNEL) {
+            this.catalogChanged(message.payload ?? '');
+          }
+        });
+      }
+    };
+    pool.on('acquire', watch);
+    pool.on('connect', (client) => {
+      watch(client);
+      // LISTEN belongs to the session; issuing it again on a new connection is harmless.
+      client.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`).catch(() => undefined);
+    });
+    void this.dataSource.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`).catch((error: Error) => {
+      this.logger.warn(`could not LISTEN for catalog changes: ${error.message}`);
+    });
+  }
+
+  private async connect(): Promise<void> {
+    if (!this.listening || this.target.kind !== 'server') {
+      return;
+    }
+    const client = new Client({
+      connectionString: this.target.url,
+      application_name: 'svc-catalog-listener',
+      connectionTimeoutMillis: 3000,
+    });
+    client.on('notification', (message) => this.catalogChanged(message.payload ?? ''));
+    client.on('error', () => this.scheduleReconnect(client));
+    client.on('end', () => this.scheduleReconnect(client));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`);
+      this.listener = client;
+      // Changes made while no connection listened are unknown: start from the catalog again.
+      this.invalidate();
+    } catch (error) {
+      this.logger.warn(`could not LISTEN for catalog changes (${(error as Error).message})`);
+      this.scheduleReconnect(client);
+    }
+  }
+
+  private scheduleReconnect(client: Client): void {
+    if (this.listener === client) {
+      this.listener = null;
+    }
+    this.invalidate();
+    client.removeAllListeners();
+    client.on('error', () => undefined);
+    void client.end().catch(() => undefined);
+    if (!this.listening || this.reconnectTimer) {
+      return;
+    }
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      void this.connect();
+    }, RECONNECT_MS);
+  }
+}
