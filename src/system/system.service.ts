@@ -50,9 +50,9 @@ export function formatUptime(ms: number): string {
 }
 
 /**
- * Health and node information (SPEC §9). The R engine is the worker's: a node of role `api`
- * loads none, so its checks cover the database only and its information names the engine the
- * configuration selects, with no version.
+ * Health and node information (SPEC §9). Every role loads the R engine today (api nodes for
+ * /process); should a node run without one, its checks cover the database only and its
+ * information names the engine the configuration selects, with no version.
  */
 @Injectable()
 export class SystemService implements BeforeApplicationShutdown {
@@ -72,7 +72,7 @@ export class SystemService implements BeforeApplicationShutdown {
     try {
       return moduleRef.get<REngine>(R_ENGINE, { strict: false });
     } catch {
-      return null; // role api: no WorkerModule, no engine
+      return null; // a node without the R engine module
     }
   }
 

@@ -143,7 +143,7 @@ describe('system endpoints (SPEC §9)', () => {
   });
 });
 
-describe('system endpoints on a node of role api (no R engine)', () => {
+describe('system endpoints on a node of role api (R for /process only)', () => {
   let service: TestService;
 
   beforeAll(async () => {
@@ -153,11 +153,11 @@ describe('system endpoints on a node of role api (no R engine)', () => {
     await service?.stop();
   });
 
-  it('checks the database only, and says in info that it runs no R', async () => {
+  it('checks the database and the R that serves /process, and names its version', async () => {
     expectText(await request(`${service.url}${SYSTEM}/health/check`), 200, 'OK');
     const info = parseXml((await request(`${service.url}${SYSTEM}/info`)).text).nodeInformation;
     expect(info.healthy).toBe('true');
-    expect(info.rVersion).toBe('none: a node of role api runs no R');
+    expect(info.rVersion).toMatch(/^R version \d/);
     expect(['native', 'webr']).toContain(info.rEngine);
   });
 });
