@@ -95,6 +95,7 @@ export class JobsService {
     };
     await this.jobs.insert(job);
     this.notifier.jobQueued(applicationName);
+    this.metrics?.jobSubmitted(applicationName, source);
     return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
   }
 }

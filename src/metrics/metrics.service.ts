@@ -7,6 +7,8 @@ export interface RSessionPoolStats {
   size: number;
   busy: number;
   idle: number;
+  /** Calls waiting for a session. */
+  waiting: number;
 }
 
 /**
@@ -73,7 +75,7 @@ export class MetricsService {
     const pool = () => this.rSessionPool?.() ?? null;
     new Gauge({
       name: 'svc_r_sessions',
-      help: 'Warm R sessions of this node by state (size = busy + idle).',
+      help: 'Warm R sessions of this node by state (size = busy + idle; waiting: calls queued for a session).',
       labelNames: ['state'] as const,
       registers: [this.registry],
       collect() {
@@ -83,6 +85,7 @@ export class MetricsService {
           this.set({ state: 'size' }, stats.size);
           this.set({ state: 'busy' }, stats.busy);
           this.set({ state: 'idle' }, stats.idle);
+          this.set({ state: 'waiting' }, stats.waiting);
         }
       },
     });

@@ -1,4 +1,12 @@
-import { Inject, Injectable, OnApplicationShutdown, OnModuleInit, Provider } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  OnApplicationShutdown,
+  OnModuleInit,
+  Optional,
+  Provider,
+} from '@nestjs/common';
+import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
 import { FUNCTION_CALL_ENGINE, type FunctionCallEngine } from './function-call-engine';
 import { FunctionLibraryService } from './function-library';
@@ -10,10 +18,14 @@ import { WebREngine } from './webr.engine';
 /** Starts the function-call engine with the module (warm sessions at start-up) and stops it. */
 @Injectable()
 class FunctionCallEngineLifecycle implements OnModuleInit, OnApplicationShutdown {
-  constructor(@Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine) {}
+  constructor(
+    @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
+    @Optional() private readonly metrics?: MetricsService,
+  ) {}
 
   async onModuleInit(): Promise<void> {
     await this.engine.start();
+    this.metrics?.observeRSessionPool(() => this.engine.stats());
   }
 
   async onApplicationShutdown(): Promise<void> {
