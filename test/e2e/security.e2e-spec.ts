@@ -2,25 +2,28 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { Controller, Get, INestApplication, Module, Post, Query, Req } from '@nestjs/common';
-import type { Request } from 'express';
+import { Controller, Get, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, NestFactory } from '@nestjs/core';
 import { RunningService, startService } from '../../src/bootstrap';
+import { MASK } from '../../src/admin/masked-configuration';
 import { ApiExceptionFilter } from '../../src/common/api-exception.filter';
-import { NegotiationGuard } from '../../src/common/negotiation.guard';
 import { PinoLoggerService } from '../../src/common/pino-logger';
-import { AppConfig, loadConfig } from '../../src/config/app-config';
+import { loadConfig } from '../../src/config/app-config';
 import { ConfigModule } from '../../src/config/config.module';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { QueueRepository } from '../../src/queue/queue.repository';
-import { Access } from '../../src/security/access.decorator';
 import { AccessGuard } from '../../src/security/access.guard';
-import { RequestAccessService } from '../../src/security/request-access.service';
 import { hashSecret, verifySecret } from '../../src/security/secret-hash';
 import { SecurityModule } from '../../src/security/security.module';
+import { fileField, postForm, textField } from '../support/form-client';
 import { parseXml, REST, waitForResult } from '../support/rest-client';
 import { spawnService } from '../support/service-process';
-import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
+import {
+  createTestDatabase,
+  startTestService,
+  TestDatabase,
+  testEnvironment,
+} from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
 
 /** Cheap hashes keep start-up and first checks fast; the format is the production one. */
@@ -216,12 +219,36 @@ async function startCapturing(env: Record<string, string>): Promise<CapturingSer
 }
 
 /**
- * Which answers mean "allowed": a script job is accepted (202); a function call passes the guard
- * (this branch may still answer 415 for the body, but never 401/403); results are shown (200)
- * and deleted (204).
+ * The actions of the matrix. Submissions: a ZIP script job, an XML or JSON function-call job, a
+ * browser form (the application named in a form field), a synchronous call (`/process`). Results:
+ * read, status, delete. Admin API: list and write an application's catalog, read the
+ * configuration.
  */
-type Action = 'script' | 'functionCall' | 'readResult' | 'jobStatus' | 'deleteResult';
-const ACTIONS: Action[] = ['script', 'functionCall', 'readResult', 'jobStatus', 'deleteResult'];
+type Action =
+  | 'script'
+  | 'xmlCall'
+  | 'jsonCall'
+  | 'form'
+  | 'process'
+  | 'readResult'
+  | 'jobStatus'
+  | 'deleteResult'
+  | 'catalogList'
+  | 'catalogWrite'
+  | 'configuration';
+const ACTIONS: Action[] = [
+  'script',
+  'xmlCall',
+  'jsonCall',
+  'form',
+  'process',
+  'readResult',
+  'jobStatus',
+  'deleteResult',
+  'catalogList',
+  'catalogWrite',
+  'configuration',
+];
 
 /** The rules of SPEC §10 as answers. */
 function expectedAnswer(who: Who, action: Action, app: string): 'allowed' | 401 | 403 | 404 {
@@ -241,30 +268,62 @@ function expectedAnswer(who: Who, action: Action, app: string): 'allowed' | 401 
     case 'deleteResult':
       return user ? 'allowed' : 404;
     case 'script':
+    case 'form':
       return appAdmin || (user && flags.scriptSubmissionAllowed) ? 'allowed' : 403;
-    case 'functionCall':
+    case 'xmlCall':
+    case 'jsonCall':
+    case 'process':
       return appAdmin || (user && flags.functionCallAllowed) ? 'allowed' : 403;
+    case 'catalogList':
+    case 'catalogWrite':
+      return appAdmin ? 'allowed' : 403;
+    case 'configuration':
+      return 403;
   }
 }
 
+/** Which answers mean "allowed". */
 function isAllowedAnswer(action: Action, status: number): boolean {
   switch (action) {
     case 'script':
+    case 'xmlCall':
+    case 'jsonCall':
+    case 'form':
       return status === 202;
-    case 'functionCall':
-      return status !== 401 && status !== 403 && status !== 404;
-    case 'readResult':
-    case 'jobStatus':
-      return status === 200;
     case 'deleteResult':
       return status === 204;
+    case 'catalogWrite':
+      // Created by the first admin to write it, replaced by the others.
+      return status === 201 || status === 204;
+    case 'process':
+    case 'readResult':
+    case 'jobStatus':
+    case 'catalogList':
+    case 'configuration':
+      return status === 200;
   }
 }
+
+const CALL_XML = '<call RFunction="hello"/>';
+const CALL_JSON = '{"RFunction":"hello"}';
+const FORM_FILE = fileField('job.R', 'writeLines("ok", "ok.txt")\n', 'text/plain');
+
+/** Every application's R_FUNCTIONS: the JSON entry point answers with what it was sent. */
+const ECHO_FUNCTION = 'svcJsonService <- function(payload) paste0("called:", payload)\n';
 
 describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => {
   let fixture: Fixture;
   let running: CapturingService;
   let base: string;
+
+  /** A synchronous function call (POST /process) with the given headers. */
+  function callProcess(headers: Record<string, string>): Promise<Answer> {
+    return call(base, `${REST}/process`, {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: CALL_JSON,
+    });
+  }
 
   /** Submits a script job as ADMIN_USER and completes it with a text result, as a worker would. */
   async function finishedJob(app: string): Promise<string> {
@@ -287,6 +346,15 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
     // ROLE=api: no worker, so the tests finish jobs themselves and nothing runs R.
     running = await startCapturing({ ...fixture.env, ROLE: 'api' });
     base = running.url;
+    // Every application gets a function to call, loaded through the admin API by an admin.
+    for (const app of APPS) {
+      const loaded = await call(base, `${REST}/admin/catalog/R_FUNCTIONS/echo.R`, {
+        method: 'PUT',
+        headers: { ...fixture.credentials.adminUser, 'X-SVC-Application-Name': app },
+        body: ECHO_FUNCTION,
+      });
+      expect(loaded.status).toBe(201);
+    }
   });
   afterAll(async () => {
     await running?.stop();
@@ -328,6 +396,74 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
     expect(unknownPath.status).toBe(404);
   });
 
+  /** One action of the matrix as `who` on `app`; a follow-up check may add to `mismatches`. */
+  async function perform(
+    who: Who,
+    action: Action,
+    app: string,
+    readable: string,
+    mismatches: string[],
+  ): Promise<number> {
+    const headers = fixture.credentials[who];
+    const inApp = { ...headers, 'X-SVC-Application-Name': app };
+    switch (action) {
+      case 'script':
+        return (await postJob(base, headers, app)).status;
+      case 'xmlCall':
+        return (await postJob(base, headers, app, { type: 'application/xml', content: CALL_XML }))
+          .status;
+      case 'jsonCall':
+        return (await postJob(base, headers, app, { type: 'application/json', content: CALL_JSON }))
+          .status;
+      case 'form':
+        return (
+          await postForm(base, [textField('X-SVC-Application-Name', app), FORM_FILE], headers)
+        ).status;
+      case 'process':
+        return (await callProcess(inApp)).status;
+      case 'readResult':
+        return (await call(base, `${REST}/results/${app}/${readable}`, { headers })).status;
+      case 'jobStatus':
+        return (await call(base, `${REST}/jobs/${app}/${readable}`, { headers })).status;
+      case 'deleteResult': {
+        // Its own result, so an allowed delete does not take another case's away.
+        const jobId = await finishedJob(app);
+        const answer = await call(base, `${REST}/results/${app}/${jobId}`, {
+          method: 'DELETE',
+          headers,
+        });
+        const after = await call(base, `${REST}/results/${app}/${jobId}`, {
+          headers: fixture.credentials.adminUser,
+        });
+        // A refused delete leaves the result in place.
+        if ((answer.status === 204) !== (after.status === 404)) {
+          mismatches.push(`${who} ${action} ${app}: delete ${answer.status}, then ${after.status}`);
+        }
+        return answer.status;
+      }
+      case 'catalogList':
+        return (await call(base, `${REST}/admin/catalog`, { headers: inApp })).status;
+      case 'catalogWrite': {
+        const mark = `# written by ${who}\n`;
+        const answer = await call(base, `${REST}/admin/catalog/R_SCRIPTS/x.R`, {
+          method: 'PUT',
+          headers: inApp,
+          body: mark,
+        });
+        const after = await call(base, `${REST}/admin/catalog/R_SCRIPTS/x.R`, {
+          headers: { ...fixture.credentials.adminUser, 'X-SVC-Application-Name': app },
+        });
+        // A refused write leaves the file as it was.
+        if (answer.status < 300 !== (after.text === mark)) {
+          mismatches.push(`${who} ${action} ${app}: write ${answer.status}, then "${after.text}"`);
+        }
+        return answer.status;
+      }
+      case 'configuration':
+        return (await call(base, `${REST}/admin/system/configuration`, { headers: inApp })).status;
+    }
+  }
+
   it('matrix: each kind of principal × each action × applications with and without each flag', async () => {
     const readable = new Map<string, string>();
     for (const app of APPS) {
@@ -337,52 +473,11 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
     for (const who of WHO) {
       for (const app of APPS) {
         for (const action of ACTIONS) {
-          const headers = { ...fixture.credentials[who] };
-          let answer: Answer;
-          switch (action) {
-            case 'script':
-              answer = await postJob(base, headers, app);
-              break;
-            case 'functionCall':
-              answer = await postJob(base, headers, app, {
-                type: 'application/json',
-                content: '{"mean":{"x":[1,2,3]}}',
-              });
-              break;
-            case 'readResult':
-              answer = await call(base, `${REST}/results/${app}/${readable.get(app)}`, {
-                headers,
-              });
-              break;
-            case 'jobStatus':
-              answer = await call(base, `${REST}/jobs/${app}/${readable.get(app)}`, { headers });
-              break;
-            case 'deleteResult': {
-              // Its own result, so an allowed delete does not take another case's away.
-              const jobId = await finishedJob(app);
-              answer = await call(base, `${REST}/results/${app}/${jobId}`, {
-                method: 'DELETE',
-                headers,
-              });
-              const after = await call(base, `${REST}/results/${app}/${jobId}`, {
-                headers: fixture.credentials.adminUser,
-              });
-              // A refused delete leaves the result in place.
-              if ((answer.status === 204) !== (after.status === 404)) {
-                mismatches.push(
-                  `${who} ${action} ${app}: delete ${answer.status}, then ${after.status}`,
-                );
-              }
-              break;
-            }
-          }
+          const status = await perform(who, action, app, readable.get(app) ?? '', mismatches);
           const expected = expectedAnswer(who, action, app);
-          const ok =
-            expected === 'allowed'
-              ? isAllowedAnswer(action, answer.status)
-              : answer.status === expected;
+          const ok = expected === 'allowed' ? isAllowedAnswer(action, status) : status === expected;
           if (!ok) {
-            mismatches.push(`${who} ${action} ${app}: expected ${expected}, got ${answer.status}`);
+            mismatches.push(`${who} ${action} ${app}: expected ${expected}, got ${status}`);
           }
         }
       }
@@ -396,6 +491,55 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
     expect(parseXml(refused.text).error.message).toContain('scriptSubmissionAllowed');
     const badName = await postJob(base, fixture.credentials.userByRole, 'no-such/app');
     expect(badName.status).toBe(400);
+  });
+
+  it('the form post (application in the body): 401 with a challenge, 403 with the reason', async () => {
+    const form = (who: Who, app: string) =>
+      postForm(
+        base,
+        [textField('X-SVC-Application-Name', app), FORM_FILE],
+        fixture.credentials[who],
+      );
+    const anonymous = await form('anonymous', 'scripts');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get('www-authenticate')).toMatch(/^(Basic|Bearer) realm="svc"/);
+    const refused = await form('userByRole', 'calls');
+    expect(refused.status).toBe(403);
+    expect(parseXml(refused.text).error.message).toContain('scriptSubmissionAllowed');
+  });
+
+  it('POST /process answers with the function’s string, or says why it is refused', async () => {
+    const allowed = await callProcess({
+      ...fixture.credentials.userByPrincipal,
+      'X-SVC-Application-Name': 'calls',
+    });
+    expect(allowed.status).toBe(200);
+    expect(allowed.text).toBe(`called:${CALL_JSON}`);
+    const refused = await callProcess({
+      ...fixture.credentials.userByPrincipal,
+      'X-SVC-Application-Name': 'scripts',
+    });
+    expect(refused.status).toBe(403);
+    expect(parseXml(refused.text).error.message).toContain('functionCallAllowed');
+  });
+
+  it('the admin configuration shows the security settings masked and none of their secrets', async () => {
+    const answer = await call(base, `${REST}/admin/system/configuration`, {
+      headers: fixture.credentials.globalAdmin,
+    });
+    expect(answer.status).toBe(200);
+    const configuration = JSON.parse(answer.text) as Record<string, unknown>;
+    expect(configuration.adminPassword).toBe(MASK);
+    // The mode's own credentials are set and masked; the other map is empty and shown as such.
+    const [used, unused] = mode === 'basic' ? ['users', 'apiKeys'] : ['apiKeys', 'users'];
+    expect(configuration[used]).toBe(MASK);
+    expect(configuration[unused]).toEqual({});
+    for (const secret of fixture.secrets) {
+      expect(answer.text).not.toContain(secret);
+    }
+    expect(answer.text).not.toContain('scrypt$');
+    // Who is an admin or a user is not a secret.
+    expect(configuration.globalAdmins).toEqual({ principals: [PEOPLE.globalAdmin.name] });
   });
 
   it('404 hiding: a result of an application the caller may not see looks exactly like a missing one', async () => {
@@ -469,175 +613,109 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
   });
 });
 
-@Controller('probe')
-class ProbeController {
-  constructor(private readonly access: RequestAccessService) {}
+const ADMIN_ROUTES: Array<[method: string, path: string]> = [
+  ['GET', `${REST}/admin/catalog`],
+  ['PUT', `${REST}/admin/catalog/R_SCRIPTS/x.R`],
+  ['GET', `${REST}/admin/system/configuration`],
+];
 
-  /** Stands in for the form post: the application is known only once the body is read. */
-  @Post('form')
-  @Access('submitJob')
-  async form(@Req() req: Request, @Query('app') app: string): Promise<string> {
-    await this.access.authorizeSubmission(req, app, 'script');
-    return 'accepted';
+describe('the admin API without admins, and with AUTH_MODE=none', () => {
+  /** Runs `check` against an API node started with `env`, then stops it. */
+  async function withService(
+    env: Record<string, string>,
+    check: (base: string) => Promise<void>,
+  ): Promise<void> {
+    const service = await startTestService({ ...env, ROLE: 'api' });
+    try {
+      await check(service.url);
+    } finally {
+      await service.stop();
+    }
   }
-  @Post('process')
-  @Access('functionCall')
-  process(): string {
-    return 'called';
-  }
-  @Get('public')
-  @Access('public')
-  open(): string {
-    return 'public';
-  }
-  @Get('global')
-  @Access('globalAdmin')
-  global(): string {
-    return 'global';
-  }
-  @Get('application')
-  @Access('applicationAdmin')
-  application(): string {
-    return 'application';
-  }
-  @Get('undeclared')
+  const onAdminRoute = (
+    base: string,
+    [method, path]: [string, string],
+    headers: Record<string, string>,
+    from?: string,
+  ) =>
+    call(base, path, {
+      method,
+      headers: { ...headers, 'X-SVC-Application-Name': 'demo' },
+      body: method === 'PUT' ? '# x\n' : undefined,
+      from,
+    });
+
+  it('with no admin configured, the admin API answers 403 saying how to configure one', async () => {
+    for (const env of [{}, { AUTH_MODE: 'basic' }] as Array<Record<string, string>>) {
+      await withService(env, async (base) => {
+        for (const route of ADMIN_ROUTES) {
+          const answer = await onAdminRoute(base, route, basic('root', 'x'));
+          expect([route[1], answer.status]).toEqual([route[1], 403]);
+          expect(parseXml(answer.text).error.message).toMatch(/set ADMIN_USER and ADMIN_PASSWORD/i);
+        }
+      });
+    }
+  });
+
+  it('AUTH_MODE=none: only ADMIN_USER (HTTP Basic) passes the admin rules; public routes are open', async () => {
+    // The basic fixture's users, global and application admins exist in the configuration, but
+    // with AUTH_MODE=none none of them is an admin.
+    const fixture = await securityFixture('basic');
+    await withService(
+      { ...fixture.env, AUTH_MODE: 'none', AUTH_MAX_FAILURES: '100' },
+      async (base) => {
+        for (const route of ADMIN_ROUTES) {
+          const anonymous = await onAdminRoute(base, route, {});
+          expect([route[1], anonymous.status]).toEqual([route[1], 401]);
+          expect(anonymous.headers['www-authenticate']).toMatch(/^Basic realm="svc"/);
+          const wrong = await onAdminRoute(base, route, basic(ADMIN_USER, 'nope'), '127.0.0.14');
+          expect([route[1], wrong.status]).toEqual([route[1], 401]);
+          for (const who of ['globalAdmin', 'appAdminByPrincipal', 'appAdminByRole'] as Who[]) {
+            const answer = await onAdminRoute(base, route, fixture.credentials[who], '127.0.0.14');
+            expect([route[1], who, answer.status]).toEqual([route[1], who, 401]);
+          }
+          const admin = await onAdminRoute(base, route, fixture.credentials.adminUser);
+          expect([route[1], admin.status]).toEqual([route[1], route[0] === 'PUT' ? 201 : 200]);
+        }
+        expect((await call(base, `${REST}/system/health/live`)).status).toBe(200);
+      },
+    );
+  });
+});
+
+/**
+ * A route without @Access does not exist in the service (access-coverage.spec.ts makes sure), so
+ * the guard's deny-by-default can only be shown on a module made for it: one undeclared route
+ * behind the real SecurityModule, guard and error filter.
+ */
+@Controller('undeclared')
+class UndeclaredController {
+  @Get()
   undeclared(): string {
     return 'undeclared';
   }
 }
 
-/**
- * The admin rules over HTTP, on a probe controller (the admin API itself is another module):
- * the real SecurityModule, guard order and error filter.
- */
-async function startProbe(
-  env: Record<string, string>,
-): Promise<{ app: INestApplication; url: string }> {
-  const config: AppConfig = loadConfig({ ...env, LOG_LEVEL: 'silent' });
-  @Module({
-    imports: [ConfigModule.forConfig(config), SecurityModule],
-    controllers: [ProbeController],
-    providers: [
-      { provide: APP_GUARD, useExisting: AccessGuard },
-      { provide: APP_GUARD, useClass: NegotiationGuard },
-      { provide: APP_FILTER, useClass: ApiExceptionFilter },
-    ],
-  })
-  class ProbeModule {}
-  const app = await NestFactory.create(ProbeModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  const server = app.getHttpServer() as import('node:http').Server;
-  const { port } = server.address() as { port: number };
-  return { app, url: `http://127.0.0.1:${port}` };
-}
-
-describe('admin rules and undeclared routes', () => {
-  const apps: INestApplication[] = [];
-  afterAll(async () => {
-    await Promise.all(apps.map((app) => app.close()));
-  });
-  async function probe(env: Record<string, string>): Promise<string> {
-    const { app, url } = await startProbe(env);
-    apps.push(app);
-    return url;
-  }
-
-  it('with no admin configured, the admin rules answer 403 saying how to configure one', async () => {
-    for (const env of [{}, { AUTH_MODE: 'basic' }] as Array<Record<string, string>>) {
-      const url = await probe(env);
-      for (const path of ['/probe/global', '/probe/application']) {
-        const answer = await call(url, path, {
-          headers: { 'X-SVC-Application-Name': 'demo', ...basic('root', 'x') },
-        });
-        expect(answer.status).toBe(403);
-        expect(parseXml(answer.text).error.message).toMatch(/set ADMIN_USER and ADMIN_PASSWORD/i);
-      }
-    }
-  });
-
-  it('AUTH_MODE=none: only ADMIN_USER (HTTP Basic) passes the admin rules; public is open; undeclared is denied', async () => {
-    const url = await probe({ ADMIN_USER, ADMIN_PASSWORD });
-    const anonymous = await call(url, '/probe/global');
-    expect(anonymous.status).toBe(401);
-    expect(anonymous.headers['www-authenticate']).toMatch(/^Basic realm="svc"/);
-    expect(
-      (await call(url, '/probe/global', { headers: basic(ADMIN_USER, 'nope'), from: '127.0.0.14' }))
-        .status,
-    ).toBe(401);
-    const admin = basic(ADMIN_USER, ADMIN_PASSWORD);
-    expect((await call(url, '/probe/global', { headers: admin })).status).toBe(200);
-    expect(
-      (
-        await call(url, '/probe/application', {
-          headers: { ...admin, 'X-SVC-Application-Name': 'demo' },
-        })
-      ).status,
-    ).toBe(200);
-    expect((await call(url, '/probe/public')).status).toBe(200);
-    const undeclared = await call(url, '/probe/undeclared', { headers: admin });
-    expect(undeclared.status).toBe(403);
-    expect(parseXml(undeclared.text).error.message).toContain('declares no access rule');
-  });
-
-  it('AUTH_MODE=basic: application admins by principal or role for their application; global admins everywhere', async () => {
-    const fixture = await securityFixture('basic');
-    const url = await probe(fixture.env);
-    const ask = (who: Who, path: string, app = 'both') =>
-      call(url, path, {
-        headers: { ...fixture.credentials[who], 'X-SVC-Application-Name': app },
-      }).then((answer) => answer.status);
-    for (const who of [
-      'appAdminByPrincipal',
-      'appAdminByRole',
-      'globalAdmin',
-      'adminUser',
-    ] as Who[]) {
-      expect([who, await ask(who, '/probe/application')]).toEqual([who, 200]);
-    }
-    for (const who of ['userByPrincipal', 'userByRole', 'stranger'] as Who[]) {
-      expect([who, await ask(who, '/probe/application')]).toEqual([who, 403]);
-    }
-    expect(await ask('appAdminByRole', '/probe/application', 'unlisted')).toBe(403);
-    expect(await ask('anonymous', '/probe/application')).toBe(401);
-    expect(await ask('globalAdmin', '/probe/global')).toBe(200);
-    expect(await ask('adminUser', '/probe/global')).toBe(200);
-    expect(await ask('appAdminByPrincipal', '/probe/global')).toBe(403);
-    // The synchronous function call (POST /process): functionCallAllowed, or an admin.
-    const process = (who: Who, app: string) =>
-      call(url, '/probe/process', {
-        method: 'POST',
-        headers: { ...fixture.credentials[who], 'X-SVC-Application-Name': app },
-      }).then((answer) => answer.status);
-    expect(await process('userByPrincipal', 'calls')).toBe(201);
-    expect(await process('userByPrincipal', 'scripts')).toBe(403);
-    expect(await process('appAdminByRole', 'scripts')).toBe(201);
-    expect(await process('stranger', 'calls')).toBe(403);
-    expect(await process('anonymous', 'calls')).toBe(401);
-  });
-});
-
-describe('a submission whose application is in the body (the form post hook)', () => {
-  it('the guard only authenticates; authorizeSubmission applies the application rules', async () => {
-    const fixture = await securityFixture('basic');
-    const { app, url } = await startProbe(fixture.env);
+describe('deny by default', () => {
+  it('a route that declares no access rule answers 403, even to ADMIN_USER', async () => {
+    const config = loadConfig({ ADMIN_USER, ADMIN_PASSWORD, LOG_LEVEL: 'silent' });
+    @Module({
+      imports: [ConfigModule.forConfig(config), SecurityModule],
+      controllers: [UndeclaredController],
+      providers: [
+        { provide: APP_GUARD, useExisting: AccessGuard },
+        { provide: APP_FILTER, useClass: ApiExceptionFilter },
+      ],
+    })
+    class UndeclaredModule {}
+    const app = await NestFactory.create(UndeclaredModule, { logger: false });
     try {
-      const post = (who: Who, application: string) =>
-        call(url, `/probe/form?app=${application}`, {
-          method: 'POST',
-          headers: {
-            ...fixture.credentials[who],
-            'Content-Type': 'multipart/form-data; boundary=x',
-          },
-          body: '--x--\r\n',
-        });
-      const anonymous = await post('anonymous', 'scripts');
-      expect(anonymous.status).toBe(401);
-      expect(anonymous.headers['www-authenticate']).toMatch(/^Basic /);
-      expect((await post('userByRole', 'scripts')).status).toBe(201);
-      expect((await post('userByRole', 'calls')).status).toBe(403);
-      expect((await post('stranger', 'scripts')).status).toBe(403);
-      expect((await post('appAdminByPrincipal', 'neither')).status).toBe(201);
-      expect((await post('globalAdmin', 'unlisted')).status).toBe(201);
+      await app.listen(0, '127.0.0.1');
+      const answer = await call(await app.getUrl(), '/undeclared', {
+        headers: basic(ADMIN_USER, ADMIN_PASSWORD),
+      });
+      expect(answer.status).toBe(403);
+      expect(parseXml(answer.text).error.message).toContain('declares no access rule');
     } finally {
       await app.close();
     }
