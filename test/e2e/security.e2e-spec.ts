@@ -4,7 +4,6 @@ import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { Controller, Get, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, NestFactory } from '@nestjs/core';
-import { RunningService, startService } from '../../src/bootstrap';
 import { MASK } from '../../src/admin/masked-configuration';
 import { ApiExceptionFilter } from '../../src/common/api-exception.filter';
 import { PinoLoggerService } from '../../src/common/pino-logger';
@@ -23,6 +22,7 @@ import {
   startTestService,
   TestDatabase,
   testEnvironment,
+  TestService,
 } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
 
@@ -194,28 +194,15 @@ async function securityFixture(mode: Mode): Promise<Fixture> {
 }
 
 interface CapturingService {
-  service: RunningService;
-  url: string;
+  service: TestService;
   logs(): string;
-  stop(): Promise<void>;
 }
 
 /** The whole service in this process, logging at trace level into memory. */
 async function startCapturing(env: Record<string, string>): Promise<CapturingService> {
-  const database = await createTestDatabase();
-  const config = loadConfig(testEnvironment(database, env));
   const lines: string[] = [];
   const logger = new PinoLoggerService('trace', { write: (line: string) => lines.push(line) });
-  const service = await startService(config, logger);
-  return {
-    service,
-    url: service.url ?? '',
-    logs: () => lines.join(''),
-    stop: async () => {
-      await service.close();
-      await database.drop();
-    },
-  };
+  return { service: await startTestService(env, logger), logs: () => lines.join('') };
 }
 
 /**
@@ -224,19 +211,7 @@ async function startCapturing(env: Record<string, string>): Promise<CapturingSer
  * read, status, delete. Admin API: list and write an application's catalog, read the
  * configuration.
  */
-type Action =
-  | 'script'
-  | 'xmlCall'
-  | 'jsonCall'
-  | 'form'
-  | 'process'
-  | 'readResult'
-  | 'jobStatus'
-  | 'deleteResult'
-  | 'catalogList'
-  | 'catalogWrite'
-  | 'configuration';
-const ACTIONS: Action[] = [
+const ACTIONS = [
   'script',
   'xmlCall',
   'jsonCall',
@@ -248,7 +223,8 @@ const ACTIONS: Action[] = [
   'catalogList',
   'catalogWrite',
   'configuration',
-];
+] as const;
+type Action = (typeof ACTIONS)[number];
 
 /** The rules of SPEC §10 as answers. */
 function expectedAnswer(who: Who, action: Action, app: string): 'allowed' | 401 | 403 | 404 {
@@ -304,6 +280,7 @@ function isAllowedAnswer(action: Action, status: number): boolean {
   }
 }
 
+/** Function calls: submitted as jobs they only wait in the queue (no worker); /process runs them. */
 const CALL_XML = '<call RFunction="hello"/>';
 const CALL_JSON = '{"RFunction":"hello"}';
 const FORM_FILE = fileField('job.R', 'writeLines("ok", "ok.txt")\n', 'text/plain');
@@ -343,9 +320,9 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
 
   beforeAll(async () => {
     fixture = await securityFixture(mode);
-    // ROLE=api: no worker, so the tests finish jobs themselves and nothing runs R.
+    // ROLE=api: no worker, so the tests finish jobs themselves; R runs only for /process.
     running = await startCapturing({ ...fixture.env, ROLE: 'api' });
-    base = running.url;
+    base = running.service.url;
     // Every application gets a function to call, loaded through the admin API by an admin.
     for (const app of APPS) {
       const loaded = await call(base, `${REST}/admin/catalog/R_FUNCTIONS/echo.R`, {
@@ -357,7 +334,7 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
     }
   });
   afterAll(async () => {
-    await running?.stop();
+    await running?.service.stop();
   });
 
   it('401 with WWW-Authenticate and an error body for missing, wrong or foreign credentials', async () => {

@@ -80,13 +80,17 @@ export interface TestService extends RunningService {
   stop(): Promise<void>;
 }
 
-/** Starts the whole service in this process on a fresh database. */
+/**
+ * Starts the whole service in this process on a fresh database; `logger` replaces the one made
+ * from LOG_LEVEL (a test that reads the logs passes its own).
+ */
 export async function startTestService(
   overrides: Record<string, string> = {},
+  logger?: PinoLoggerService,
 ): Promise<TestService> {
   const database = await createTestDatabase();
   const config = loadConfig(testEnvironment(database, overrides));
-  const logger = new PinoLoggerService(config.logLevel);
+  logger ??= new PinoLoggerService(config.logLevel);
   const service = await startService(config, logger);
   return {
     ...service,
