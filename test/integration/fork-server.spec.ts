@@ -40,6 +40,7 @@ describeFork(
   `R_SCRIPT_MODE=fork${forkable ? '' : ' (skipped: needs Rscript on PATH and Linux)'}`,
   () => {
     const engine = new NativeREngine(config, quiet);
+    const databaseUrl = process.env.DATABASE_URL;
     let root: string;
     let count = 0;
 
@@ -64,8 +65,12 @@ describeFork(
     beforeAll(async () => {
       root = await mkdtemp(join(tmpdir(), 'svc-fork-spec-'));
       process.env.SVC_SECRET_PROBE = 'secret';
-      process.env.DATABASE_URL ??= 'postgres://probe@127.0.0.1/none';
+      process.env.DATABASE_URL = databaseUrl ?? 'postgres://probe@127.0.0.1/none';
       await engine.start();
+      delete process.env.SVC_SECRET_PROBE;
+      if (databaseUrl === undefined) {
+        delete process.env.DATABASE_URL;
+      }
     });
 
     afterAll(async () => {
@@ -100,7 +105,7 @@ describeFork(
       // R's start-up script adds its own variables (R_HOME, SED, ...); none comes from svc's.
       const inherited = names.filter((name) => name in process.env);
       for (const name of inherited) {
-        expect(name).toMatch(/^(PATH|HOME|LANG|LC_ALL|TMPDIR|R_\w+)$/);
+        expect(name).toMatch(/^(PATH|PWD|HOME|LANG|LC_ALL|TMPDIR|R_\w+)$/);
       }
     });
 
