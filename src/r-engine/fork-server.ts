@@ -326,7 +326,9 @@ export class ForkServer {
           if (run.killedFor) {
             run.resolve({ kind: 'died' });
           } else {
-            run.reject(new REngineUnavailableError(`the fork server ended (${why}) during the job`));
+            run.reject(
+              new REngineUnavailableError(`the fork server ended (${why}) during the job`),
+            );
           }
         }
         if (!this.stopped) {

@@ -9,7 +9,10 @@ export interface REngineLogger {
   warn(message: string): void;
 }
 
-export type REngineConfig = Pick<AppConfig, 'rEngine' | 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'> &
+export type REngineConfig = Pick<
+  AppConfig,
+  'rEngine' | 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'
+> &
   Partial<Pick<AppConfig, 'rScriptMode' | 'jobTimeoutSeconds'>>;
 
 /**

@@ -79,7 +79,10 @@ describe(`script jobs stay apart from each other and from the service (${webR ? 
   });
 
   it('a job that leaves R with quit(status = 3) gets an error result; the next job runs', async () => {
-    const quit = await run(service, 'cat("bye\\n")\nquit(status = 3)\nwriteLines("no", "never.txt")');
+    const quit = await run(
+      service,
+      'cat("bye\\n")\nquit(status = 3)\nwriteLines("no", "never.txt")',
+    );
     expect(quit).toMatchObject({ success: 'false', type: 'txt' });
     expect(quit.text).toMatch(/status 3/);
     const next = await run(service, 'writeLines("ok", "next.txt")');
