@@ -20,7 +20,7 @@ import { pdfJobZip, smallScriptZip } from './job-archives';
 import { formatSpread, heading, table } from './report';
 import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
 import { Spread, spread, round } from './stats';
-import { BatchModeRun, batchModeRun, freshRscriptCeiling, ScriptMode } from './batch.bench';
+import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import {
   countRoundTrips,
@@ -91,7 +91,7 @@ function parseOptions() {
       if (mode !== 'fork' && mode !== 'spawn') {
         throw new Error(`--modes takes fork and/or spawn, not ${mode}`);
       }
-      return mode as ScriptMode;
+      return mode;
     }),
   };
 }

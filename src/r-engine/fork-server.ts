@@ -166,7 +166,6 @@ export class ForkServer {
       encodeURIComponent(f),
     );
     return new Promise<ForkRunStatus>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
       // The job ends as soon as its processes are killed: a background process it started may
       // hold the child's pipe, so the server's report could come late or never.
       const stopRun = (reason: 'timeout' | 'stopped'): void => {
@@ -196,7 +195,7 @@ export class ForkServer {
         },
       };
       this.runs.set(token, run);
-      timer = setTimeout(() => stopRun('timeout'), request.timeoutMs);
+      const timer = setTimeout(() => stopRun('timeout'), request.timeoutMs);
       request.signal?.addEventListener('abort', giveUp, { once: true });
       if (request.signal?.aborted) {
         giveUp();
@@ -285,12 +284,12 @@ export class ForkServer {
         clearTimeout(timer);
         reject(new REngineUnavailableError(`cannot start the fork server: ${error.message}`));
       });
-      createInterface({ input: child.stderr! }).on('line', (line) => {
+      createInterface({ input: child.stderr }).on('line', (line) => {
         stderr.push(line);
         stderr.splice(0, Math.max(0, stderr.length - 20));
       });
-      createInterface({ input: child.stdout! }).on('line', (line) => {
-        const [event, ...rest] = line.split(' ');
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        const [event = '', ...rest] = line.split(' ');
         if (event === 'READY' && !started) {
           started = true;
           clearTimeout(timer);
@@ -356,7 +355,7 @@ export class ForkServer {
     }, delay).unref();
   }
 
-  private onEvent(event: string | undefined, rest: string[]): void {
+  private onEvent(event: string, rest: string[]): void {
     const run = this.runs.get(rest[0] ?? '');
     switch (event) {
       case 'STARTED':
