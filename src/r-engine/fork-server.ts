@@ -304,6 +304,17 @@ export class ForkServer {
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
         this.serverPid = 0;
+        // What the server forked waits for its acknowledgement before it can exit (mcexit), and
+        // the reader holds the server's stderr: the whole process group goes with the server.
+        if (child.pid !== undefined) {
+          try {
+            process.kill(-child.pid, 'SIGKILL');
+          } catch {
+            // ESRCH: nothing left in the group.
+          }
+        }
+        child.stdout.destroy();
+        child.stderr.destroy();
         if (this.child === child) {
           this.child = undefined;
           this.ready = undefined;
