@@ -20,6 +20,7 @@ import { pdfJobZip, smallScriptZip } from './job-archives';
 import { formatSpread, heading, table } from './report';
 import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
 import { Spread, spread, round } from './stats';
+import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
 import {
@@ -30,7 +31,7 @@ import {
   RoundTrips,
 } from './diagnostics.bench';
 
-const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process'] as const;
+const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process', 'batch'] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Hard upper bounds, so that no option can make the benchmark run for ever. */
@@ -54,6 +55,8 @@ function parseOptions() {
       only: { type: 'string', default: SECTIONS.join(',') },
       profile: { type: 'boolean', default: false },
       service: { type: 'string', default: DEFAULT_MAIN },
+      'batch-jobs': { type: 'string', default: '500' },
+      modes: { type: 'string', default: 'fork,spawn' },
     },
     strict: true,
   });
@@ -84,6 +87,13 @@ function parseOptions() {
     sections: new Set(only as Section[]),
     profile: values.profile,
     main: resolve(values.service),
+    batchSectionJobs: int('batch-jobs', values['batch-jobs'], 1, MAX_JOBS),
+    scriptModes: values.modes.split(',').map((mode) => {
+      if (mode !== 'fork' && mode !== 'spawn') {
+        throw new Error(`--modes takes fork and/or spawn, not ${mode}`);
+      }
+      return mode;
+    }),
   };
 }
 type Options = ReturnType<typeof parseOptions>;
@@ -321,6 +331,103 @@ function printProcess(calls: CallMeasurement[]) {
   return comparison;
 }
 
+// ---- script-job batch ----
+
+function printBatch(
+  batch: { ceilingJobsPerSecond: number[]; runs: BatchModeRun[] },
+  options: Options,
+): void {
+  const ceiling = spread(batch.ceilingJobsPerSecond);
+  log(
+    heading(
+      `Script jobs: PDF plot, ROLE=all, ${options.scriptSlots} slots, median [min-max] of ${options.runs} run(s)`,
+    ),
+  );
+  const rows: string[][] = [
+    [
+      `fresh Rscript plot.R by hand, ${options.scriptSlots} at a time (ceiling), jobs/s`,
+      formatSpread(ceiling, 2),
+    ],
+  ];
+  for (const mode of options.scriptModes) {
+    const runs = batch.runs.filter((r) => r.mode === mode);
+    const of = (pick: (r: BatchModeRun) => number): Spread => spread(runs.map(pick));
+    const throughput = of((r) => r.jobsPerSecond);
+    const rest = (role: string, when: 'memoryAtRest' | 'memoryAfterBatch'): Spread =>
+      of((r) => r[when].filter((p) => p.role === role).reduce((sum, p) => sum + p.rssMiB, 0));
+    rows.push(
+      [
+        `${mode}: one job at a time, p50 submit->ready, ms`,
+        formatSpread(
+          of((r) => r.singleObservedMs.p50),
+          1,
+        ),
+      ],
+      [
+        `${mode}:   p99, ms`,
+        formatSpread(
+          of((r) => r.singleObservedMs.p99),
+          1,
+        ),
+      ],
+      [
+        `${mode}: batch of ${runs[0]?.batchJobs ?? 0}: throughput, jobs/s`,
+        formatSpread(throughput, 1),
+      ],
+      [
+        `${mode}:   ratio to the fresh-Rscript ceiling`,
+        formatSpread(
+          spread(
+            runs.map((r, i) => r.jobsPerSecond / (batch.ceilingJobsPerSecond[i] ?? Number.NaN)),
+          ),
+          1,
+        ),
+      ],
+      [
+        `${mode}:   p50 submit->result, ms`,
+        formatSpread(
+          of((r) => r.batchLatencyMs.p50),
+          0,
+        ),
+      ],
+      [
+        `${mode}:   p99 submit->result, ms`,
+        formatSpread(
+          of((r) => r.batchLatencyMs.p99),
+          0,
+        ),
+      ],
+      [
+        `${mode}:   R CPU per job, ms`,
+        formatSpread(
+          of((r) => r.rCpuPerJobMs),
+          1,
+        ),
+      ],
+      [
+        `${mode}:   svc CPU per job, ms`,
+        formatSpread(
+          of((r) => r.serviceCpuPerJobMs),
+          1,
+        ),
+      ],
+      [
+        `${mode}: RSS svc at rest / after, MiB`,
+        `${formatSpread(rest('svc', 'memoryAtRest'), 0)} / ${formatSpread(rest('svc', 'memoryAfterBatch'), 0)}`,
+      ],
+    );
+    for (const role of ['fork server', 'fork server reader', 'R session']) {
+      if (runs.some((r) => r.memoryAtRest.some((p) => p.role === role))) {
+        rows.push([
+          `${mode}: RSS ${role}(s) at rest / after, MiB`,
+          `${formatSpread(rest(role, 'memoryAtRest'), 0)} / ${formatSpread(rest(role, 'memoryAfterBatch'), 0)}`,
+        ]);
+      }
+    }
+  }
+  log(table(['figure', 'value'], rows));
+}
+
 // ---- main ----
 
 async function main(): Promise<void> {
@@ -452,8 +559,46 @@ async function main(): Promise<void> {
       result.diagnostics = diagnostics;
     }
 
+    let batchRuns: { ceilingJobsPerSecond: number[]; runs: BatchModeRun[] } | null = null;
+    if (options.sections.has('batch')) {
+      log(heading('Running: script-job batch (fork server vs fresh process)'));
+      batchRuns = { ceilingJobsPerSecond: [], runs: [] };
+      for (let run = 1; run <= options.runs; run += 1) {
+        const ceiling = await freshRscriptCeiling(
+          Math.max(10, options.rscriptRuns * 2),
+          options.scriptSlots,
+        );
+        batchRuns.ceilingJobsPerSecond.push(ceiling);
+        log(
+          `  run ${run}: fresh Rscript plot.R, ${options.scriptSlots} at a time: ${round(ceiling, 2)} jobs/s`,
+        );
+        for (const mode of options.scriptModes) {
+          batchRuns.runs.push(
+            await batchModeRun(database, {
+              mode,
+              run,
+              sequentialJobs: options.sequentialJobs,
+              batchJobs:
+                mode === 'spawn'
+                  ? Math.min(options.batchSectionJobs, 100)
+                  : options.batchSectionJobs,
+              scriptSlots: options.scriptSlots,
+              main: options.main,
+              zip: pdf,
+              log,
+              track,
+            }),
+          );
+        }
+      }
+      result.batch = batchRuns;
+    }
+
     if (submissionSummary.length > 0) {
       printSubmission(submissionSummary, options);
+    }
+    if (batchRuns) {
+      printBatch(batchRuns, options);
     }
     if (endToEndSummary) {
       printEndToEnd(endToEndSummary, options);

@@ -31,6 +31,7 @@ export const ROLES = ['all', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
 export const R_ENGINES = ['auto', 'native', 'webr'] as const;
 export type REngineSetting = (typeof R_ENGINES)[number];
+export const R_SCRIPT_MODES = ['fork', 'spawn'] as const;
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -109,6 +110,10 @@ export class AppConfig {
   @IsInt() @Min(1) @Max(1024) processMaxConcurrent!: number;
   /** /process calls waiting on a node; beyond that the answer is 503 with Retry-After. */
   @IsInt() @Min(0) processMaxQueued!: number;
+
+  // fork server (script jobs on native R)
+  /** fork: a warm R parent forks a child per script job (Linux); spawn: a fresh Rscript per job. */
+  @IsIn(R_SCRIPT_MODES) rScriptMode!: (typeof R_SCRIPT_MODES)[number];
 
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {

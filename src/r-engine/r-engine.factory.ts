@@ -9,7 +9,11 @@ export interface REngineLogger {
   warn(message: string): void;
 }
 
-export type REngineConfig = Pick<AppConfig, 'rEngine' | 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'>;
+export type REngineConfig = Pick<
+  AppConfig,
+  'rEngine' | 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'
+> &
+  Partial<Pick<AppConfig, 'rScriptMode' | 'jobTimeoutSeconds'>>;
 
 /**
  * Chooses the engine R_ENGINE asks for. `auto` takes native R when an Rscript is found, else

@@ -113,6 +113,9 @@ describeWithNativeR('R unavailable when a job runs (SPEC §5.4 retries and dead 
     symlinkSync(installedRscript ?? '', rscript);
     service = await startTestService({
       R_ENGINE: 'native',
+      // A fresh Rscript per job: removing it below makes R unavailable (a running fork server
+      // would go on serving jobs).
+      R_SCRIPT_MODE: 'spawn',
       RSCRIPT_PATH: rscript,
       MAX_ATTEMPTS: '3',
       RETRY_BACKOFF_MS: '100',

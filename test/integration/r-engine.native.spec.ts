@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engine/native-r.engine';
 import { R_LOG_FILE, REngineUnavailableError } from '../../src/r-engine/r-engine';
 
-const config: NativeRConfig = { rHome: null, rscriptPath: null, rMemoryLimitMb: 0 };
+const config: NativeRConfig = {
+  rHome: null,
+  rscriptPath: null,
+  rMemoryLimitMb: 0,
+  // Both script modes run this file: R_SCRIPT_MODE=spawn selects the fresh-process path.
+  rScriptMode: process.env.R_SCRIPT_MODE === 'spawn' ? 'spawn' : 'fork',
+};
 const rscript = findRscript(config);
 const describeNative = rscript ? describe : describe.skip;
 const hasPrlimit = existsSync('/usr/bin/prlimit');
@@ -81,7 +87,8 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
     expect(log).toContain('a message');
     expect(log).toContain('Median');
     expect(lines).toContain('stdout:read 2 lines');
-    expect(lines).toContain('stderr:a message');
+    // A forked run's lines are read back from out.log, where both streams are merged.
+    expect(lines).toContain(`${engine.mode === 'fork' ? 'stdout' : 'stderr'}:a message`);
   });
 
   it('reports an R error with R’s own message', async () => {

@@ -1,0 +1,245 @@
+/**
+ * Script jobs at full speed: the PDF-plot job in a batch (default 500) through /jobs on a ROLE=all
+ * node in fork mode and in spawn mode, one job at a time on the idle node, the memory of the node
+ * and of its R processes, and beside them the ceiling of a fresh Rscript per job measured by hand.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BenchDatabase } from './bench-database';
+import { cpuBetween, cpuSnapshot, processTimes } from './cpu-usage';
+import { RSCRIPT } from './end-to-end.bench';
+import { PDF_SCRIPT } from './job-archives';
+import { fetchResult, fetchStatus, submitZip } from './rest-client';
+import { ServiceNode } from './service-node';
+import { Distribution, distribution } from './stats';
+
+export type ScriptMode = 'fork' | 'spawn';
+const JOB_TIMEOUT_MS = 120_000;
+const BATCH_TIMEOUT_MS = 900_000;
+
+/** Resident memory of one process, KiB (VmRSS), or NaN when it is gone. */
+function rssKiB(pid: number): number {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+export interface ProcessMemory {
+  pid: number;
+  /** "svc", "fork server", "fork server reader", "R session", "R". */
+  role: string;
+  rssMiB: number;
+}
+
+/** The node and every R process below it, with their resident memory. */
+export function memoryOf(nodePid: number): ProcessMemory[] {
+  const table: Array<{ pid: number; ppid: number; cmdline: string }> = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) {
+      continue;
+    }
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ');
+      table.push({ pid: Number(entry), ppid, cmdline });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const below = new Set([nodePid]);
+  const found: ProcessMemory[] = [{ pid: nodePid, role: 'svc', rssMiB: rssKiB(nodePid) / 1024 }];
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const p of table) {
+      if (below.has(p.ppid) && !below.has(p.pid)) {
+        below.add(p.pid);
+        grew = true;
+        if (/\bR\b|Rscript|exec\/R/.test(p.cmdline)) {
+          const parentIsServer = found.some((f) => f.pid === p.ppid && f.role === 'fork server');
+          const role = p.cmdline.includes('fork-server.R')
+            ? parentIsServer
+              ? 'fork server reader'
+              : 'fork server'
+            : /session/.test(p.cmdline)
+              ? 'R session'
+              : 'R';
+          found.push({ pid: p.pid, role, rssMiB: rssKiB(p.pid) / 1024 });
+        }
+      }
+    }
+  }
+  return found;
+}
+
+/**
+ * What a fresh Rscript per job can do on this machine: `Rscript plot.R` run by hand, `parallel`
+ * at a time (the script slots), `count` runs in all; jobs per second.
+ */
+export async function freshRscriptCeiling(count: number, parallel: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-ceiling-'));
+  try {
+    writeFileSync(join(dir, 'plot.R'), PDF_SCRIPT);
+    let next = 0;
+    const started = performance.now();
+    const lane = async (): Promise<void> => {
+      while (next < count) {
+        next += 1;
+        await new Promise<void>((resolve, reject) => {
+          const child = spawn(RSCRIPT, ['plot.R'], { cwd: dir, stdio: 'ignore' });
+          child.once('error', reject);
+          child.once('exit', (code) =>
+            code === 0 ? resolve() : reject(new Error(`Rscript exited with ${code}`)),
+          );
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: parallel }, lane));
+    return count / ((performance.now() - started) / 1000);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function waitReady(resultUri: string, intervalMs: number, deadline: number): Promise<number> {
+  for (;;) {
+    if (await fetchResult(resultUri)) {
+      return performance.now();
+    }
+    if (performance.now() > deadline) {
+      throw new Error(`${resultUri} was not ready in time`);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+async function finishedAt(baseUrl: string, jobId: string): Promise<number> {
+  const status = await fetchStatus(baseUrl, jobId);
+  if (status.state !== 'DONE') {
+    throw new Error(`job ${jobId} is ${status.state}, expected DONE`);
+  }
+  return Date.parse(status.finishTime);
+}
+
+export interface BatchModeRun {
+  mode: ScriptMode;
+  run: number;
+  /** One job at a time on the idle node: POST sent → result answered 200 (polled every 2 ms). */
+  singleObservedMs: Distribution;
+  /** The same jobs, POST sent → result stored (server clock, same machine). */
+  singleServerMs: Distribution;
+  batchJobs: number;
+  jobsPerSecond: number;
+  /** Per job: POST sent → result stored. */
+  batchLatencyMs: Distribution;
+  allAcknowledgedMs: number;
+  rCpuPerJobMs: number;
+  serviceCpuPerJobMs: number;
+  memoryAtRest: ProcessMemory[];
+  memoryAfterBatch: ProcessMemory[];
+}
+
+export interface BatchModeOptions {
+  mode: ScriptMode;
+  run: number;
+  sequentialJobs: number;
+  batchJobs: number;
+  scriptSlots: number;
+  main?: string;
+  zip: Buffer;
+  log: (line: string) => void;
+  track: (node: ServiceNode | null) => void;
+}
+
+/** One mode, one run: a fresh ROLE=all node, single jobs on the idle node, then the batch. */
+export async function batchModeRun(
+  database: BenchDatabase,
+  options: BatchModeOptions,
+): Promise<BatchModeRun> {
+  await database.empty();
+  const node = await ServiceNode.start({
+    role: 'all',
+    databaseUrl: database.url,
+    scriptSlots: options.scriptSlots,
+    main: options.main,
+    env: { R_SCRIPT_MODE: options.mode, LOG_LEVEL: 'warn' },
+  });
+  options.track(node);
+  try {
+    for (let i = 0; i < 3; i += 1) {
+      const warm = await submitZip(node.url, options.zip);
+      await waitReady(warm.resultUri, 5, warm.sentMark + JOB_TIMEOUT_MS);
+    }
+    await sleep(500);
+    const memoryAtRest = memoryOf(node.pid);
+    const observed: number[] = [];
+    const server: number[] = [];
+    for (let i = 0; i < options.sequentialJobs; i += 1) {
+      const submitted = await submitZip(node.url, options.zip);
+      const ready = await waitReady(submitted.resultUri, 2, submitted.sentMark + JOB_TIMEOUT_MS);
+      observed.push(ready - submitted.sentMark);
+      server.push((await finishedAt(node.url, submitted.jobId)) - submitted.sentAt);
+      await sleep(20);
+    }
+    // A forked job's CPU reaches the node's children time only when the fork server exits: count
+    // the CPU of the node's living R processes (self and reaped children) beside it.
+    const rProcesses = memoryOf(node.pid).filter((p) => p.role !== 'svc');
+    const livingRMs = (): number =>
+      rProcesses.reduce((sum, p) => {
+        const times = processTimes(p.pid);
+        return sum + (times ? times.selfMs + times.childrenMs : 0);
+      }, 0);
+    const livingBefore = livingRMs();
+    const before = cpuSnapshot(node.pid, await database.backendPids());
+    const firstSentMark = performance.now();
+    const firstSentAt = Date.now();
+    const submitted = await Promise.all(
+      Array.from({ length: options.batchJobs }, () => submitZip(node.url, options.zip)),
+    );
+    const allAcknowledgedMs = Math.max(...submitted.map((s) => s.ackMark)) - firstSentMark;
+    const deadline = firstSentMark + BATCH_TIMEOUT_MS;
+    for (const job of submitted) {
+      await waitReady(job.resultUri, 20, deadline);
+    }
+    const after = cpuSnapshot(node.pid, await database.backendPids());
+    const livingAfter = livingRMs();
+    const memoryAfterBatch = memoryOf(node.pid);
+    const latencies: number[] = [];
+    let lastFinishedAt = firstSentAt;
+    for (const job of submitted) {
+      const finished = await finishedAt(node.url, job.jobId);
+      latencies.push(finished - job.sentAt);
+      lastFinishedAt = Math.max(lastFinishedAt, finished);
+    }
+    const cpu = cpuBetween(before, after);
+    const result: BatchModeRun = {
+      mode: options.mode,
+      run: options.run,
+      singleObservedMs: distribution(observed),
+      singleServerMs: distribution(server),
+      batchJobs: options.batchJobs,
+      jobsPerSecond: options.batchJobs / ((lastFinishedAt - firstSentAt) / 1000),
+      batchLatencyMs: distribution(latencies),
+      allAcknowledgedMs,
+      rCpuPerJobMs: (cpu.rMs + livingAfter - livingBefore) / options.batchJobs,
+      serviceCpuPerJobMs: cpu.serviceMs / options.batchJobs,
+      memoryAtRest,
+      memoryAfterBatch,
+    };
+    options.log(
+      `  ${options.mode} run ${options.run}: one job p50 ${result.singleObservedMs.p50.toFixed(1)} ms, ` +
+        `batch of ${options.batchJobs}: ${result.jobsPerSecond.toFixed(1)} jobs/s, ` +
+        `p50 ${result.batchLatencyMs.p50.toFixed(0)} ms, p99 ${result.batchLatencyMs.p99.toFixed(0)} ms`,
+    );
+    return result;
+  } finally {
+    await node.stop();
+    options.track(null);
+  }
+}

@@ -1,0 +1,458 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { createInterface } from 'node:readline';
+import { rSourcePath } from './r-sources';
+import { REngineUnavailableError } from './r-engine';
+
+/** How a forked job ended, as the fork server saw it. */
+export type ForkRunStatus =
+  | { kind: 'ok' }
+  | { kind: 'r-error' }
+  | { kind: 'exit'; code: number }
+  /** The child vanished without reporting: killed by a signal (a limit, the OOM killer) or crashed. */
+  | { kind: 'died' }
+  /** svc killed the child: its time limit passed, or the caller gave the job up. */
+  | { kind: 'killed'; reason: 'timeout' | 'stopped' }
+  /** The child could not prepare the run (working directory, out.log). */
+  | { kind: 'setup'; message: string };
+
+export interface ForkRunRequest {
+  workDir: string;
+  scriptName: string;
+  /** Holds the run's tmp/ and error.txt, outside workDir. */
+  privateDir: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface ForkServerOptions {
+  /** The command that starts R and its arguments before the script path (prlimit, Rscript). */
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  /** The server's working directory, private to the service: it also holds the command FIFO. */
+  cwd: string;
+  /** The R process's CPU limit in seconds (0: none): it recycles itself at half of it. */
+  cpuLimitSeconds: number;
+  log: { log(message: string): void; warn(message: string): void };
+}
+
+const START_TIMEOUT_MS = 30_000;
+const PING_TIMEOUT_MS = 10_000;
+/** Pause before restarting a server that died; doubles on each failed start, up to the cap. */
+const RESTART_DELAY_MS = 100;
+const RESTART_DELAY_CAP_MS = 10_000;
+/** Leftover background processes are looked for at most this often, and only when idle. */
+const SWEEP_INTERVAL_MS = 1_000;
+
+interface Run {
+  token: string;
+  pid?: number;
+  killedFor?: 'timeout' | 'stopped';
+  resolve(status: ForkRunStatus): void;
+  reject(error: Error): void;
+}
+
+interface ProcessEntry {
+  pid: number;
+  ppid: number;
+  pgrp: number;
+}
+
+/** Every process on the machine with its parent and group (from /proc/<pid>/stat). */
+async function processTable(): Promise<ProcessEntry[]> {
+  const entries: ProcessEntry[] = [];
+  for (const name of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(name)) {
+      continue;
+    }
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (fields.length > 3) {
+      entries.push({ pid: Number(name), ppid: Number(fields[1]), pgrp: Number(fields[2]) });
+    }
+  }
+  return entries;
+}
+
+/** The pid and every process below it. */
+async function processTree(pid: number): Promise<number[]> {
+  const table = await processTable();
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i += 1) {
+    tree.push(...table.filter((p) => p.ppid === tree[i]).map((p) => p.pid));
+  }
+  return tree;
+}
+
+function kill(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // ESRCH: already gone.
+  }
+}
+
+/** Kills a child and what it started; the child first, so that it cannot start more. */
+async function killTree(pid: number): Promise<void> {
+  const tree = await processTree(pid);
+  tree.forEach(kill);
+}
+
+function parseStatus(text: string): ForkRunStatus {
+  if (text === 'ok' || text === 'r-error' || text === 'died') {
+    return { kind: text };
+  }
+  if (text.startsWith('exit ')) {
+    return { kind: 'exit', code: Number(text.slice(5)) };
+  }
+  return { kind: 'setup', message: text.replace(/^setup /, '') };
+}
+
+/**
+ * The Node side of the fork server (`r/fork-server.R`): one warm R process, started with the
+ * engine, that forks a child per script job. The child redirects its output to out.log, runs the
+ * script in the job's directory and exits; the server reports its pid when it starts and its
+ * status when it ends. A timeout or an abort kills the child and its descendants, never the
+ * server. A server that dies is started again; the runs it held fail as "R unavailable".
+ */
+export class ForkServer {
+  private child: ChildProcess | undefined;
+  /** The write end of the FIFO the server reads its commands from. */
+  private commands: WriteStream | undefined;
+  private launches = 0;
+  private ready: Promise<void> | undefined;
+  private serverPid = 0;
+  private versionString = '';
+  private readonly runs = new Map<string, Run>();
+  private readonly pings: Array<(value: string) => void> = [];
+  private nextToken = 1;
+  private stopped = false;
+  private restartDelayMs = RESTART_DELAY_MS;
+  private lastSweep = 0;
+  private sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: ForkServerOptions) {}
+
+  /** R.version.string of the running server. */
+  get version(): string {
+    return this.versionString;
+  }
+
+  /** The server's pid (0 when it is not running). */
+  get pid(): number {
+    return this.serverPid;
+  }
+
+  /** Starts the server and waits until it is ready; throws when R cannot start. */
+  async start(): Promise<void> {
+    this.stopped = false;
+    this.ready ??= this.launch();
+    await this.ready;
+  }
+
+  async run(request: ForkRunRequest): Promise<ForkRunStatus> {
+    await this.start();
+    const commands = this.commands;
+    if (!commands || this.stopped) {
+      throw new REngineUnavailableError('the fork server is not running');
+    }
+    const token = String(this.nextToken++);
+    const fields = [token, request.workDir, request.scriptName, request.privateDir].map((f) =>
+      encodeURIComponent(f),
+    );
+    return new Promise<ForkRunStatus>((resolve, reject) => {
+      // The job ends as soon as its processes are killed: a background process it started may
+      // hold the child's pipe, so the server's report could come late or never.
+      const stopRun = (reason: 'timeout' | 'stopped'): void => {
+        run.killedFor ??= reason;
+        if (run.pid !== undefined) {
+          void this.killRun(run).then(() => run.resolve({ kind: 'killed', reason }));
+        }
+      };
+      const giveUp = (): void => stopRun('stopped');
+      const cleanUp = (): void => {
+        clearTimeout(timer);
+        request.signal?.removeEventListener('abort', giveUp);
+        this.runs.delete(token);
+        if (this.runs.size === 0) {
+          void this.sweep();
+        }
+      };
+      const run: Run = {
+        token,
+        resolve: (status) => {
+          cleanUp();
+          resolve(run.killedFor ? { kind: 'killed', reason: run.killedFor } : status);
+        },
+        reject: (error) => {
+          cleanUp();
+          reject(error);
+        },
+      };
+      this.runs.set(token, run);
+      const timer = setTimeout(() => stopRun('timeout'), request.timeoutMs);
+      request.signal?.addEventListener('abort', giveUp, { once: true });
+      if (request.signal?.aborted) {
+        giveUp();
+      }
+      commands.write(`RUN ${fields.join(' ')}\n`);
+    });
+  }
+
+  /** Evaluates 1+1 in the server; resolves with what it printed. */
+  async ping(): Promise<string> {
+    await this.start();
+    return new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error('the fork server did not answer')),
+        PING_TIMEOUT_MS,
+      );
+      this.pings.push((value) => {
+        clearTimeout(timer);
+        resolve(value);
+      });
+      this.commands?.write('PING\n');
+    });
+  }
+
+  /** Kills the server, every child and everything they started (one process group). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
+    const child = this.child;
+    for (const run of this.runs.values()) {
+      run.killedFor ??= 'stopped';
+    }
+    if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+      await exited;
+    }
+  }
+
+  private async launch(): Promise<void> {
+    const { command, args, env, cwd } = this.options;
+    this.launches += 1;
+    const fifo = join(cwd, `commands-${this.launches}`);
+    await rm(fifo, { force: true });
+    try {
+      await promisify(execFile)('mkfifo', ['-m', '600', fifo]);
+    } catch (error) {
+      throw new REngineUnavailableError(`cannot create ${fifo}: ${(error as Error).message}`);
+    }
+    const child = spawn(command, [...args, rSourcePath('fork-server.R')], {
+      cwd,
+      env: {
+        ...env,
+        SVC_FORK_COMMANDS: fifo,
+        SVC_FORK_CPU_LIMIT: String(this.options.cpuLimitSeconds),
+      },
+      // Its own process group: stop() kills the server and every job with one signal.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    // Opening a FIFO waits for its reader; the server opens it first thing.
+    const commands = createWriteStream(fifo);
+    commands.on('error', () => undefined);
+    commands.once('open', () => void rm(fifo, { force: true }));
+    this.commands = commands;
+    child.once('exit', () => {
+      commands.destroy();
+      if (this.commands === commands) {
+        this.commands = undefined;
+      }
+    });
+    const stderr: string[] = [];
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new Error(`the fork server did not start within ${START_TIMEOUT_MS} ms`));
+        child.kill('SIGKILL');
+      }, START_TIMEOUT_MS);
+      let started = false;
+      child.once('error', (error) => {
+        clearTimeout(timer);
+        reject(new REngineUnavailableError(`cannot start the fork server: ${error.message}`));
+      });
+      createInterface({ input: child.stderr }).on('line', (line) => {
+        stderr.push(line);
+        stderr.splice(0, Math.max(0, stderr.length - 20));
+      });
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        const [event = '', ...rest] = line.split(' ');
+        if (event === 'READY' && !started) {
+          started = true;
+          clearTimeout(timer);
+          this.serverPid = Number(rest[0]);
+          this.versionString = rest.slice(1).join(' ');
+          this.restartDelayMs = RESTART_DELAY_MS;
+          resolve();
+        } else {
+          this.onEvent(event, rest);
+        }
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        this.serverPid = 0;
+        // What the server forked waits for its acknowledgement before it can exit (mcexit), and
+        // the reader holds the server's stderr: the whole process group goes with the server.
+        if (child.pid !== undefined) {
+          try {
+            process.kill(-child.pid, 'SIGKILL');
+          } catch {
+            // ESRCH: nothing left in the group.
+          }
+        }
+        child.stdout.destroy();
+        child.stderr.destroy();
+        if (this.child === child) {
+          this.child = undefined;
+          this.ready = undefined;
+        }
+        const recycled = code === 0 && !this.stopped;
+        const why = signal !== null ? `signal ${signal}` : `status ${String(code)}`;
+        if (!started) {
+          reject(
+            new REngineUnavailableError(
+              `the fork server exited during start-up (${why}): ${stderr.join(' ').trim()}`,
+            ),
+          );
+          return;
+        }
+        for (const run of [...this.runs.values()]) {
+          if (run.pid !== undefined) {
+            void killTree(run.pid);
+          }
+          if (run.killedFor) {
+            run.resolve({ kind: 'died' });
+          } else {
+            run.reject(
+              new REngineUnavailableError(`the fork server ended (${why}) during the job`),
+            );
+          }
+        }
+        if (!this.stopped) {
+          if (!recycled) {
+            this.options.log.warn(`the R fork server ended (${why}); starting a new one`);
+          }
+          this.restartSoon();
+        }
+      });
+    });
+  }
+
+  private restartSoon(): void {
+    const delay = this.restartDelayMs;
+    this.restartDelayMs = Math.min(RESTART_DELAY_CAP_MS, delay * 2);
+    setTimeout(() => {
+      if (this.stopped || this.ready) {
+        return;
+      }
+      this.start().catch((error: Error) => {
+        this.options.log.warn(`the R fork server could not start: ${error.message}`);
+        this.ready = undefined;
+        this.restartSoon();
+      });
+    }, delay).unref();
+  }
+
+  private onEvent(event: string, rest: string[]): void {
+    const run = this.runs.get(rest[0] ?? '');
+    switch (event) {
+      case 'STARTED':
+        if (run) {
+          run.pid = Number(rest[1]);
+          if (run.killedFor) {
+            const reason = run.killedFor;
+            void this.killRun(run).then(() => run.resolve({ kind: 'killed', reason }));
+          }
+        }
+        break;
+      case 'ENDED':
+        run?.resolve(parseStatus(rest.slice(1).join(' ')));
+        break;
+      case 'NOFORK':
+        run?.reject(new REngineUnavailableError(`R could not fork: ${rest.slice(1).join(' ')}`));
+        break;
+      case 'PONG':
+        this.pings.shift()?.(rest.join(' '));
+        break;
+      case 'RECYCLE':
+        this.options.log.log('the R fork server used half its CPU limit; starting a fresh one');
+        break;
+      default:
+        break;
+    }
+  }
+
+  /**
+   * Kills a run's child and everything it started, including background processes that have
+   * already left it (they stay in the server's process group with another parent), but nothing
+   * that belongs to another running job.
+   */
+  private async killRun(run: Run): Promise<void> {
+    if (run.pid === undefined) {
+      return;
+    }
+    const table = await processTable();
+    const below = (roots: number[]): Set<number> => {
+      const found = new Set(roots);
+      for (const pid of found) {
+        table.filter((p) => p.ppid === pid).forEach((p) => found.add(p.pid));
+      }
+      return found;
+    };
+    const others = below(
+      [...this.runs.values()]
+        .filter((r) => r !== run && r.pid !== undefined)
+        .map((r) => r.pid as number),
+    );
+    const server = this.serverPid;
+    const victims = below([run.pid]);
+    table
+      .filter((p) => p.pgrp === server && p.pid !== server && p.ppid !== server)
+      .filter((p) => !others.has(p.pid))
+      .forEach((p) => victims.add(p.pid));
+    victims.forEach(kill);
+  }
+
+  /**
+   * Kills background processes that finished jobs left behind: they stay in the server's
+   * process group after their job's child has exited. Only when no job runs, so nothing found
+   * can belong to a running job.
+   */
+  private async sweep(): Promise<void> {
+    const server = this.serverPid;
+    if (server === 0 || this.sweepTimer) {
+      return;
+    }
+    const wait = this.lastSweep + SWEEP_INTERVAL_MS - Date.now();
+    if (wait > 0) {
+      this.sweepTimer = setTimeout(() => {
+        this.sweepTimer = undefined;
+        if (this.runs.size === 0) {
+          void this.sweep();
+        }
+      }, wait);
+      this.sweepTimer.unref();
+      return;
+    }
+    this.lastSweep = Date.now();
+    const leftovers = (await processTable()).filter(
+      (p) => p.pgrp === server && p.pid !== server && p.ppid !== server,
+    );
+    if (this.runs.size === 0 && this.serverPid === server) {
+      leftovers.forEach((p) => kill(p.pid));
+    }
+  }
+}
