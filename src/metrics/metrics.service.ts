@@ -55,6 +55,10 @@ export class MetricsService {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [this.registry],
   });
+  private readonly httpChildren = new Map<
+    string,
+    Histogram.Internal<'method' | 'route' | 'status'>
+  >();
 
   constructor(private readonly queue: QueueRepository) {
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_' });
@@ -112,7 +116,15 @@ export class MetricsService {
   }
 
   httpRequest(method: string, route: string, status: number, seconds: number): void {
-    this.httpDuration.observe({ method, route, status: String(status) }, seconds);
+    // One child per label set, looked up by a plain string: observe(labels, value) would hash
+    // and check the label object on every request.
+    const key = `${method} ${status} ${route}`;
+    let child = this.httpChildren.get(key);
+    if (!child) {
+      child = this.httpDuration.labels({ method, route, status: String(status) });
+      this.httpChildren.set(key, child);
+    }
+    child.observe(seconds);
   }
 
   get contentType(): string {

@@ -1,6 +1,6 @@
 import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/common';
-import { requestIdMiddleware } from '../common/log-context';
 import { HttpMetricsMiddleware } from '../metrics/http-metrics.middleware';
+import { RequestMiddleware } from './request-middleware';
 import { SystemService } from './system.service';
 
 /**
@@ -9,13 +9,11 @@ import { SystemService } from './system.service';
  * MetricsController) are declared in ApiModule, which orders the routes.
  */
 @Module({
-  providers: [SystemService, HttpMetricsMiddleware],
+  providers: [SystemService, HttpMetricsMiddleware, RequestMiddleware],
   exports: [SystemService],
 })
 export class SystemModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
-    consumer
-      .apply(requestIdMiddleware, HttpMetricsMiddleware)
-      .forRoutes({ path: '*path', method: RequestMethod.ALL });
+    consumer.apply(RequestMiddleware).forRoutes({ path: '*path', method: RequestMethod.ALL });
   }
 }
