@@ -1,8 +1,7 @@
 import { Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { ApiExceptionFilter } from './common/api-exception.filter';
 import { NegotiationGuard } from './common/negotiation.guard';
-import { RepresentationInterceptor } from './common/representation.interceptor';
 import { JobsController } from './jobs/jobs.controller';
 import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
@@ -19,7 +18,7 @@ import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
 
-/** What an API node adds: the HTTP controllers and the cross-cutting guard, interceptor and filter. */
+/** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
   imports: [
     JobsModule,
@@ -44,7 +43,8 @@ import { SystemModule } from './system/system.module';
     // Global guards run in the order they are registered: access control first.
     { provide: APP_GUARD, useExisting: AccessGuard },
     { provide: APP_GUARD, useClass: NegotiationGuard },
-    { provide: APP_INTERCEPTOR, useClass: RepresentationInterceptor },
+    // RepresentationInterceptor is not global: controllers that return representations carry
+    // @RendersRepresentations() (representation.interceptor.ts).
     { provide: APP_FILTER, useClass: ApiExceptionFilter },
   ],
 })

@@ -11,6 +11,7 @@ import {
   Res,
   UseGuards,
 } from '@nestjs/common';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
 import getRawBody from 'raw-body';
 import { ApiError } from '../common/api-error';
@@ -33,6 +34,7 @@ function fileName(segments: string[] | string): string {
 }
 
 /** The admin API (SPEC §8): an application's catalog, and the node's configuration. */
+@RendersRepresentations()
 @Controller('svc/api/rest/admin')
 export class AdminController {
   constructor(

@@ -1,4 +1,10 @@
-import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import {
+  CallHandler,
+  ExecutionContext,
+  Injectable,
+  NestInterceptor,
+  UseInterceptors,
+} from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { map, Observable } from 'rxjs';
 import { formatOf } from './negotiation';
@@ -27,3 +33,12 @@ export class RepresentationInterceptor implements NestInterceptor {
     );
   }
 }
+
+/**
+ * Puts RepresentationInterceptor on a controller whose routes return RestRepresentations. It is
+ * not global: an interceptor costs every route it wraps (Nest binds async contexts and builds
+ * observables per request), and the routes that answer bytes themselves (/process, metrics, the
+ * upload page, the fallback) have nothing for it to render.
+ */
+export const RendersRepresentations = (): ClassDecorator =>
+  UseInterceptors(RepresentationInterceptor);

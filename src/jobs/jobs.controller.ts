@@ -1,4 +1,5 @@
 import { All, Controller, Get, HttpCode, Param, Post, Req, Res, UseGuards } from '@nestjs/common';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
 import getRawBody from 'raw-body';
 import { AppConfig } from '../config/app-config';
@@ -28,6 +29,7 @@ export function mediaTypeOf(req: Request): string {
   return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
 }
 
+@RendersRepresentations()
 @Controller('svc/api/rest/jobs')
 export class JobsController {
   constructor(

@@ -1,5 +1,6 @@
 import { Access } from '../security/access.decorator';
 import { All, Controller, Delete, Get, HttpCode, Param, Query, Req, Res } from '@nestjs/common';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/api-error';
@@ -41,6 +42,7 @@ function view(links: RestLinks, result: ResultMetadata): ResultView {
   };
 }
 
+@RendersRepresentations()
 @Controller('svc/api/rest')
 @Access('readResults')
 export class ResultsController {

@@ -1,4 +1,5 @@
 import { All, Controller, Get, Header, Req, Res } from '@nestjs/common';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
@@ -7,6 +8,7 @@ import { Access } from '../security/access.decorator';
 import { SystemService } from './system.service';
 
 /** Health and node information (SPEC §9); public, for load balancers and orchestrators. */
+@RendersRepresentations()
 @Controller('svc/api/rest/system')
 @Access('public')
 export class SystemController {

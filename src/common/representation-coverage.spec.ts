@@ -1,0 +1,28 @@
+import 'reflect-metadata';
+import { INTERCEPTORS_METADATA, MODULE_METADATA } from '@nestjs/common/constants';
+import { ApiModule } from '../api.module';
+import { RepresentationInterceptor } from './representation.interceptor';
+
+/** Controllers whose routes answer bytes themselves and never return a RestRepresentation. */
+const RAW_CONTROLLERS = ['ProcessController', 'MetricsController', 'FallbackController'];
+
+function rendersRepresentations(controller: object): boolean {
+  const interceptors =
+    (Reflect.getMetadata(INTERCEPTORS_METADATA, controller) as unknown[] | undefined) ?? [];
+  return interceptors.includes(RepresentationInterceptor);
+}
+
+describe('RepresentationInterceptor is on every controller that returns representations', () => {
+  const controllers = Reflect.getMetadata(MODULE_METADATA.CONTROLLERS, ApiModule) as Array<
+    new () => unknown
+  >;
+
+  it('wraps every API controller except the raw ones', () => {
+    const wrapped = controllers.filter(rendersRepresentations).map((c) => c.name);
+    const bare = controllers.filter((c) => !rendersRepresentations(c)).map((c) => c.name);
+    expect(wrapped.sort()).toEqual(
+      ['AdminController', 'JobsController', 'ResultsController', 'SystemController'].sort(),
+    );
+    expect(bare.sort()).toEqual([...RAW_CONTROLLERS].sort());
+  });
+});
