@@ -24,22 +24,26 @@ let baseUrl: string;
 let tempDir: string;
 let limits: SoapRequestLimits;
 let outcomes: Array<Promise<Outcome>>;
+/** Resolves when the server may start reading; lets a test act on the connection first. */
+let readGate: Promise<void>;
 
 beforeAll(async () => {
   tempDir = await mkdtemp(join(tmpdir(), 'svc-soap-reader-spec-'));
   server = createServer((req, res) => {
-    const outcome = readSoapRequest(req, limits).then(
-      (received): Outcome => {
-        res.end('read');
-        return { received };
-      },
-      (fault: unknown): Outcome => {
-        const body = fault instanceof SoapFault ? soapFaultEnvelope(fault) : String(fault);
-        res.writeHead(500, { 'content-type': 'text/xml; charset=utf-8', connection: 'close' });
-        res.end(body);
-        return { fault };
-      },
-    );
+    const outcome = readGate
+      .then(() => readSoapRequest(req, limits))
+      .then(
+        (received): Outcome => {
+          res.end('read');
+          return { received };
+        },
+        (fault: unknown): Outcome => {
+          const body = fault instanceof SoapFault ? soapFaultEnvelope(fault) : String(fault);
+          res.writeHead(500, { 'content-type': 'text/xml; charset=utf-8', connection: 'close' });
+          res.end(body);
+          return { fault };
+        },
+      );
     outcomes.push(outcome);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -54,6 +58,7 @@ afterAll(async () => {
 beforeEach(() => {
   limits = { maxRequestBytes: 1024 * 1024, maxPayloads: 10, maxParameters: 10, tempDir };
   outcomes = [];
+  readGate = Promise.resolve();
 });
 
 afterEach(async () => {
@@ -744,6 +749,24 @@ describe('readSoapRequest faults', () => {
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+  });
+});
+
+describe('readSoapRequest and connections', () => {
+  it('faults on a connection that closed before reading started', async () => {
+    let openGate = (): void => undefined;
+    readGate = new Promise((resolve) => (openGate = resolve));
+    const req = request(`${baseUrl}/soap`, { method: 'POST', headers: TEXT_XML });
+    req.on('error', () => undefined);
+    req.write('<soap:Envelope');
+    await waitFor(() => Promise.resolve(outcomes.length === 1));
+    req.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    openGate();
+    const outcome = await outcomes[0];
+    expect('fault' in outcome && (outcome.fault as SoapFault).message).toMatch(
+      /closed the connection/,
+    );
   });
 });
 

@@ -338,6 +338,18 @@ class RequestReading {
           );
         }
       };
+      // The connection may have gone while the temp directory was being made.
+      if (req.destroyed || req.readableAborted) {
+        settle(
+          new SoapFault('Client', 'the client closed the connection before the end of the request'),
+        );
+        return;
+      }
+      if (req.readableEnded) {
+        // Something (a body parser) consumed the body before: a wiring mistake, not the client's.
+        settle(new SoapFault('Server', 'the request body was read before the SOAP reader got it'));
+        return;
+      }
       req.on('data', onData);
       req.on('end', onEnd);
       req.on('error', onError);
