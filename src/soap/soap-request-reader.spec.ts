@@ -201,6 +201,7 @@ describe('readSoapRequest, plain SOAP 1.1 with inline base64', () => {
           parameters: [
             ['alpha', '1'],
             ['beta', 'x &amp; y'],
+            ['gamma', 'g'.repeat(64 * 1024)],
           ],
           payloads: [
             { name: 'data.bin', contentType: 'application/octet-stream', data: `\n${wrapped}\n` },
@@ -221,6 +222,7 @@ describe('readSoapRequest, plain SOAP 1.1 with inline base64', () => {
       expect(call.parameters).toEqual([
         { name: 'alpha', value: '1' },
         { name: 'beta', value: 'x & y' },
+        { name: 'gamma', value: 'g'.repeat(64 * 1024) },
       ]);
       expect(call.payloads.map((p) => [p.name, p.contentType, p.size])).toEqual([
         ['data.bin', 'application/octet-stream', 3000],
@@ -584,6 +586,19 @@ describe('readSoapRequest faults', () => {
       ),
       'Client',
       /name and a value/,
+    ],
+    [
+      'a parameter value over 64 KiB',
+      TEXT_XML,
+      envelope(
+        job({
+          applicationName: 'a',
+          parameters: [['long', 'v'.repeat(64 * 1024 + 1)]],
+          payloads: [],
+        }),
+      ),
+      'Client',
+      /longer than 65536 characters/,
     ],
     [
       'an unknown element in the job',
