@@ -659,6 +659,13 @@ describe('readSoapRequest faults', () => {
     expect(answer.body).toContain(`<faultcode>soap:${code}</faultcode>`);
   });
 
+  it('answers a temp directory that cannot be made with a Server fault', async () => {
+    limits.tempDir = join(tempDir, 'missing', 'deeper');
+    const { fault } = await readFault(TEXT_XML, envelope(validJob));
+    expect(fault.code).toBe('Server');
+    expect(fault.message).toMatch(/could not be stored/);
+  });
+
   it('faults on more payloads or parameters than the limits allow', async () => {
     limits.maxPayloads = 2;
     limits.maxParameters = 1;

@@ -71,7 +71,12 @@ export async function readSoapRequest(
   if (Number.isFinite(declaredLength) && declaredLength > limits.maxRequestBytes) {
     throw tooLarge(limits);
   }
-  const directory = await mkdtemp(join(limits.tempDir ?? tmpdir(), 'svc-soap-'));
+  let directory: string;
+  try {
+    directory = await mkdtemp(join(limits.tempDir ?? tmpdir(), 'svc-soap-'));
+  } catch (error) {
+    throw asFault(error);
+  }
   const reading = new RequestReading(directory, limits);
   try {
     const content = await reading.read(req, format);
