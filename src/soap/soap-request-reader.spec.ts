@@ -384,6 +384,53 @@ describe('readSoapRequest, MTOM', () => {
     }
   });
 
+  it('reads the framing .NET (WCF) sends: URL content-ids, a boundary with + and =, a BOM', async () => {
+    const boundary = 'uuid:0b4f1d27-8f1e-4d3c-9a55-2b1f3f0e1a2c+id=2';
+    const attachmentId = 'http://tempuri.org/1/638000000000000000';
+    const data = randomBytes(4096);
+    const body = mtomBody(boundary, [
+      {
+        headers: {
+          'Content-ID': '<http://tempuri.org/0>',
+          'Content-Transfer-Encoding': '8bit',
+          'Content-Type': ROOT_TYPE,
+        },
+        body: `\uFEFF${envelope(
+          job({
+            applicationName: 'a',
+            payloads: [
+              {
+                name: 'p',
+                contentType: 'x/y',
+                data: include(`cid:${encodeURIComponent(attachmentId)}`),
+              },
+            ],
+          }),
+        )}`,
+      },
+      {
+        headers: {
+          'Content-ID': `<${attachmentId}>`,
+          'Content-Transfer-Encoding': 'binary',
+          'Content-Type': 'application/octet-stream',
+        },
+        body: data,
+      },
+    ]);
+    const received = await readOk(
+      {
+        'content-type': `multipart/related; type="application/xop+xml";start="<http://tempuri.org/0>";boundary="${boundary}";start-info="text/xml"`,
+        soapaction: '"urn:svc:soap:Process"',
+      },
+      body,
+    );
+    try {
+      expect(sha256(await readFile(received.call!.payloads[0].path))).toBe(sha256(data));
+    } finally {
+      await received.cleanup();
+    }
+  });
+
   it('reads a body delivered one byte at a time, with delimiter look-alikes in the data', async () => {
     const boundary = 'MIME_boundary';
     const tricky = Buffer.from(
