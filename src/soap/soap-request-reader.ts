@@ -89,8 +89,11 @@ export async function readSoapRequest(
       cleanup: () => rm(directory, { recursive: true, force: true }),
     };
   } catch (error) {
-    await reading.abandon();
-    await rm(directory, { recursive: true, force: true });
+    // Removing the files must not hide the fault, so its own failure is ignored.
+    await reading
+      .abandon()
+      .then(() => rm(directory, { recursive: true, force: true }))
+      .catch(() => undefined);
     throw asFault(error);
   }
 }
