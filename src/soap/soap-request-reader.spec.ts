@@ -788,6 +788,18 @@ describe('readSoapRequest faults', () => {
       ]),
     );
     expect(duplicate.fault.message).toMatch(/two MIME parts/);
+    const soap12Root = await readFault(
+      mtomHeaders(boundary),
+      mtomBody(boundary, [
+        {
+          headers: {
+            'Content-Type': 'application/xop+xml; charset=UTF-8; type="application/soap+xml"',
+          },
+          body: root.body,
+        },
+      ]),
+    );
+    expect(soap12Root.fault.code).toBe('VersionMismatch');
   });
 
   it('removes the temp files of a client that disconnects mid-upload, without an unhandled rejection', async () => {
