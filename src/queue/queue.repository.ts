@@ -18,6 +18,8 @@ import { JobKind } from '../jobs/job.entity';
 import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
+/** Payload: the job id, once its result is stored (sent by the statement that stores it). */
+export const RESULT_READY_CHANNEL = 'svc_result_ready';
 
 export interface NewJobRow {
   id: string;
@@ -153,40 +155,39 @@ export class QueueRepository {
   }
 
   /**
-   * Stores the job's one result and marks it DONE, if `owner` (when given) still holds its lease.
-   * Returns false when the lease was lost (another worker owns the job now): nothing is written.
+   * Stores the job's one result, marks the job DONE, deletes its input files and notifies
+   * `svc_result_ready` (delivered at commit) in ONE statement, if `owner` (when given) still
+   * holds the lease: atomic without an explicit transaction, one round trip instead of five.
+   * All parts see the same snapshot; the result and file CTEs act only on the row the guarded
+   * UPDATE returned, so a lost lease writes nothing. Returns false in that case.
    */
   async complete(jobId: string, owner: string | null, result: ResultData): Promise<boolean> {
-    return this.dataSource.transaction(async (manager) => {
-      const raw: unknown = await manager.query(
-        `UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+    const raw: unknown = await this.dataSource.query(
+      `WITH done AS (
+         UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
           WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
-          RETURNING application_name`,
-        [jobId, owner],
-      );
-      const rows = rowsOf<{ application_name: string }>(raw);
-      if (rows.length === 0) {
-        return false;
-      }
-      await manager.query(
-        `INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
-         VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (job_id) DO NOTHING`,
-        [
-          jobId,
-          rows[0].application_name,
-          result.success,
-          result.type,
-          result.contentType,
-          result.data,
-          result.data.length,
-          result.sha256,
-        ],
-      );
-      // The input files are not needed once the job has its result.
-      await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
-      return true;
-    });
+          RETURNING id, application_name),
+       stored AS (
+         INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
+         SELECT done.id, done.application_name, now(), $3, $4, $5, $6, $7, $8 FROM done
+         ON CONFLICT (job_id) DO NOTHING),
+       -- The input files are not needed once the job has its result.
+       inputs_removed AS (
+         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
+       SELECT pg_notify($9, done.id::text) FROM done`,
+      [
+        jobId,
+        owner,
+        result.success,
+        result.type,
+        result.contentType,
+        result.data,
+        result.data.length,
+        result.sha256,
+        RESULT_READY_CHANNEL,
+      ],
+    );
+    return rowsOf(raw).length > 0;
   }
 
   /** Puts a job back in the queue after an infrastructure failure, not before `delayMs`. */
