@@ -39,6 +39,13 @@ export interface ClaimedJob {
   submittedAt: Date;
   attempts: number;
   source: string;
+  /** The job's input files, in the order they were stored. */
+  files: JobInputFile[];
+}
+
+export interface JobInputFile {
+  name: string;
+  content: Buffer;
 }
 
 export interface ResultData {
@@ -66,6 +73,9 @@ interface ClaimRow {
   submitted_at: Date;
   attempts: number;
   source: string;
+  /** NULL when the job has no files (array_agg over no rows). */
+  file_names: string[] | null;
+  file_contents: Buffer[] | null;
 }
 
 @Injectable()
@@ -104,8 +114,9 @@ export class QueueRepository {
   }
 
   /**
-   * Claims up to `limit` jobs for `owner`. With `applicationName`, only that application's jobs
-   * (a dedicated slot). The partial index job_claim_idx (state = 'QUEUED') on
+   * Claims up to `limit` jobs for `owner`, with their input files (one round trip less per job
+   * than fetching them after). With `applicationName`, only that application's jobs (a
+   * dedicated slot). The partial index job_claim_idx (state = 'QUEUED') on
    * (priority, submitted_at) serves the ORDER BY: EXPLAIN on 100k done + 1k queued jobs shows an
    * index scan over the queued rows only.
    */
@@ -122,11 +133,18 @@ export class QueueRepository {
             AND ($4::varchar IS NULL OR application_name = $4::varchar)
           ORDER BY priority, submitted_at
           LIMIT $2
-          FOR UPDATE SKIP LOCKED)
-       UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
-              lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
-         FROM next WHERE job.id = next.id
-       RETURNING job.id, job.application_name, job.kind, job.meta, job.submitted_at, job.attempts, job.source`,
+          FOR UPDATE SKIP LOCKED),
+       claimed AS (
+         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
+                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
+           FROM next WHERE job.id = next.id
+         RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source)
+       SELECT claimed.*, files.names AS file_names, files.contents AS file_contents
+         FROM claimed
+         CROSS JOIN LATERAL (
+           SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents
+             FROM job_file f WHERE f.job_id = claimed.id) AS files
+        ORDER BY claimed.priority, claimed.submitted_at`,
       [owner, limit, leaseSeconds, applicationName],
     );
     return rowsOf<ClaimRow>(raw).map((row) => ({
@@ -137,6 +155,10 @@ export class QueueRepository {
       submittedAt: new Date(row.submitted_at),
       attempts: row.attempts,
       source: row.source,
+      files: (row.file_names ?? []).map((name, i) => ({
+        name,
+        content: (row.file_contents ?? [])[i],
+      })),
     }));
   }
 

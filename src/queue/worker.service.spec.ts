@@ -55,6 +55,7 @@ function job(id: string, applicationName = 'demo', attempts = 0): ClaimedJob {
     submittedAt: new Date('2026-11-22T09:00:00.000Z'),
     attempts,
     source: 'rest',
+    files: [],
   };
 }
 

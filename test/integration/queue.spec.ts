@@ -75,7 +75,12 @@ describe('queue repository', () => {
     }
     const first = await queue.claim('w0', 2, 30, null);
     expect(first.map((j) => j.id)).toEqual(ids.slice(0, 2));
-    expect(first[0]).toMatchObject({ applicationName: 'demo', kind: 'script', attempts: 1 });
+    expect(first[0]).toMatchObject({
+      applicationName: 'demo',
+      kind: 'script',
+      attempts: 1,
+      files: [],
+    });
     const claims = await Promise.all(
       Array.from({ length: 8 }, (_, w) => queue.claim(`w${w + 1}`, 5, 30, null)),
     );
@@ -113,13 +118,21 @@ describe('queue repository', () => {
       meta: {},
       source: 'test',
       submittedAt: new Date(),
-      files: [{ name: 'plot.R', content: Buffer.from('plot(1)') }],
+      files: [
+        { name: 'plot.R', content: Buffer.from('plot(1)') },
+        { name: 'data.csv', content: Buffer.from([0, 1, 2, 255]) },
+      ],
     });
-    await queue.claim('w1', 1, 30, null);
+    // The claim brings the files along, in the order they were stored.
+    const [claimed] = await queue.claim('w1', 1, 30, null);
+    expect(claimed.files).toEqual([
+      { name: 'plot.R', content: Buffer.from('plot(1)') },
+      { name: 'data.csv', content: Buffer.from([0, 1, 2, 255]) },
+    ]);
     expect(await queue.complete(id, 'intruder', ok)).toBe(false);
     expect(
       await dataSource.query('SELECT count(*)::int AS n FROM job_file WHERE job_id = $1', [id]),
-    ).toEqual([{ n: 1 }]);
+    ).toEqual([{ n: 2 }]);
     expect(await queue.complete(id, 'w1', ok)).toBe(true);
     expect(
       await dataSource.query(
