@@ -1,4 +1,4 @@
-import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
@@ -24,12 +24,15 @@ class JobDefinitionError extends Error {}
 export class ScriptJobExecutor implements JobExecutor {
   private readonly logger = new Logger(ScriptJobExecutor.name);
   private readonly jobsRoot = join(tmpdir(), 'svc-jobs');
+  private readonly logsROutput: boolean;
 
   constructor(
     private readonly config: AppConfig,
     private readonly catalog: CatalogService,
     @Inject(R_ENGINE) private readonly engine: REngine,
-  ) {}
+  ) {
+    this.logsROutput = config.logLevel === 'debug' || config.logLevel === 'trace';
+  }
 
   get capacity(): number {
     return this.engine.maxConcurrentRuns;
@@ -39,8 +42,7 @@ export class ScriptJobExecutor implements JobExecutor {
     // One directory per attempt: a re-run never sees a previous attempt's leftovers.
     const jobDir = join(this.jobsRoot, `${job.id}-${job.attempts}`);
     const workDir = join(jobDir, 'work');
-    await rm(jobDir, { recursive: true, force: true });
-    await mkdir(workDir, { recursive: true, mode: 0o700 });
+    await this.makeJobDirectory(jobDir, workDir);
     try {
       let scriptName: string;
       let provided: Set<string>;
@@ -59,7 +61,11 @@ export class ScriptJobExecutor implements JobExecutor {
         scriptName,
         timeoutMs: this.config.jobTimeoutSeconds * 1000,
         signal,
-        onOutput: (stream, line) => log.debug(`R ${stream}: ${line}`),
+        // R's output goes to out.log in any case; the log gets it only at debug level, so other
+        // levels do not pay for reading it back (the fork server writes it straight to the file).
+        onOutput: this.logsROutput
+          ? (stream, line) => log.debug(`R ${stream}: ${line}`)
+          : undefined,
       });
       if (outcome.status === 'failed') {
         return errorResult(job, outcome.message);
@@ -71,6 +77,28 @@ export class ScriptJobExecutor implements JobExecutor {
         this.logger.warn(`could not remove ${jobDir}: ${error.message}`),
       );
     }
+  }
+
+  /**
+   * Creates jobDir/work, private to the service (0700), with plain mkdir calls (a recursive
+   * mkdir or an rm first costs a few system calls per job): the jobs root is made when missing,
+   * and a job directory that exists already is a crashed attempt's, removed first.
+   */
+  private async makeJobDirectory(jobDir: string, workDir: string): Promise<void> {
+    try {
+      await mkdir(jobDir, { mode: 0o700 });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') {
+        await mkdir(this.jobsRoot, { recursive: true, mode: 0o700 });
+      } else if (code === 'EEXIST') {
+        await rm(jobDir, { recursive: true, force: true });
+      } else {
+        throw error;
+      }
+      await mkdir(jobDir, { mode: 0o700 });
+    }
+    await mkdir(workDir, { mode: 0o700 });
   }
 
   /** Writes the job's inputs; returns the script to source and the names the service put there. */
@@ -151,7 +179,8 @@ async function listResultFiles(
       const name = relative(workDir, path).split('\\').join('/');
       if (entry.isDirectory()) {
         await walk(path);
-      } else if (entry.isFile() && !provided.has(name) && (await stat(path)).isFile()) {
+      } else if (entry.isFile() && !provided.has(name)) {
+        // A regular file, not a link (readdir's type does not follow links); zipFiles reads it.
         found.push({ name, path });
       }
     }
