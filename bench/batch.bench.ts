@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
-import { cpuBetween, cpuSnapshot, processTimes } from './cpu-usage';
+import { cpuBetween, cpuSnapshot, loadAverage, processTimes } from './cpu-usage';
 import { RSCRIPT } from './end-to-end.bench';
 import { PDF_SCRIPT } from './job-archives';
 import { fetchResult, fetchStatus, submitZip } from './rest-client';
@@ -141,6 +141,15 @@ export interface BatchModeRun {
   allAcknowledgedMs: number;
   rCpuPerJobMs: number;
   serviceCpuPerJobMs: number;
+  /** The node's PostgreSQL backends (its pool and LISTEN connection, the bench's own). */
+  postgresCpuPerJobMs: number;
+  /**
+   * Share of the machine's CPU (all cores) used during the batch by everything else: other
+   * users of a shared machine. High means the throughput says more about them than about svc.
+   */
+  otherCpuShare: number;
+  /** 1-minute load average when the batch started. */
+  loadAverageAtStart: number;
   memoryAtRest: ProcessMemory[];
   memoryAfterBatch: ProcessMemory[];
 }
@@ -196,6 +205,7 @@ export async function batchModeRun(
         return sum + (times ? times.selfMs + times.childrenMs : 0);
       }, 0);
     const livingBefore = livingRMs();
+    const loadAverageAtStart = loadAverage()[0];
     const before = cpuSnapshot(node.pid, await database.backendPids());
     const firstSentMark = performance.now();
     const firstSentAt = Date.now();
@@ -229,13 +239,19 @@ export async function batchModeRun(
       allAcknowledgedMs,
       rCpuPerJobMs: (cpu.rMs + livingAfter - livingBefore) / options.batchJobs,
       serviceCpuPerJobMs: cpu.serviceMs / options.batchJobs,
+      postgresCpuPerJobMs: cpu.postgresBackendsMs / options.batchJobs,
+      otherCpuShare: cpu.otherMs / cpu.machineTotalMs,
+      loadAverageAtStart,
       memoryAtRest,
       memoryAfterBatch,
     };
     options.log(
       `  ${options.mode} run ${options.run}: one job p50 ${result.singleObservedMs.p50.toFixed(1)} ms, ` +
         `batch of ${options.batchJobs}: ${result.jobsPerSecond.toFixed(1)} jobs/s, ` +
-        `p50 ${result.batchLatencyMs.p50.toFixed(0)} ms, p99 ${result.batchLatencyMs.p99.toFixed(0)} ms`,
+        `p50 ${result.batchLatencyMs.p50.toFixed(0)} ms, p99 ${result.batchLatencyMs.p99.toFixed(0)} ms; ` +
+        `CPU per job: svc ${result.serviceCpuPerJobMs.toFixed(1)} ms, R ${result.rCpuPerJobMs.toFixed(1)} ms, ` +
+        `PostgreSQL ${result.postgresCpuPerJobMs.toFixed(1)} ms; others used ${(100 * result.otherCpuShare).toFixed(0)} % ` +
+        `of the CPU (load ${loadAverageAtStart.toFixed(1)} at the start)`,
     );
     return result;
   } finally {
