@@ -252,7 +252,8 @@ export async function batchModeRun(
       rCpuPerJobMs: (cpu.rMs + livingAfter - livingBefore) / options.batchJobs,
       serviceCpuPerJobMs: cpu.serviceMs / options.batchJobs,
       postgresCpuPerJobMs: cpu.postgresBackendsMs / options.batchJobs,
-      otherCpuShare: cpu.otherMs / cpu.machineTotalMs,
+      // cpu.otherMs holds the forked jobs' CPU too: their parent, the fork server, is alive.
+      otherCpuShare: Math.max(0, cpu.otherMs - (livingAfter - livingBefore)) / cpu.machineTotalMs,
       loadAverageAtStart,
       resultRequestsPerJob,
       memoryAtRest,
