@@ -58,7 +58,7 @@ describe('chunked job files and results', () => {
     config = loadConfig(testEnvironment(database, { FORM_TEMP_DIR: spillParent }));
     ({ dataSource, close } = await openDatabaseForCli(config));
     await dataSource.runMigrations();
-    jobs = new JobRepository(dataSource, new QueueRepository(dataSource));
+    jobs = new JobRepository(dataSource, new QueueRepository(dataSource), true);
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
     jobsService = new JobsService(
       config,
