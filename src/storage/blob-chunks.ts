@@ -9,7 +9,9 @@
  * a piece by division; the chunk size is therefore part of the storage format.
  */
 import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 
 /** Data larger than this goes to chunks. */
 export const BLOB_INLINE_MAX_BYTES = 1024 * 1024;
@@ -138,6 +140,20 @@ export function readChunks(
       );
     },
   });
+}
+
+/** Writes `ownerId`'s pieces into a new file at `path`, one piece in memory at a time. */
+export async function copyChunksToFile(
+  db: SqlRunner,
+  chunks: ChunkTable,
+  ownerId: string,
+  size: number,
+  path: string,
+): Promise<void> {
+  await pipeline(
+    readChunks(db, chunks, ownerId, size),
+    createWriteStream(path, { flags: 'wx', mode: 0o600 }),
+  );
 }
 
 /** A stream of an inline buffer, or of the bytes `range` of it. */
