@@ -1,6 +1,4 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { ClaimedJob, ResultData } from '../queue/queue.repository';
 import type { JobExecutor } from '../queue/worker.service';
@@ -12,7 +10,6 @@ import {
   FunctionCallKind,
   payloadFileName,
 } from './function-call-result';
-import { JobFileEntity } from './job-file.entity';
 import { resultData } from './job-result';
 
 /**
@@ -29,15 +26,12 @@ export class FunctionCallJobExecutor implements JobExecutor {
   constructor(
     private readonly config: AppConfig,
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
-    @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
 
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
     const kind: FunctionCallKind = job.kind === 'xml' ? 'xml' : 'json';
-    const file = await this.dataSource.getRepository(JobFileEntity).findOne({
-      where: { jobId: job.id, name: payloadFileName(kind) },
-      select: { content: true },
-    });
+    // The claim brought the files along.
+    const file = job.files.find((f) => f.name === payloadFileName(kind));
     const call = {
       jobId: job.id,
       applicationName: job.applicationName,

@@ -2,15 +2,12 @@ import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { ClaimedJob, ResultData } from '../queue/queue.repository';
 import { JobExecutor } from '../queue/worker.service';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
 import { zipFiles } from '../results/result-archive';
-import { JobFileEntity } from './job-file.entity';
 import { CONFIGURATION_FILE } from './job-input';
 import { renderConfigurationFile } from './job-meta';
 import { errorResult, resultData } from './job-result';
@@ -32,7 +29,6 @@ export class ScriptJobExecutor implements JobExecutor {
     private readonly config: AppConfig,
     private readonly catalog: CatalogService,
     @Inject(R_ENGINE) private readonly engine: REngine,
-    @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
 
   get capacity(): number {
@@ -83,11 +79,8 @@ export class ScriptJobExecutor implements JobExecutor {
     workDir: string,
   ): Promise<{ scriptName: string; provided: Set<string> }> {
     const provided = new Set<string>([R_LOG_FILE]);
-    const files = await this.dataSource.getRepository(JobFileEntity).find({
-      where: { jobId: job.id },
-      select: { name: true, content: true },
-      order: { id: 'ASC' },
-    });
+    // The claim brought the files along.
+    const files = job.files;
     for (const file of files) {
       await writeFile(join(workDir, file.name), file.content);
       provided.add(file.name);

@@ -3,20 +3,29 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { Client } from 'pg';
 import { DatabaseTarget } from '../storage/database-options';
 import { DATABASE_TARGET } from '../storage/storage.module';
-import { JOB_QUEUED_CHANNEL } from './queue.repository';
+import { JOB_QUEUED_CHANNEL, RESULT_READY_CHANNEL } from './queue.repository';
+
+/** How long a result stored here is remembered, so that its own NOTIFY echo is not reported twice. */
+const LOCAL_ECHO_WINDOW_MS = 10_000;
 
 /**
- * Wakes workers early when a job is queued: at once in this process, and through
- * LISTEN/NOTIFY from other nodes. Only an optimisation: workers also poll, so a lost
- * notification delays a job by one poll interval at most.
+ * Two signals, each at once in this process and through LISTEN/NOTIFY from other nodes:
+ * - a job was queued: wakes workers early;
+ * - a job's result was stored: wakes whoever waits for it (onResultReady).
+ * Both are hints only: a lost notification (the LISTEN connection was down) is never reported
+ * again, so waiters must also poll; workers do (POLL_INTERVAL_MS).
  */
 @Injectable()
 export class QueueNotifier implements OnApplicationShutdown {
   private readonly logger = new Logger(QueueNotifier.name);
-  private readonly events = new EventEmitter();
+  // Any number of waiters may subscribe (one per waiting request, say).
+  private readonly events = new EventEmitter().setMaxListeners(0);
   private listener: Client | null = null;
   private listening = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  private connecting: Promise<void> = Promise.resolve();
+  /** Job id -> when this process reported its result; in insertion (so time) order. */
+  private readonly reportedHere = new Map<string, number>();
 
   constructor(@Inject(DATABASE_TARGET) private readonly target: DatabaseTarget) {}
 
@@ -29,13 +38,64 @@ export class QueueNotifier implements OnApplicationShutdown {
     this.events.on('queued', callback);
   }
 
-  /** Starts listening for other nodes' notifications (a server database only: the embedded one has no other nodes). */
+  /**
+   * Called after this process stored a job's result (the statement that stored it also sent
+   * the NOTIFY other nodes receive).
+   */
+  resultStored(jobId: string): void {
+    if (this.listener) {
+      const now = Date.now();
+      for (const [id, at] of this.reportedHere) {
+        if (at > now - LOCAL_ECHO_WINDOW_MS) {
+          break;
+        }
+        this.reportedHere.delete(id);
+      }
+      this.reportedHere.set(jobId, now);
+    }
+    this.events.emit('result-ready', jobId);
+  }
+
+  /**
+   * Calls `listener` with the id of each job whose result was stored from now on: by this node
+   * at once, by another node when its NOTIFY arrives (a server database; the LISTEN connection
+   * starts with the first subscriber). Returns the unsubscribe function. A hint, not a
+   * guarantee: check the result table as well, and poll it while waiting.
+   */
+  onResultReady(listener: (jobId: string) => void): () => void {
+    const guarded = (jobId: string): void => {
+      try {
+        listener(jobId);
+      } catch (error) {
+        this.logger.warn(`a result-ready listener failed: ${(error as Error).message}`);
+      }
+    };
+    this.events.on('result-ready', guarded);
+    void this.listen();
+    return () => {
+      this.events.off('result-ready', guarded);
+    };
+  }
+
+  /**
+   * Starts listening for other nodes' notifications (a server database only: the embedded one
+   * has no other nodes). Resolves after the first connection attempt.
+   */
   async listen(): Promise<void> {
     if (this.target.kind !== 'server' || this.listening) {
-      return;
+      return this.connecting;
     }
     this.listening = true;
-    await this.connect();
+    this.connecting = this.connect();
+    return this.connecting;
+  }
+
+  private onNotification(channel: string, payload: string): void {
+    if (channel === JOB_QUEUED_CHANNEL) {
+      this.events.emit('queued', payload);
+    } else if (channel === RESULT_READY_CHANNEL && !this.reportedHere.delete(payload)) {
+      this.events.emit('result-ready', payload);
+    }
   }
 
   private async connect(): Promise<void> {
@@ -47,7 +107,9 @@ export class QueueNotifier implements OnApplicationShutdown {
       application_name: 'svc-listener',
       connectionTimeoutMillis: 3000,
     });
-    client.on('notification', (message) => this.events.emit('queued', message.payload ?? ''));
+    client.on('notification', (message) =>
+      this.onNotification(message.channel, message.payload ?? ''),
+    );
     client.on('error', (error) => {
       this.logger.warn(`LISTEN connection lost (${error.message}); polling until it is back`);
       this.scheduleReconnect(client);
@@ -55,7 +117,12 @@ export class QueueNotifier implements OnApplicationShutdown {
     client.on('end', () => this.scheduleReconnect(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${JOB_QUEUED_CHANNEL}`);
+      await client.query(`LISTEN ${JOB_QUEUED_CHANNEL}; LISTEN ${RESULT_READY_CHANNEL}`);
+      if (!this.listening) {
+        // Shut down while connecting.
+        this.scheduleReconnect(client);
+        return;
+      }
       this.listener = client;
     } catch (error) {
       this.logger.warn(
@@ -77,7 +144,7 @@ export class QueueNotifier implements OnApplicationShutdown {
     }
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
-      void this.connect();
+      this.connecting = this.connect();
     }, 2000);
   }
 
@@ -87,6 +154,7 @@ export class QueueNotifier implements OnApplicationShutdown {
       clearTimeout(this.reconnectTimer);
     }
     this.events.removeAllListeners();
+    await this.connecting;
     const client = this.listener;
     this.listener = null;
     if (client) {

@@ -18,6 +18,8 @@ import { JobKind } from '../jobs/job.entity';
 import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
+/** Payload: the job id, once its result is stored (sent by the statement that stores it). */
+export const RESULT_READY_CHANNEL = 'svc_result_ready';
 
 export interface NewJobRow {
   id: string;
@@ -37,6 +39,13 @@ export interface ClaimedJob {
   submittedAt: Date;
   attempts: number;
   source: string;
+  /** The job's input files, in the order they were stored. */
+  files: JobInputFile[];
+}
+
+export interface JobInputFile {
+  name: string;
+  content: Buffer;
 }
 
 export interface ResultData {
@@ -64,6 +73,9 @@ interface ClaimRow {
   submitted_at: Date;
   attempts: number;
   source: string;
+  /** NULL when the job has no files (array_agg over no rows). */
+  file_names: string[] | null;
+  file_contents: Buffer[] | null;
 }
 
 @Injectable()
@@ -102,8 +114,9 @@ export class QueueRepository {
   }
 
   /**
-   * Claims up to `limit` jobs for `owner`. With `applicationName`, only that application's jobs
-   * (a dedicated slot). The partial index job_claim_idx (state = 'QUEUED') on
+   * Claims up to `limit` jobs for `owner`, with their input files (one round trip less per job
+   * than fetching them after). With `applicationName`, only that application's jobs (a
+   * dedicated slot). The partial index job_claim_idx (state = 'QUEUED') on
    * (priority, submitted_at) serves the ORDER BY: EXPLAIN on 100k done + 1k queued jobs shows an
    * index scan over the queued rows only.
    */
@@ -120,11 +133,18 @@ export class QueueRepository {
             AND ($4::varchar IS NULL OR application_name = $4::varchar)
           ORDER BY priority, submitted_at
           LIMIT $2
-          FOR UPDATE SKIP LOCKED)
-       UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
-              lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
-         FROM next WHERE job.id = next.id
-       RETURNING job.id, job.application_name, job.kind, job.meta, job.submitted_at, job.attempts, job.source`,
+          FOR UPDATE SKIP LOCKED),
+       claimed AS (
+         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
+                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
+           FROM next WHERE job.id = next.id
+         RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source)
+       SELECT claimed.*, files.names AS file_names, files.contents AS file_contents
+         FROM claimed
+         CROSS JOIN LATERAL (
+           SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents
+             FROM job_file f WHERE f.job_id = claimed.id) AS files
+        ORDER BY claimed.priority, claimed.submitted_at`,
       [owner, limit, leaseSeconds, applicationName],
     );
     return rowsOf<ClaimRow>(raw).map((row) => ({
@@ -135,6 +155,10 @@ export class QueueRepository {
       submittedAt: new Date(row.submitted_at),
       attempts: row.attempts,
       source: row.source,
+      files: (row.file_names ?? []).map((name, i) => ({
+        name,
+        content: (row.file_contents ?? [])[i],
+      })),
     }));
   }
 
@@ -153,40 +177,39 @@ export class QueueRepository {
   }
 
   /**
-   * Stores the job's one result and marks it DONE, if `owner` (when given) still holds its lease.
-   * Returns false when the lease was lost (another worker owns the job now): nothing is written.
+   * Stores the job's one result, marks the job DONE, deletes its input files and notifies
+   * `svc_result_ready` (delivered at commit) in ONE statement, if `owner` (when given) still
+   * holds the lease: atomic without an explicit transaction, one round trip instead of five.
+   * All parts see the same snapshot; the result and file CTEs act only on the row the guarded
+   * UPDATE returned, so a lost lease writes nothing. Returns false in that case.
    */
   async complete(jobId: string, owner: string | null, result: ResultData): Promise<boolean> {
-    return this.dataSource.transaction(async (manager) => {
-      const raw: unknown = await manager.query(
-        `UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+    const raw: unknown = await this.dataSource.query(
+      `WITH done AS (
+         UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
           WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
-          RETURNING application_name`,
-        [jobId, owner],
-      );
-      const rows = rowsOf<{ application_name: string }>(raw);
-      if (rows.length === 0) {
-        return false;
-      }
-      await manager.query(
-        `INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
-         VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (job_id) DO NOTHING`,
-        [
-          jobId,
-          rows[0].application_name,
-          result.success,
-          result.type,
-          result.contentType,
-          result.data,
-          result.data.length,
-          result.sha256,
-        ],
-      );
-      // The input files are not needed once the job has its result.
-      await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
-      return true;
-    });
+          RETURNING id, application_name),
+       stored AS (
+         INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
+         SELECT done.id, done.application_name, now(), $3, $4, $5, $6, $7, $8 FROM done
+         ON CONFLICT (job_id) DO NOTHING),
+       -- The input files are not needed once the job has its result.
+       inputs_removed AS (
+         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
+       SELECT pg_notify($9, done.id::text) FROM done`,
+      [
+        jobId,
+        owner,
+        result.success,
+        result.type,
+        result.contentType,
+        result.data,
+        result.data.length,
+        result.sha256,
+        RESULT_READY_CHANNEL,
+      ],
+    );
+    return rowsOf(raw).length > 0;
   }
 
   /** Puts a job back in the queue after an infrastructure failure, not before `delayMs`. */

@@ -55,6 +55,7 @@ function job(id: string, applicationName = 'demo', attempts = 0): ClaimedJob {
     submittedAt: new Date('2026-11-22T09:00:00.000Z'),
     attempts,
     source: 'rest',
+    files: [],
   };
 }
 
@@ -70,10 +71,13 @@ async function settle(worker: WorkerService, queue: FakeQueue, count: number): P
 }
 
 describe('WorkerService', () => {
-  const notifier = {
-    onQueued: () => undefined,
-    listen: () => Promise.resolve(),
-  } as unknown as QueueNotifier;
+  // The real notifier: without a server database it only reports within the process.
+  const notifier = new QueueNotifier({ kind: 'embedded', socketDirectory: '' });
+  let reported: string[] = [];
+  notifier.onResultReady((jobId) => reported.push(jobId));
+  beforeEach(() => {
+    reported = [];
+  });
 
   function workerWith(
     queue: FakeQueue,
@@ -108,6 +112,8 @@ describe('WorkerService', () => {
     worker.wake();
     await settle(worker, queue, 5);
     expect(queue.completed.map((c) => c.id).sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    // Each stored result is reported to this node's waiters.
+    expect([...reported].sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
     expect(most).toBe(2);
     expect(queue.claimCalls.every((call) => call.limit <= 2)).toBe(true);
   });
@@ -140,6 +146,7 @@ describe('WorkerService', () => {
     await settle(worker, queue, 2);
     expect(queue.retried).toEqual([{ id: 'first', error: 'no R', delayMs: 1000 }]);
     expect(queue.completed).toHaveLength(1);
+    expect(reported).toEqual(['last']);
     const deadLetter = queue.completed[0];
     expect(deadLetter).toMatchObject({ id: 'last', result: { success: false, type: 'txt' } });
     expect(deadLetter.result.data.toString()).toMatch(

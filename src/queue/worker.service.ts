@@ -183,7 +183,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       return;
     }
     try {
-      const stored = await this.queue.complete(job.id, this.owner, result);
+      const stored = await this.complete(job.id, this.owner, result);
       if (stored) {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         this.metrics?.jobFinished(job.applicationName, job.source, result.success, seconds);
@@ -199,6 +199,15 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
+  /** Stores the result (when `owner` still holds the lease) and tells this node's waiters. */
+  private async complete(jobId: string, owner: string, result: ResultData): Promise<boolean> {
+    const stored = await this.queue.complete(jobId, owner, result);
+    if (stored) {
+      this.notifier.resultStored(jobId);
+    }
+    return stored;
+  }
+
   private async handleInfrastructureFailure(
     job: ClaimedJob,
     message: string,
@@ -209,7 +218,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         log.error(
           `attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`,
         );
-        if (await this.queue.complete(job.id, this.owner, deadLetter(job, message))) {
+        if (await this.complete(job.id, this.owner, deadLetter(job, message))) {
           this.metrics?.jobFinished(job.applicationName, job.source, false);
         }
       } else {
@@ -251,7 +260,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         this.wake();
       }
       for (const job of exhausted) {
-        await this.queue.complete(
+        await this.complete(
           job.id,
           'supervisor',
           deadLetter(job, job.lastError ?? 'unknown failure'),

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { explodeZip } from '../jobs/job-archive';
 import type { ZipLimits } from '../jobs/job-input';
-import { listZipEntryNames, zipFiles } from './result-archive';
+import * as yauzl from 'yauzl';
+import { listZipEntryNames, worthDeflating, zipFiles } from './result-archive';
 import { makeZip, makeZipWithRawName } from '../../test/support/zip-fixtures';
 
 const LIMITS: ZipLimits = {
@@ -92,6 +93,39 @@ describe('result archive', () => {
       const file = await put('big.csv', '1,2,3\n'.repeat(100_000));
       const zip = await zipFiles([file]);
       expect(zip.length).toBeLessThan(60_000);
+    });
+
+    it('stores already-compressed formats and tiny files as they are, deflates the rest', async () => {
+      const text = 'x,y\n'.repeat(5_000);
+      // Above the size up to which files are read whole: this one is streamed from disk.
+      const large = '1,2,3\n'.repeat(300_000);
+      const files = [
+        await put('plot.pdf', text),
+        await put('photo.JPG', text),
+        await put('tiny.csv', 'x,y\n1,2\n'),
+        await put('table.csv', text),
+        await put('large.csv', large),
+      ];
+      const zip = await zipFiles(files);
+      const zipfile = await yauzl.fromBufferPromise(zip, { lazyEntries: true });
+      const methods: Record<string, number> = {};
+      for await (const entry of zipfile.eachEntry()) {
+        methods[entry.fileName] = entry.compressionMethod;
+      }
+      // 0: stored, 8: deflated.
+      expect(methods).toEqual({
+        'large.csv': 8,
+        'photo.JPG': 0,
+        'plot.pdf': 0,
+        'table.csv': 8,
+        'tiny.csv': 0,
+      });
+      const exploded = new Map((await explodeZip(zip, LIMITS)).map((f) => [f.name, f.content]));
+      expect(exploded.get('plot.pdf')?.toString()).toBe(text);
+      expect(exploded.get('large.csv')?.toString()).toBe(large);
+      expect(worthDeflating('archive.tar.gz', 10_000)).toBe(false);
+      expect(worthDeflating('model.RData', 10_000)).toBe(false);
+      expect(worthDeflating('noextension', 10_000)).toBe(true);
     });
 
     it('fails when a file cannot be read', async () => {

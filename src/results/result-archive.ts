@@ -1,10 +1,43 @@
+import { readFile, stat } from 'node:fs/promises';
+import { extname } from 'node:path';
 import * as yauzl from 'yauzl';
 import * as yazl from 'yazl';
 
 /**
+ * Formats whose content is already compressed: deflating them again costs CPU and saves little
+ * (an R plot's PDF: 10 % smaller for 0.5 ms more CPU per file) or nothing.
+ */
+// prettier-ignore
+const COMPRESSED_EXTENSIONS = new Set(
+  [
+    // images, documents, sound and video
+    'pdf', 'png', 'jpg', 'jpeg', 'gif', 'webp', 'tif', 'tiff', 'svgz',
+    'mp3', 'mp4', 'ogg', 'webm', 'avi', 'mov',
+    // archives and compressed data (R's save() and saveRDS() write gzip by default)
+    'zip', 'gz', 'tgz', 'bz2', 'xz', 'zst', '7z', 'rar', 'rds', 'rda', 'rdata', 'parquet',
+    // ZIP containers
+    'docx', 'xlsx', 'pptx', 'odt', 'ods', 'odp', 'jar', 'epub',
+  ],
+);
+
+/** Deflating fewer bytes than this saves a few bytes and costs a zlib stream. */
+const DEFLATE_MIN_BYTES = 1024;
+
+/** Files up to this size are read whole, sparing a file stream each; larger ones are streamed. */
+const READ_WHOLE_MAX_BYTES = 1024 * 1024;
+
+/** Whether a result file is deflated in the archive or stored as it is. */
+export function worthDeflating(name: string, size: number): boolean {
+  return (
+    size >= DEFLATE_MIN_BYTES && !COMPRESSED_EXTENSIONS.has(extname(name).slice(1).toLowerCase())
+  );
+}
+
+/**
  * Zip a job's result files (read from disk) into one archive, entries sorted by name (code-unit
  * order, not locale order) so that the same files always give the same entry order.
- * `name` is the entry name in the archive; `path` the file on disk.
+ * `name` is the entry name in the archive; `path` the file on disk. Already-compressed formats
+ * and tiny files are stored, not deflated (`worthDeflating`).
  */
 export async function zipFiles(files: Array<{ name: string; path: string }>): Promise<Buffer> {
   const sorted = [...files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -19,7 +52,20 @@ export async function zipFiles(files: Array<{ name: string; path: string }>): Pr
     zip.on('error', reject);
   });
   for (const file of sorted) {
-    zip.addFile(file.path, file.name);
+    const stats = await stat(file.path);
+    if (!stats.isFile()) {
+      throw new Error(`${file.path} is not a file`);
+    }
+    const options = { compress: worthDeflating(file.name, stats.size) };
+    if (stats.size <= READ_WHOLE_MAX_BYTES) {
+      zip.addBuffer(await readFile(file.path), file.name, {
+        ...options,
+        mtime: stats.mtime,
+        mode: stats.mode,
+      });
+    } else {
+      zip.addFile(file.path, file.name, options);
+    }
   }
   zip.end();
   const collected = (async () => {

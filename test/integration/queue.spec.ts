@@ -1,11 +1,22 @@
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { JobRepository } from '../../src/jobs/job.repository';
 import { resultData } from '../../src/jobs/job-result';
-import { QueueRepository } from '../../src/queue/queue.repository';
+import { QueueNotifier } from '../../src/queue/queue-notifier.service';
+import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';
 import { loadConfig } from '../../src/config/app-config';
 import { openDatabaseForCli } from '../../src/storage/database-options';
-import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
+import {
+  createTestDatabase,
+  SERVER_DATABASE_URL,
+  TestDatabase,
+  testEnvironment,
+  waitFor,
+} from '../support/test-service';
+
+/** LISTEN/NOTIFY between connections needs the server; PGlite is one process with no other nodes. */
+const onServer = SERVER_DATABASE_URL ? it : it.skip;
 
 /** The claim, lease, retry and dead-letter SQL against a real database (server or PGlite). */
 describe('queue repository', () => {
@@ -64,7 +75,12 @@ describe('queue repository', () => {
     }
     const first = await queue.claim('w0', 2, 30, null);
     expect(first.map((j) => j.id)).toEqual(ids.slice(0, 2));
-    expect(first[0]).toMatchObject({ applicationName: 'demo', kind: 'script', attempts: 1 });
+    expect(first[0]).toMatchObject({
+      applicationName: 'demo',
+      kind: 'script',
+      attempts: 1,
+      files: [],
+    });
     const claims = await Promise.all(
       Array.from({ length: 8 }, (_, w) => queue.claim(`w${w + 1}`, 5, 30, null)),
     );
@@ -91,6 +107,68 @@ describe('queue repository', () => {
       await dataSource.query('SELECT count(*)::int AS n FROM result WHERE job_id = $1', [id]),
     ).toEqual([{ n: 1 }]);
     expect(await row(id)).toMatchObject({ state: 'DONE', lease_owner: null });
+  });
+
+  it('stores the result, ends the job and deletes its files in one statement', async () => {
+    const id = randomUUID();
+    await jobs.insert({
+      id,
+      applicationName: 'demo',
+      kind: 'script',
+      meta: {},
+      source: 'test',
+      submittedAt: new Date(),
+      files: [
+        { name: 'plot.R', content: Buffer.from('plot(1)') },
+        { name: 'data.csv', content: Buffer.from([0, 1, 2, 255]) },
+      ],
+    });
+    // The claim brings the files along, in the order they were stored.
+    const [claimed] = await queue.claim('w1', 1, 30, null);
+    expect(claimed.files).toEqual([
+      { name: 'plot.R', content: Buffer.from('plot(1)') },
+      { name: 'data.csv', content: Buffer.from([0, 1, 2, 255]) },
+    ]);
+    expect(await queue.complete(id, 'intruder', ok)).toBe(false);
+    expect(
+      await dataSource.query('SELECT count(*)::int AS n FROM job_file WHERE job_id = $1', [id]),
+    ).toEqual([{ n: 2 }]);
+    expect(await queue.complete(id, 'w1', ok)).toBe(true);
+    expect(
+      await dataSource.query(
+        'SELECT application_name, success, type, size, sha256 FROM result WHERE job_id = $1',
+        [id],
+      ),
+    ).toEqual([
+      { application_name: 'demo', success: true, type: 'zip', size: '3', sha256: ok.sha256 },
+    ]);
+    expect(
+      await dataSource.query('SELECT count(*)::int AS n FROM job_file WHERE job_id = $1', [id]),
+    ).toEqual([{ n: 0 }]);
+    // Deleting the job still takes its result with it (ON DELETE CASCADE).
+    await dataSource.query('DELETE FROM job WHERE id = $1', [id]);
+    expect(await dataSource.query('SELECT job_id FROM result WHERE job_id = $1', [id])).toEqual([]);
+  });
+
+  onServer('notifies svc_result_ready with the job id only when the result is stored', async () => {
+    const listener = new Client({ connectionString: database.url ?? '' });
+    await listener.connect();
+    try {
+      const heard: string[] = [];
+      listener.on('notification', (message) => heard.push(message.payload ?? ''));
+      await listener.query(`LISTEN ${RESULT_READY_CHANNEL}`);
+      const refused = await submit();
+      const stored = await submit();
+      await queue.claim('w1', 2, 30, null);
+      expect(await queue.complete(refused, 'intruder', ok)).toBe(false);
+      expect(await queue.complete(stored, 'w1', ok)).toBe(true);
+      await waitFor(() => Promise.resolve(heard.length > 0), 5000);
+      // A round trip on the listening connection delivers anything still in flight.
+      await listener.query('SELECT 1');
+      expect(heard).toEqual([stored]);
+    } finally {
+      await listener.end();
+    }
   });
 
   it('re-queues a job whose lease expired, and the old worker can no longer complete it', async () => {
@@ -159,5 +237,55 @@ describe('queue repository', () => {
     );
     expect(await queue.deleteResultsOlderThan(1)).toBe(1);
     expect(await dataSource.query('SELECT id FROM job WHERE id = $1', [id])).toEqual([]);
+  });
+
+  describe('QueueNotifier.onResultReady', () => {
+    let notifier: QueueNotifier;
+
+    beforeEach(() => {
+      notifier = new QueueNotifier(
+        database.url
+          ? { kind: 'server', url: database.url }
+          : { kind: 'embedded', socketDirectory: database.dataDir },
+      );
+    });
+
+    afterEach(async () => {
+      await notifier.onApplicationShutdown();
+    });
+
+    it('reports results stored in this process, until unsubscribed, past a failing listener', () => {
+      const first: string[] = [];
+      const second: string[] = [];
+      notifier.onResultReady(() => {
+        throw new Error('a broken waiter');
+      });
+      const unsubscribe = notifier.onResultReady((id) => first.push(id));
+      notifier.onResultReady((id) => second.push(id));
+      notifier.resultStored('a');
+      unsubscribe();
+      notifier.resultStored('b');
+      expect(first).toEqual(['a']);
+      expect(second).toEqual(['a', 'b']);
+    });
+
+    onServer(
+      'reports results stored by other nodes through LISTEN, and its own only once',
+      async () => {
+        const heard: string[] = [];
+        notifier.onResultReady((id) => heard.push(id));
+        await notifier.listen();
+        const [mine, theirs] = [await submit(), await submit()];
+        await queue.claim('w', 2, 30, null);
+        // This node stores one result and reports it at once; its NOTIFY echo is not reported again.
+        expect(await queue.complete(mine, 'w', ok)).toBe(true);
+        notifier.resultStored(mine);
+        expect(heard).toEqual([mine]);
+        // Another node stored this one: only its NOTIFY tells this node (delivered in commit order).
+        expect(await queue.complete(theirs, 'w', ok)).toBe(true);
+        await waitFor(() => Promise.resolve(heard.length > 1), 5000);
+        expect(heard).toEqual([mine, theirs]);
+      },
+    );
   });
 });
