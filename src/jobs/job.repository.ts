@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
-import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { JOB_QUEUED_CHANNEL, QueueRepository } from '../queue/queue.repository';
@@ -28,15 +28,9 @@ function isContent(file: JobFileInput): file is JobFileContent {
   return 'content' in file;
 }
 
-/**
- * Whether files on disk larger than BLOB_INLINE_MAX_BYTES are stored in pieces. Off (every file
- * inline) until the worker streams pieces into a job's directory; tests of the pieces set it.
- */
-export const CHUNK_JOB_FILES = Symbol('CHUNK_JOB_FILES');
-
 /** A file on disk small enough to be inline is read here, so that it takes the fast path. */
-async function inlineIfSmall(file: JobFileInput, inlineMaxBytes: number): Promise<JobFileInput> {
-  if (isContent(file) || (await stat(file.path)).size > inlineMaxBytes) {
+async function inlineIfSmall(file: JobFileInput): Promise<JobFileInput> {
+  if (isContent(file) || (await stat(file.path)).size > BLOB_INLINE_MAX_BYTES) {
     return file;
   }
   return { name: file.name, content: await readFile(file.path) };
@@ -47,7 +41,6 @@ export class JobRepository {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly queue: QueueRepository,
-    @Optional() @Inject(CHUNK_JOB_FILES) private readonly chunkFiles: boolean = false,
   ) {}
 
   /**
@@ -57,8 +50,7 @@ export class JobRepository {
    * upload leaves nothing behind.
    */
   async insert(job: NewJob): Promise<void> {
-    const inlineMaxBytes = this.chunkFiles ? BLOB_INLINE_MAX_BYTES : Number.POSITIVE_INFINITY;
-    const files = await Promise.all(job.files.map((file) => inlineIfSmall(file, inlineMaxBytes)));
+    const files = await Promise.all(job.files.map(inlineIfSmall));
     if (files.every(isContent)) {
       // The common case: one statement (QueueRepository.enqueue).
       await this.queue.enqueue({ ...job, files });

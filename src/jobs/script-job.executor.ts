@@ -1,16 +1,20 @@
-import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { ClaimedJob, ResultData } from '../queue/queue.repository';
 import { JobExecutor } from '../queue/worker.service';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
-import { zipFiles } from '../results/result-archive';
+import { zipFiles, zipFilesToFile } from '../results/result-archive';
+import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../storage/blob-chunks';
 import { CONFIGURATION_FILE } from './job-input';
 import { renderConfigurationFile } from './job-meta';
-import { errorResult, resultData } from './job-result';
+import { errorResult, resultData, resultDataFile } from './job-result';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
 class JobDefinitionError extends Error {}
@@ -24,11 +28,13 @@ class JobDefinitionError extends Error {}
 export class ScriptJobExecutor implements JobExecutor {
   private readonly logger = new Logger(ScriptJobExecutor.name);
   private readonly jobsRoot = join(tmpdir(), 'svc-jobs');
+  private readonly resultsRoot = join(tmpdir(), 'svc-results');
 
   constructor(
     private readonly config: AppConfig,
     private readonly catalog: CatalogService,
     @Inject(R_ENGINE) private readonly engine: REngine,
+    @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
 
   get capacity(): number {
@@ -65,11 +71,38 @@ export class ScriptJobExecutor implements JobExecutor {
         return errorResult(job, outcome.message);
       }
       const files = await listResultFiles(workDir, provided);
-      return resultData(true, 'zip', 'application/zip', await zipFiles(files));
+      return await this.zipResult(files);
     } finally {
       await rm(jobDir, { recursive: true, force: true }).catch((error: Error) =>
         this.logger.warn(`could not remove ${jobDir}: ${error.message}`),
       );
+    }
+  }
+
+  /**
+   * The result ZIP: in memory when the files are small (the common case), else written to a file
+   * outside the job's directory (the worker removes it once complete() has streamed it into the
+   * database), so a large result is never held whole in memory.
+   */
+  private async zipResult(files: ResultFile[]): Promise<ResultData> {
+    const total = files.reduce((sum, file) => sum + file.size, 0);
+    if (total <= BLOB_INLINE_MAX_BYTES) {
+      return resultData(true, 'zip', 'application/zip', await zipFiles(files));
+    }
+    await mkdir(this.resultsRoot, { recursive: true, mode: 0o700 });
+    const path = join(this.resultsRoot, `${randomUUID()}.zip`);
+    try {
+      const { size, sha256 } = await zipFilesToFile(files, path);
+      if (size > BLOB_INLINE_MAX_BYTES) {
+        return resultDataFile(true, 'zip', 'application/zip', { path, size, sha256 });
+      }
+      // Compressed below the limit: inline after all.
+      const data = await readFile(path);
+      await rm(path, { force: true });
+      return resultData(true, 'zip', 'application/zip', data);
+    } catch (error) {
+      await rm(path, { force: true });
+      throw error;
     }
   }
 
@@ -82,7 +115,19 @@ export class ScriptJobExecutor implements JobExecutor {
     // The claim brought the files along.
     const files = job.files;
     for (const file of files) {
-      await writeFile(join(workDir, file.name), file.content);
+      const path = join(workDir, file.name);
+      if (file.chunked) {
+        // A large file: streamed from its pieces, one in memory at a time.
+        await copyChunksToFile(
+          this.dataSource,
+          JOB_FILE_CHUNKS,
+          file.chunked.fileId,
+          file.chunked.size,
+          path,
+        );
+      } else {
+        await writeFile(path, file.content);
+      }
       provided.add(file.name);
     }
     const { rScript, sweaveFile } = job.meta;
@@ -140,19 +185,25 @@ export class ScriptJobExecutor implements JobExecutor {
 }
 
 /** Every regular file under workDir that the service did not put there, with its path relative to workDir. */
-async function listResultFiles(
-  workDir: string,
-  provided: Set<string>,
-): Promise<Array<{ name: string; path: string }>> {
-  const found: Array<{ name: string; path: string }> = [];
+interface ResultFile {
+  name: string;
+  path: string;
+  size: number;
+}
+
+async function listResultFiles(workDir: string, provided: Set<string>): Promise<ResultFile[]> {
+  const found: ResultFile[] = [];
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       const name = relative(workDir, path).split('\\').join('/');
       if (entry.isDirectory()) {
         await walk(path);
-      } else if (entry.isFile() && !provided.has(name) && (await stat(path)).isFile()) {
-        found.push({ name, path });
+      } else if (entry.isFile() && !provided.has(name)) {
+        const stats = await stat(path);
+        if (stats.isFile()) {
+          found.push({ name, path, size: stats.size });
+        }
       }
     }
   };

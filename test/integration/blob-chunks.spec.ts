@@ -1,11 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
 import { ApiError } from '../../src/common/api-error';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
+import { resultDataFile } from '../../src/jobs/job-result';
 import { JobRepository } from '../../src/jobs/job.repository';
 import { JobsService } from '../../src/jobs/jobs.service';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
@@ -14,6 +15,7 @@ import { ResultRepository } from '../../src/results/result.repository';
 import {
   BLOB_CHUNK_BYTES,
   BLOB_INLINE_MAX_BYTES,
+  copyChunksToFile,
   JOB_FILE_CHUNKS,
   readChunks,
   RESULT_CHUNKS,
@@ -58,7 +60,7 @@ describe('chunked job files and results', () => {
     config = loadConfig(testEnvironment(database, { FORM_TEMP_DIR: spillParent }));
     ({ dataSource, close } = await openDatabaseForCli(config));
     await dataSource.runMigrations();
-    jobs = new JobRepository(dataSource, new QueueRepository(dataSource), true);
+    jobs = new JobRepository(dataSource, new QueueRepository(dataSource));
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
     jobsService = new JobsService(
       config,
@@ -106,6 +108,14 @@ describe('chunked job files and results', () => {
     return row.chunked
       ? collect(readChunks(dataSource, JOB_FILE_CHUNKS, row.id, Number(row.size)))
       : row.content;
+  }
+
+  async function countRowsWhere(table: 'result_chunk', jobId: string): Promise<number> {
+    const [row] = await dataSource.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM ${table} WHERE job_id = $1`,
+      [jobId],
+    );
+    return row.n;
   }
 
   async function countRows(table: string): Promise<number> {
@@ -199,6 +209,43 @@ describe('chunked job files and results', () => {
       [id],
     );
     expect(left.n).toBe(0);
+  });
+
+  it('hands a claimed job its large files as pieces, and stores a large result from a file', async () => {
+    const queue = new QueueRepository(dataSource);
+    // Earlier tests left queued jobs: keep them out of this claim.
+    await dataSource.query(`UPDATE job SET state = 'DONE' WHERE state = 'QUEUED'`);
+    const big = randomBytes(2 * MiB + 3);
+    const jobId = await submit([
+      await onDisk('job.R', Buffer.from('x')),
+      await onDisk('big.bin', big),
+    ]);
+    const [claimed] = await queue.claim('w1', 1, 30, null);
+    expect(claimed.id).toBe(jobId);
+    const [script, large] = claimed.files;
+    expect(script).toEqual({ name: 'job.R', content: Buffer.from('x'), chunked: null });
+    expect(large.name).toBe('big.bin');
+    expect(large.content.length).toBe(0);
+    expect(large.chunked?.size).toBe(big.length);
+    const copy = join(dir, `${randomUUID()}.bin`);
+    await copyChunksToFile(dataSource, JOB_FILE_CHUNKS, large.chunked!.fileId, big.length, copy);
+    expect((await readFile(copy)).equals(big)).toBe(true);
+
+    const resultBytes = randomBytes(3 * MiB + 1);
+    const resultPath = await onDisk('result.zip', resultBytes);
+    const result = resultDataFile(true, 'zip', 'application/zip', {
+      path: resultPath.path,
+      size: resultBytes.length,
+      sha256: sha256(resultBytes),
+    });
+    expect(await queue.complete(jobId, 'intruder', result)).toBe(false);
+    expect(await countRowsWhere('result_chunk', jobId)).toBe(0);
+    expect(await queue.complete(jobId, 'w1', result)).toBe(true);
+    expect(await countRowsWhere('result_chunk', jobId)).toBe(4);
+    expect((await storedFiles(jobId)).length).toBe(0);
+    const source = await results.findDataSource('demo', jobId);
+    expect(source).toMatchObject({ size: resultBytes.length, sha256: sha256(resultBytes) });
+    expect((await collect(source!.open())).equals(resultBytes)).toBe(true);
   });
 
   describe('submitZipFile', () => {
