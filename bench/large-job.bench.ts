@@ -28,6 +28,8 @@ export interface LargeJobRun {
   baselineRssMiB: number;
   peakRssMiB: number;
   rssGrowthMiB: number;
+  /** Peak RSS growth per phase: upload, job (R run and result storage), downloads. */
+  phaseGrowthMiB: { upload: number; job: number; download: number };
   uploadSeconds: number;
   jobSeconds: number;
   downloadSeconds: number;
@@ -57,10 +59,17 @@ class RssSampler {
       // The process ended.
     }
   }
+  /** The peak since the last lap (or the start), then starts a new lap. */
+  lap(): number {
+    this.sample();
+    const peak = this.peak;
+    this.peak = 0;
+    this.sample();
+    return peak;
+  }
   stop(): number {
     clearInterval(this.timer);
-    this.sample();
-    return this.peak;
+    return this.lap();
   }
 }
 
@@ -150,6 +159,7 @@ export async function largeJobRun(
     env: {
       MAX_REQUEST_BYTES: String((options.sizeMiB + 16) * MiB),
       LOG_LEVEL: 'warn',
+      ...(process.env.BENCH_MALLOC ? { MALLOC_MMAP_THRESHOLD_: process.env.BENCH_MALLOC } : {}),
     },
   });
   options.track(node);
@@ -178,14 +188,18 @@ export async function largeJobRun(
       ['big.bin', await openAsBlob(path)],
     ]);
     const t1 = performance.now();
+    const uploadPeak = sampler.lap();
     const dataUri = await waitForDataUri(resultUri);
     const t2 = performance.now();
+    const jobPeak = sampler.lap();
     const whole = await drain(dataUri);
     const t3 = performance.now();
     const start = Math.floor(whole.bytes / 3);
     const end = Math.floor((2 * whole.bytes) / 3);
     const range = await drain(dataUri, { Range: `bytes=${start}-${end}` });
-    const peak = sampler.stop();
+    const downloadPeak = sampler.stop();
+    const peak = Math.max(uploadPeak, jobPeak, downloadPeak);
+    const growth = (bytes: number): number => round((bytes - baseline) / MiB, 1);
     const identical = whole.etag === `"${whole.sha256}"` && range.bytes === end - start + 1;
     const run: LargeJobRun = {
       run: options.run,
@@ -193,7 +207,12 @@ export async function largeJobRun(
       resultBytes: whole.bytes,
       baselineRssMiB: round(baseline / MiB, 1),
       peakRssMiB: round(peak / MiB, 1),
-      rssGrowthMiB: round((peak - baseline) / MiB, 1),
+      rssGrowthMiB: growth(peak),
+      phaseGrowthMiB: {
+        upload: growth(uploadPeak),
+        job: growth(jobPeak),
+        download: growth(downloadPeak),
+      },
       uploadSeconds: round((t1 - t0) / 1000, 2),
       jobSeconds: round((t2 - t1) / 1000, 2),
       downloadSeconds: round((t3 - t2) / 1000, 2),
@@ -203,7 +222,8 @@ export async function largeJobRun(
     };
     options.log(
       `  run ${run.run}: ${options.sizeMiB} MiB file -> ${round(run.resultBytes / MiB, 1)} MiB result; ` +
-        `RSS ${run.baselineRssMiB} -> peak ${run.peakRssMiB} MiB (+${run.rssGrowthMiB} MiB); ` +
+        `RSS ${run.baselineRssMiB} -> peak ${run.peakRssMiB} MiB (+${run.rssGrowthMiB} MiB; upload ` +
+        `+${run.phaseGrowthMiB.upload}, job +${run.phaseGrowthMiB.job}, download +${run.phaseGrowthMiB.download}); ` +
         `upload ${run.uploadSeconds} s, job ${run.jobSeconds} s, download ${run.downloadSeconds} s` +
         `${identical ? '' : ' (RESULT MISMATCH)'}`,
     );

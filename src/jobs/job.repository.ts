@@ -1,12 +1,11 @@
-import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { JOB_QUEUED_CHANNEL, QueueRepository } from '../queue/queue.repository';
 import {
-  BLOB_CHUNK_BYTES,
   BLOB_INLINE_MAX_BYTES,
+  filePieces,
   JOB_FILE_CHUNKS,
   writeChunks,
 } from '../storage/blob-chunks';
@@ -91,8 +90,7 @@ export class JobRepository {
       [jobId, file.name],
     );
     const fileId = rowsOf<{ id: string }>(raw)[0].id;
-    const source = createReadStream(file.path, { highWaterMark: BLOB_CHUNK_BYTES });
-    const { size } = await writeChunks(manager, JOB_FILE_CHUNKS, fileId, source);
+    const { size } = await writeChunks(manager, JOB_FILE_CHUNKS, fileId, filePieces(file.path));
     await manager.query('UPDATE job_file SET size = $2 WHERE id = $1', [fileId, size]);
   }
 

@@ -14,9 +14,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { createReadStream } from 'node:fs';
 import { JobKind } from '../jobs/job.entity';
-import { BLOB_CHUNK_BYTES, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
+import { filePieces, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
@@ -279,8 +278,7 @@ export class QueueRepository {
         ),
       );
       if (inserted.length > 0) {
-        const source = createReadStream(dataFile.path, { highWaterMark: BLOB_CHUNK_BYTES });
-        const written = await writeChunks(manager, RESULT_CHUNKS, jobId, source);
+        const written = await writeChunks(manager, RESULT_CHUNKS, jobId, filePieces(dataFile.path));
         if (written.size !== dataFile.size || written.sha256 !== result.sha256) {
           throw new Error(`the result file of job ${jobId} changed while it was stored`);
         }

@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
@@ -17,6 +18,13 @@ import { pipeline } from 'node:stream/promises';
 export const BLOB_INLINE_MAX_BYTES = 1024 * 1024;
 /** The size of every piece but the last. Changing it needs a migration of the stored pieces. */
 export const BLOB_CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * A reader fetches at most this much per query. pg receives bytea as hex text and builds a string
+ * of it first: kept under V8's large-object size (128 KiB), that string dies young and is
+ * collected at once, where a 2 MiB string per piece would pile up until a full collection.
+ */
+const READ_BYTES = 32 * 1024;
 
 /** The chunk tables and their owner key. Identifiers cannot be query parameters, so only these. */
 export const JOB_FILE_CHUNKS = { table: 'job_file_chunk', owner: 'file_id' } as const;
@@ -96,8 +104,8 @@ export async function writeChunks(
 
 /**
  * Streams the bytes `range` (inclusive; the whole data when absent) of `ownerId`'s pieces. One
- * piece is fetched at a time, when the consumer wants more (backpressure), and only the part of
- * a piece that the range covers leaves the database. A missing piece (the data was deleted while
+ * part of a piece (READ_BYTES) is fetched at a time, when the consumer wants more
+ * (backpressure), and only what the range covers leaves the database. A missing piece (the data was deleted while
  * it was read) fails the stream.
  */
 export function readChunks(
@@ -118,7 +126,7 @@ export function readChunks(
       }
       const seq = Math.floor(position / BLOB_CHUNK_BYTES);
       const offset = position - seq * BLOB_CHUNK_BYTES;
-      const length = Math.min(BLOB_CHUNK_BYTES - offset, end - position + 1);
+      const length = Math.min(BLOB_CHUNK_BYTES - offset, end - position + 1, READ_BYTES);
       db.query(
         // substring on bytea is 1-based.
         `SELECT substring(data FROM $3::int FOR $4::int) AS data FROM ${chunks.table}
@@ -140,6 +148,37 @@ export function readChunks(
       );
     },
   });
+}
+
+/**
+ * The pieces of a file on disk, read into one buffer that is reused for every piece: the
+ * database driver copies a piece before the INSERT completes, and the next read waits for that,
+ * so a large file costs one piece of memory and no garbage per piece.
+ */
+export async function* filePieces(path: string): AsyncGenerator<Buffer> {
+  const file = await open(path, 'r');
+  try {
+    const buffer = Buffer.allocUnsafe(BLOB_CHUNK_BYTES);
+    for (;;) {
+      let filled = 0;
+      while (filled < buffer.length) {
+        const { bytesRead } = await file.read(buffer, filled, buffer.length - filled, null);
+        if (bytesRead === 0) {
+          break;
+        }
+        filled += bytesRead;
+      }
+      if (filled === 0) {
+        return;
+      }
+      yield buffer.subarray(0, filled);
+      if (filled < buffer.length) {
+        return;
+      }
+    }
+  } finally {
+    await file.close();
+  }
 }
 
 /** Writes `ownerId`'s pieces into a new file at `path`, one piece in memory at a time. */
