@@ -159,7 +159,13 @@ export async function largeJobRun(
     env: {
       MAX_REQUEST_BYTES: String((options.sizeMiB + 16) * MiB),
       LOG_LEVEL: 'warn',
-      ...(process.env.BENCH_MALLOC ? { MALLOC_MMAP_THRESHOLD_: process.env.BENCH_MALLOC } : {}),
+      // BENCH_NODE_ENV=K=V,K=V: extra environment for the node (e.g. glibc malloc settings).
+      ...Object.fromEntries(
+        (process.env.BENCH_NODE_ENV ?? '')
+          .split(',')
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+      ),
     },
   });
   options.track(node);
