@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extname } from 'node:path';
@@ -44,15 +44,7 @@ export function worthDeflating(name: string, size: number): boolean {
  * and tiny files are stored, not deflated (`worthDeflating`).
  */
 export async function zipFiles(files: Array<{ name: string; path: string }>): Promise<Buffer> {
-  const { zip, failed } = await buildZip(files);
-  const collected = (async () => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of zip.outputStream as AsyncIterable<Buffer>) {
-      chunks.push(chunk);
-    }
-    return Buffer.concat(chunks);
-  })();
-  return Promise.race([collected, failed]);
+  return collect(await buildZip(files));
 }
 
 /**
@@ -63,7 +55,31 @@ export async function zipFilesToFile(
   files: Array<{ name: string; path: string }>,
   path: string,
 ): Promise<{ size: number; sha256: string }> {
-  const { zip, failed } = await buildZip(files);
+  return writeTo(await buildZip(files), path);
+}
+
+interface BuiltZip {
+  zip: yazl.ZipFile;
+  failed: Promise<never>;
+  /** The files' total size before compression. */
+  totalBytes: number;
+}
+
+async function collect({ zip, failed }: BuiltZip): Promise<Buffer> {
+  const collected = (async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of zip.outputStream as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks);
+  })();
+  return Promise.race([collected, failed]);
+}
+
+async function writeTo(
+  { zip, failed }: BuiltZip,
+  path: string,
+): Promise<{ size: number; sha256: string }> {
   const hash = createHash('sha256');
   let size = 0;
   const measure = new Transform({
@@ -85,9 +101,36 @@ export async function zipFilesToFile(
   return { size, sha256: hash.digest('hex') };
 }
 
-async function buildZip(
+/**
+ * zipFiles, or zipFilesToFile when the files total more than `inlineMaxBytes` (decided from the
+ * sizes zipping reads anyway): small results stay in memory, large ones never are. A file
+ * written here is the caller's to remove; a ZIP file that compressed below the limit is read
+ * back and removed.
+ */
+export async function zipFilesToBufferOrFile(
   files: Array<{ name: string; path: string }>,
-): Promise<{ zip: yazl.ZipFile; failed: Promise<never> }> {
+  spill: { path: string; inlineMaxBytes: number; makeDirectory: () => Promise<unknown> },
+): Promise<{ data: Buffer } | { path: string; size: number; sha256: string }> {
+  const built = await buildZip(files);
+  if (built.totalBytes <= spill.inlineMaxBytes) {
+    return { data: await collect(built) };
+  }
+  await spill.makeDirectory();
+  try {
+    const written = await writeTo(built, spill.path);
+    if (written.size > spill.inlineMaxBytes) {
+      return { path: spill.path, ...written };
+    }
+    const data = await readFile(spill.path);
+    await rm(spill.path, { force: true });
+    return { data };
+  } catch (error) {
+    await rm(spill.path, { force: true });
+    throw error;
+  }
+}
+
+async function buildZip(files: Array<{ name: string; path: string }>): Promise<BuiltZip> {
   const sorted = [...files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (let i = 1; i < sorted.length; i += 1) {
     if (sorted[i].name === sorted[i - 1].name) {
@@ -101,11 +144,13 @@ async function buildZip(
   });
   // Keep the error promise from being reported as unhandled when the archive completes.
   failed.catch(() => undefined);
+  let totalBytes = 0;
   for (const file of sorted) {
     const stats = await stat(file.path);
     if (!stats.isFile()) {
       throw new Error(`${file.path} is not a file`);
     }
+    totalBytes += stats.size;
     const options = { compress: worthDeflating(file.name, stats.size) };
     if (stats.size <= READ_WHOLE_MAX_BYTES) {
       zip.addBuffer(await readFile(file.path), file.name, {
@@ -118,7 +163,7 @@ async function buildZip(
     }
   }
   zip.end();
-  return { zip, failed };
+  return { zip, failed, totalBytes };
 }
 
 /** The entry names of a ZIP archive in central directory order, as stored (not validated). */

@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
@@ -85,5 +88,24 @@ describe('a script job over REST (SPEC §3.2, §5.1)', () => {
     expect((await request(token.resultUri)).status).toBe(404);
     expect((await request(result.dataUri)).status).toBe(404);
     expect((await request(token.resultUri, { method: 'DELETE' })).status).toBe(404);
+  });
+
+  it('leaves no working directory behind: plain files, a subdirectory, an R error', async () => {
+    const scripts = [
+      'writeLines("a", "a.txt")',
+      'dir.create("sub")\nwriteLines("b", "sub/b.txt")',
+      'writeLines("c", "c.txt")\nstop("on purpose")',
+    ];
+    for (const script of scripts) {
+      const submitted = await postZip(
+        service.url,
+        await makeZip([{ name: 'job.R', content: script }]),
+      );
+      expect(submitted.status).toBe(202);
+      const token = parseXml(submitted.text).jobToken;
+      await waitForResult(token.resultUri);
+      // The directory is removed before the result is stored.
+      expect(existsSync(join(tmpdir(), 'svc-jobs', `${token.jobId}-1`))).toBe(false);
+    }
   });
 });
