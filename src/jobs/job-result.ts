@@ -14,6 +14,23 @@ export function resultData(
   return { success, type, contentType, data, sha256: sha256Hex(data) };
 }
 
+/** A result whose bytes are in a file (a large ZIP), stored in pieces by complete(). */
+export function resultDataFile(
+  success: boolean,
+  type: string,
+  contentType: string,
+  file: { path: string; size: number; sha256: string },
+): ResultData {
+  return {
+    success,
+    type,
+    contentType,
+    data: Buffer.alloc(0),
+    sha256: file.sha256,
+    dataFile: { path: file.path, size: file.size },
+  };
+}
+
 /** The plain-text body of a failed job: job id, submission time and the reason (SPEC §5.1). */
 export function errorResult(
   job: { id: string; applicationName: string; submittedAt: Date },

@@ -1,16 +1,20 @@
+import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { ClaimedJob, ResultData } from '../queue/queue.repository';
 import { JobExecutor } from '../queue/worker.service';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
-import { zipFiles } from '../results/result-archive';
+import { zipFilesToBufferOrFile } from '../results/result-archive';
+import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../storage/blob-chunks';
 import { CONFIGURATION_FILE } from './job-input';
 import { renderConfigurationFile } from './job-meta';
-import { errorResult, resultData } from './job-result';
+import { errorResult, resultData, resultDataFile } from './job-result';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
 class JobDefinitionError extends Error {}
@@ -24,12 +28,14 @@ class JobDefinitionError extends Error {}
 export class ScriptJobExecutor implements JobExecutor {
   private readonly logger = new Logger(ScriptJobExecutor.name);
   private readonly jobsRoot = join(tmpdir(), 'svc-jobs');
+  private readonly resultsRoot = join(tmpdir(), 'svc-results');
   private readonly logsROutput: boolean;
 
   constructor(
     private readonly config: AppConfig,
     private readonly catalog: CatalogService,
     @Inject(R_ENGINE) private readonly engine: REngine,
+    @InjectDataSource() private readonly dataSource: DataSource,
   ) {
     this.logsROutput = config.logLevel === 'debug' || config.logLevel === 'trace';
   }
@@ -75,12 +81,29 @@ export class ScriptJobExecutor implements JobExecutor {
       }
       const files = await listResultFiles(workDir, provided);
       known.push(...files.map((file) => file.name));
-      return resultData(true, 'zip', 'application/zip', await zipFiles(files));
+      return await this.zipResult(files);
     } finally {
       await removeJobDirectory(jobDir, workDir, known).catch((error: Error) =>
         this.logger.warn(`could not remove ${jobDir}: ${error.message}`),
       );
     }
+  }
+
+  /**
+   * The result ZIP: in memory when the files total at most BLOB_INLINE_MAX_BYTES (the common
+   * case), else written to a file outside the job's directory (the worker removes it once
+   * complete() has streamed it into the database), so a large result is never whole in memory.
+   */
+  private async zipResult(files: Array<{ name: string; path: string }>): Promise<ResultData> {
+    const spillPath = join(this.resultsRoot, `${randomUUID()}.zip`);
+    const zipped = await zipFilesToBufferOrFile(files, {
+      path: spillPath,
+      inlineMaxBytes: BLOB_INLINE_MAX_BYTES,
+      makeDirectory: () => mkdir(this.resultsRoot, { recursive: true, mode: 0o700 }),
+    });
+    return 'data' in zipped
+      ? resultData(true, 'zip', 'application/zip', zipped.data)
+      : resultDataFile(true, 'zip', 'application/zip', zipped);
   }
 
   /**
@@ -114,7 +137,19 @@ export class ScriptJobExecutor implements JobExecutor {
     // The claim brought the files along.
     const files = job.files;
     for (const file of files) {
-      await writeFile(join(workDir, file.name), file.content);
+      const path = join(workDir, file.name);
+      if (file.chunked) {
+        // A large file: streamed from its pieces, one in memory at a time.
+        await copyChunksToFile(
+          this.dataSource,
+          JOB_FILE_CHUNKS,
+          file.chunked.fileId,
+          file.chunked.size,
+          path,
+        );
+      } else {
+        await writeFile(path, file.content);
+      }
       provided.add(file.name);
     }
     const { rScript, sweaveFile } = job.meta;

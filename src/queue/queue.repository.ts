@@ -15,6 +15,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { JobKind } from '../jobs/job.entity';
+import { filePieces, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
@@ -45,7 +46,10 @@ export interface ClaimedJob {
 
 export interface JobInputFile {
   name: string;
+  /** The bytes; empty when the file is stored in pieces (`chunked`). */
   content: Buffer;
+  /** Set for a file larger than the inline limit: its bytes are in job_file_chunk. */
+  chunked: { fileId: string; size: number } | null;
 }
 
 export interface ResultData {
@@ -53,8 +57,14 @@ export interface ResultData {
   /** Extension of the data: zip, txt, xml, json. */
   type: string;
   contentType: string;
+  /** The bytes; empty when they are in `dataFile`. */
   data: Buffer;
   sha256: string;
+  /**
+   * A result too large to hold in memory: its bytes in a file (removed by the worker after
+   * complete()), streamed into result_chunk.
+   */
+  dataFile?: { path: string; size: number };
 }
 
 export interface ExpiredJob {
@@ -76,6 +86,9 @@ interface ClaimRow {
   /** NULL when the job has no files (array_agg over no rows). */
   file_names: string[] | null;
   file_contents: Buffer[] | null;
+  /** Per file: its id when it is in pieces, else NULL (bigint: a string). */
+  file_chunked_ids: Array<string | null> | null;
+  file_sizes: string[] | null;
 }
 
 @Injectable()
@@ -139,10 +152,13 @@ export class QueueRepository {
                 lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
            FROM next WHERE job.id = next.id
          RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source)
-       SELECT claimed.*, files.names AS file_names, files.contents AS file_contents
+       SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
+              files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes
          FROM claimed
          CROSS JOIN LATERAL (
-           SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents
+           SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents,
+                  array_agg(CASE WHEN f.chunked THEN f.id END ORDER BY f.id) AS chunked_ids,
+                  array_agg(f.size ORDER BY f.id) AS sizes
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority, claimed.submitted_at`,
       [owner, limit, leaseSeconds, applicationName],
@@ -155,10 +171,17 @@ export class QueueRepository {
       submittedAt: new Date(row.submitted_at),
       attempts: row.attempts,
       source: row.source,
-      files: (row.file_names ?? []).map((name, i) => ({
-        name,
-        content: (row.file_contents ?? [])[i],
-      })),
+      files: (row.file_names ?? []).map((name, i) => {
+        const chunkedId = (row.file_chunked_ids ?? [])[i] ?? null;
+        return {
+          name,
+          content: (row.file_contents ?? [])[i],
+          chunked:
+            chunkedId === null
+              ? null
+              : { fileId: chunkedId, size: Number((row.file_sizes ?? [])[i]) },
+        };
+      }),
     }));
   }
 
@@ -184,6 +207,9 @@ export class QueueRepository {
    * UPDATE returned, so a lost lease writes nothing. Returns false in that case.
    */
   async complete(jobId: string, owner: string | null, result: ResultData): Promise<boolean> {
+    if (result.dataFile) {
+      return this.completeChunked(jobId, owner, result, result.dataFile);
+    }
     const raw: unknown = await this.dataSource.query(
       `WITH done AS (
          UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
@@ -210,6 +236,57 @@ export class QueueRepository {
       ],
     );
     return rowsOf(raw).length > 0;
+  }
+
+  /**
+   * complete() for a result too large to hold in memory: the same steps in one transaction, the
+   * data streamed from its file into result_chunk piece by piece (src/storage/blob-chunks.ts).
+   * Nothing is visible, and no notification sent, before everything is stored.
+   */
+  private async completeChunked(
+    jobId: string,
+    owner: string | null,
+    result: ResultData,
+    dataFile: { path: string; size: number },
+  ): Promise<boolean> {
+    return this.dataSource.transaction(async (manager) => {
+      const done = rowsOf<{ id: string; application_name: string }>(
+        await manager.query(
+          `UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+            WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
+            RETURNING id, application_name`,
+          [jobId, owner],
+        ),
+      );
+      if (done.length === 0) {
+        return false;
+      }
+      const inserted = rowsOf(
+        await manager.query(
+          `INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256, chunked)
+           VALUES ($1, $2, now(), $3, $4, $5, ''::bytea, $6, $7, true)
+           ON CONFLICT (job_id) DO NOTHING RETURNING job_id`,
+          [
+            jobId,
+            done[0].application_name,
+            result.success,
+            result.type,
+            result.contentType,
+            dataFile.size,
+            result.sha256,
+          ],
+        ),
+      );
+      if (inserted.length > 0) {
+        const written = await writeChunks(manager, RESULT_CHUNKS, jobId, filePieces(dataFile.path));
+        if (written.size !== dataFile.size || written.sha256 !== result.sha256) {
+          throw new Error(`the result file of job ${jobId} changed while it was stored`);
+        }
+      }
+      await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
+      await manager.query('SELECT pg_notify($1, $2)', [RESULT_READY_CHANNEL, jobId]);
+      return true;
+    });
   }
 
   /** Puts a job back in the queue after an infrastructure failure, not before `delayMs`. */

@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import {
@@ -179,10 +180,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       await this.handleInfrastructureFailure(job, (error as Error).message, log);
       return;
     }
-    if (signal.aborted) {
-      return;
-    }
     try {
+      if (signal.aborted) {
+        return;
+      }
       const stored = await this.complete(job.id, this.owner, result);
       if (stored) {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -190,12 +191,17 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
       log.log(
         stored
-          ? `done (success=${result.success}, ${result.type}, ${result.data.length} bytes)`
+          ? `done (success=${result.success}, ${result.type}, ${result.dataFile?.size ?? result.data.length} bytes)`
           : 'finished after losing its lease: result discarded',
       );
     } catch (error) {
       // The database is unreachable: the lease will expire and the job runs again.
       log.error(`could not store the result: ${(error as Error).message}`);
+    } finally {
+      if (result.dataFile) {
+        // A large result's file (see ScriptJobExecutor): stored, discarded, or to be made again.
+        await rm(result.dataFile.path, { force: true }).catch(() => undefined);
+      }
     }
   }
 

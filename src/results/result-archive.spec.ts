@@ -1,11 +1,16 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { explodeZip } from '../jobs/job-archive';
 import type { ZipLimits } from '../jobs/job-input';
 import * as yauzl from 'yauzl';
-import { listZipEntryNames, worthDeflating, zipFiles } from './result-archive';
+import {
+  listZipEntryNames,
+  worthDeflating,
+  zipFiles,
+  zipFilesToBufferOrFile,
+} from './result-archive';
 import { makeZip, makeZipWithRawName } from '../../test/support/zip-fixtures';
 
 const LIMITS: ZipLimits = {
@@ -141,6 +146,45 @@ describe('result archive', () => {
     it('refuses the same entry name twice', async () => {
       const file = await put('a.txt', 'a');
       await expect(zipFiles([file, { ...file }])).rejects.toThrow(/given twice/);
+    });
+  });
+
+  describe('zipFilesToBufferOrFile', () => {
+    const MiB = 1024 * 1024;
+    const spill = (name: string) => ({
+      path: join(dir, 'spill', name),
+      inlineMaxBytes: MiB,
+      makeDirectory: () => mkdir(join(dir, 'spill'), { recursive: true }),
+    });
+
+    it('keeps files totalling up to the limit in memory', async () => {
+      const zipped = await zipFilesToBufferOrFile(
+        [await put('a.bin', randomBytes(MiB))],
+        spill('a.zip'),
+      );
+      expect('data' in zipped && (await listZipEntryNames(zipped.data))).toEqual(['a.bin']);
+    });
+
+    it('writes a larger archive to the file, with its size and SHA-256', async () => {
+      const big = randomBytes(2 * MiB);
+      const zipped = await zipFilesToBufferOrFile([await put('big.bin', big)], spill('big.zip'));
+      if ('data' in zipped) {
+        throw new Error('expected a file');
+      }
+      const onDisk = await readFile(zipped.path);
+      expect(zipped.size).toBe(onDisk.length);
+      expect(zipped.sha256).toBe(createHash('sha256').update(onDisk).digest('hex'));
+      const [entry] = await explodeZip(onDisk, LIMITS);
+      expect(entry.content.equals(big)).toBe(true);
+    });
+
+    it('reads back and removes an archive that compressed below the limit', async () => {
+      const zipped = await zipFilesToBufferOrFile(
+        [await put('zeros.csv', Buffer.alloc(3 * MiB))],
+        spill('zeros.zip'),
+      );
+      expect('data' in zipped && zipped.data.length).toBeLessThan(MiB);
+      expect(await readdir(join(dir, 'spill'))).toEqual([]);
     });
   });
 

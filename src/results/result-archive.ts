@@ -1,4 +1,8 @@
-import { readFile, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { readFile, rm, stat } from 'node:fs/promises';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { extname } from 'node:path';
 import * as yauzl from 'yauzl';
 import * as yazl from 'yazl';
@@ -40,6 +44,93 @@ export function worthDeflating(name: string, size: number): boolean {
  * and tiny files are stored, not deflated (`worthDeflating`).
  */
 export async function zipFiles(files: Array<{ name: string; path: string }>): Promise<Buffer> {
+  return collect(await buildZip(files));
+}
+
+/**
+ * zipFiles for large results: the archive is written to a new file at `path` as it is made (never
+ * whole in memory), its size and SHA-256 computed on the way.
+ */
+export async function zipFilesToFile(
+  files: Array<{ name: string; path: string }>,
+  path: string,
+): Promise<{ size: number; sha256: string }> {
+  return writeTo(await buildZip(files), path);
+}
+
+interface BuiltZip {
+  zip: yazl.ZipFile;
+  failed: Promise<never>;
+  /** The files' total size before compression. */
+  totalBytes: number;
+}
+
+async function collect({ zip, failed }: BuiltZip): Promise<Buffer> {
+  const collected = (async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of zip.outputStream as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks);
+  })();
+  return Promise.race([collected, failed]);
+}
+
+async function writeTo(
+  { zip, failed }: BuiltZip,
+  path: string,
+): Promise<{ size: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  const measure = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+  });
+  const written = pipeline(
+    zip.outputStream,
+    measure,
+    createWriteStream(path, { flags: 'wx', mode: 0o600 }),
+  );
+  // A file that cannot be read fails the ZipFile, not its stream: end the stream with it.
+  failed.catch((error: Error) => (zip.outputStream as Readable).destroy(error));
+  written.catch(() => undefined);
+  await Promise.race([written, failed]);
+  return { size, sha256: hash.digest('hex') };
+}
+
+/**
+ * zipFiles, or zipFilesToFile when the files total more than `inlineMaxBytes` (decided from the
+ * sizes zipping reads anyway): small results stay in memory, large ones never are. A file
+ * written here is the caller's to remove; a ZIP file that compressed below the limit is read
+ * back and removed.
+ */
+export async function zipFilesToBufferOrFile(
+  files: Array<{ name: string; path: string }>,
+  spill: { path: string; inlineMaxBytes: number; makeDirectory: () => Promise<unknown> },
+): Promise<{ data: Buffer } | { path: string; size: number; sha256: string }> {
+  const built = await buildZip(files);
+  if (built.totalBytes <= spill.inlineMaxBytes) {
+    return { data: await collect(built) };
+  }
+  await spill.makeDirectory();
+  try {
+    const written = await writeTo(built, spill.path);
+    if (written.size > spill.inlineMaxBytes) {
+      return { path: spill.path, ...written };
+    }
+    const data = await readFile(spill.path);
+    await rm(spill.path, { force: true });
+    return { data };
+  } catch (error) {
+    await rm(spill.path, { force: true });
+    throw error;
+  }
+}
+
+async function buildZip(files: Array<{ name: string; path: string }>): Promise<BuiltZip> {
   const sorted = [...files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (let i = 1; i < sorted.length; i += 1) {
     if (sorted[i].name === sorted[i - 1].name) {
@@ -51,11 +142,15 @@ export async function zipFiles(files: Array<{ name: string; path: string }>): Pr
     // yazl reports unreadable files on the ZipFile, not on its output stream.
     zip.on('error', reject);
   });
+  // Keep the error promise from being reported as unhandled when the archive completes.
+  failed.catch(() => undefined);
+  let totalBytes = 0;
   for (const file of sorted) {
     const stats = await stat(file.path);
     if (!stats.isFile()) {
       throw new Error(`${file.path} is not a file`);
     }
+    totalBytes += stats.size;
     const options = { compress: worthDeflating(file.name, stats.size) };
     if (stats.size <= READ_WHOLE_MAX_BYTES) {
       zip.addBuffer(await readFile(file.path), file.name, {
@@ -68,16 +163,7 @@ export async function zipFiles(files: Array<{ name: string; path: string }>): Pr
     }
   }
   zip.end();
-  const collected = (async () => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of zip.outputStream as AsyncIterable<Buffer>) {
-      chunks.push(chunk);
-    }
-    return Buffer.concat(chunks);
-  })();
-  // Keep the error promise from being reported as unhandled when the archive completes.
-  failed.catch(() => undefined);
-  return Promise.race([collected, failed]);
+  return { zip, failed, totalBytes };
 }
 
 /** The entry names of a ZIP archive in central directory order, as stored (not validated). */

@@ -126,8 +126,8 @@ describe('queue repository', () => {
     // The claim brings the files along, in the order they were stored.
     const [claimed] = await queue.claim('w1', 1, 30, null);
     expect(claimed.files).toEqual([
-      { name: 'plot.R', content: Buffer.from('plot(1)') },
-      { name: 'data.csv', content: Buffer.from([0, 1, 2, 255]) },
+      { name: 'plot.R', content: Buffer.from('plot(1)'), chunked: null },
+      { name: 'data.csv', content: Buffer.from([0, 1, 2, 255]), chunked: null },
     ]);
     expect(await queue.complete(id, 'intruder', ok)).toBe(false);
     expect(
