@@ -17,6 +17,7 @@ import { AdminController } from './admin/admin.controller';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
+import { SoapController } from './soap/soap.controller';
 import { SoapModule } from './soap/soap.module';
 import { WsdlController } from './soap/wsdl.controller';
 
@@ -40,6 +41,7 @@ import { WsdlController } from './soap/wsdl.controller';
     AdminController,
     SystemController,
     MetricsController,
+    SoapController,
     WsdlController,
     FallbackController,
   ],

@@ -3,6 +3,8 @@ import { JobsModule } from '../jobs/jobs.module';
 import { ResultsModule } from '../results/results.module';
 import { SecurityModule } from '../security/security.module';
 import { ResultWaiter } from './result-waiter.service';
+import { SoapJobService } from './soap-job.service';
+import { SoapService } from './soap.service';
 import { WsdlService } from './wsdl.service';
 
 /**
@@ -12,7 +14,7 @@ import { WsdlService } from './wsdl.service';
  */
 @Module({
   imports: [JobsModule, ResultsModule, SecurityModule],
-  providers: [WsdlService, ResultWaiter],
-  exports: [WsdlService],
+  providers: [WsdlService, ResultWaiter, SoapJobService, SoapService],
+  exports: [WsdlService, SoapService],
 })
 export class SoapModule {}
