@@ -49,6 +49,10 @@ export class SoapFaultFilter implements ExceptionFilter {
       res.destroy();
       return;
     }
+    if (!req.complete) {
+      // A fault found before the body was read whole (too large, malformed): do not drain it.
+      res.setHeader('Connection', 'close');
+    }
     for (const [name, value] of Object.entries(answer.headers)) {
       res.setHeader(name, value);
     }
