@@ -45,6 +45,9 @@ type Context =
   | 'data'
   | 'include';
 
+/** sax's buffer limit (its MAX_BUFFER_LENGTH) for one attribute value. */
+const MAX_ATTRIBUTE_LENGTH = 64 * 1024;
+
 /** Longer names are not application names; the cap keeps a hostile text node out of memory. */
 const MAX_APPLICATION_NAME_LENGTH = 1024;
 
@@ -191,6 +194,13 @@ export class EnvelopeReader {
           const value = attribute(tag, 'value');
           if (name === undefined || value === undefined) {
             throw new SoapFault('Client', 'a parameter needs both a name and a value attribute');
+          }
+          if (value.length > MAX_ATTRIBUTE_LENGTH) {
+            // sax faults on longer values only when they span its input pieces; this makes it certain.
+            throw new SoapFault(
+              'Client',
+              `parameter '${name}' has a value longer than ${MAX_ATTRIBUTE_LENGTH} characters`,
+            );
           }
           if (job.parameters.length >= this.limits.maxParameters) {
             throw new SoapFault(
@@ -380,7 +390,10 @@ function describe(tag: sax.QualifiedTag): string {
 
 function malformed(error: Error): SoapFault {
   // sax appends "Line: n Column: n Char: c" on further lines; the first line is the reason.
-  const [reason, ...position] = error.message.split('\n');
+  const [saxReason, ...position] = error.message.split('\n');
+  const reason = saxReason.startsWith('Max buffer length exceeded')
+    ? `a name or attribute value is longer than ${MAX_ATTRIBUTE_LENGTH} characters`
+    : saxReason;
   const where = position.filter((line) => /^(Line|Column):/.test(line)).join(', ');
   return new SoapFault('Client', `malformed XML: ${reason}${where ? ` (${where})` : ''}`);
 }

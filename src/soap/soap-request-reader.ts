@@ -71,7 +71,12 @@ export async function readSoapRequest(
   if (Number.isFinite(declaredLength) && declaredLength > limits.maxRequestBytes) {
     throw tooLarge(limits);
   }
-  const directory = await mkdtemp(join(limits.tempDir ?? tmpdir(), 'svc-soap-'));
+  let directory: string;
+  try {
+    directory = await mkdtemp(join(limits.tempDir ?? tmpdir(), 'svc-soap-'));
+  } catch (error) {
+    throw asFault(error);
+  }
   const reading = new RequestReading(directory, limits);
   try {
     const content = await reading.read(req, format);
@@ -84,8 +89,11 @@ export async function readSoapRequest(
       cleanup: () => rm(directory, { recursive: true, force: true }),
     };
   } catch (error) {
-    await reading.abandon();
-    await rm(directory, { recursive: true, force: true });
+    // Removing the files must not hide the fault, so its own failure is ignored.
+    await reading
+      .abandon()
+      .then(() => rm(directory, { recursive: true, force: true }))
+      .catch(() => undefined);
     throw asFault(error);
   }
 }
@@ -338,6 +346,18 @@ class RequestReading {
           );
         }
       };
+      // The connection may have gone while the temp directory was being made.
+      if (req.destroyed || req.readableAborted) {
+        settle(
+          new SoapFault('Client', 'the client closed the connection before the end of the request'),
+        );
+        return;
+      }
+      if (req.readableEnded) {
+        // Something (a body parser) consumed the body before: a wiring mistake, not the client's.
+        settle(new SoapFault('Server', 'the request body was read before the SOAP reader got it'));
+        return;
+      }
       req.on('data', onData);
       req.on('end', onEnd);
       req.on('error', onError);
