@@ -53,7 +53,8 @@ export class BenchDatabase {
     );
     if (row.exists) {
       // Before the first node has run the migrations there is nothing to empty.
-      await this.client.query('TRUNCATE job, job_file, result');
+      // CASCADE: the chunk tables reference job_file and result.
+      await this.client.query('TRUNCATE job, job_file, result CASCADE');
     }
   }
 

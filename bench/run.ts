@@ -5,7 +5,7 @@
  *
  * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
  * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
- * --probe-duration, --only submission,e2e,diagnostics,process, --profile, --service <main.js of another
+ * --probe-duration, --only submission,e2e,diagnostics,process,batch,large, --large-mib, --profile, --service <main.js of another
  * build> (to compare builds; default this checkout's dist/src/main.js).
  */
 import { execFileSync } from 'node:child_process';
@@ -23,6 +23,7 @@ import { Spread, spread, round } from './stats';
 import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
+import { LargeJobRun, largeJobRun } from './large-job.bench';
 import {
   countRoundTrips,
   printDiagnostics,
@@ -31,7 +32,9 @@ import {
   RoundTrips,
 } from './diagnostics.bench';
 
-const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process', 'batch'] as const;
+const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process', 'batch', 'large'] as const;
+/** Sections run when --only is not given: `large` moves 100s of MiB, so only on request. */
+const DEFAULT_SECTIONS = SECTIONS.filter((section) => section !== 'large');
 type Section = (typeof SECTIONS)[number];
 
 /** Hard upper bounds, so that no option can make the benchmark run for ever. */
@@ -52,7 +55,8 @@ function parseOptions() {
       slots: { type: 'string', default: '2' },
       'poll-ms': { type: 'string', default: '10' },
       'probe-duration': { type: 'string', default: '5' },
-      only: { type: 'string', default: SECTIONS.join(',') },
+      only: { type: 'string', default: DEFAULT_SECTIONS.join(',') },
+      'large-mib': { type: 'string', default: '100' },
       profile: { type: 'boolean', default: false },
       service: { type: 'string', default: DEFAULT_MAIN },
       'batch-jobs': { type: 'string', default: '500' },
@@ -88,6 +92,7 @@ function parseOptions() {
     profile: values.profile,
     main: resolve(values.service),
     batchSectionJobs: int('batch-jobs', values['batch-jobs'], 1, MAX_JOBS),
+    largeMiB: int('large-mib', values['large-mib'], 1, 1024),
     scriptModes: values.modes.split(',').map((mode) => {
       if (mode !== 'fork' && mode !== 'spawn') {
         throw new Error(`--modes takes fork and/or spawn, not ${mode}`);
@@ -625,6 +630,29 @@ async function main(): Promise<void> {
         track,
       });
       result.process = { calls, comparison: printProcess(calls) };
+    }
+
+    if (options.sections.has('large')) {
+      log(heading(`Running: a ${options.largeMiB} MiB job through one ROLE=all node (RSS)`));
+      const runs: LargeJobRun[] = [];
+      for (let run = 1; run <= options.runs; run += 1) {
+        runs.push(
+          await largeJobRun(database, {
+            run,
+            sizeMiB: options.largeMiB,
+            main: options.main,
+            log,
+            track,
+          }),
+        );
+        await database.empty();
+      }
+      const growth = spread(runs.map((r) => r.rssGrowthMiB));
+      log(
+        `\nRSS growth of the node during upload + R copy + download: ${formatSpread(growth, 1)} MiB ` +
+          `(median [min-max] of ${runs.length}; target: at most 64 MiB)`,
+      );
+      result.large = { runs, rssGrowthMiB: growth };
     }
 
     const target = submissionSummary.find((s) => s.role === 'all' && s.connections === 64);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { HttpStatus } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
 import { explodeZip, validateJobFiles } from './job-archive';
-import type { JobFileInput, ZipLimits } from './job-input';
+import type { JobFileContent, JobFileInput, ZipLimits } from './job-input';
 import {
   makeZip,
   makeZipBomb,
@@ -38,7 +38,7 @@ async function expectRejected(
   expect(err.message).toMatch(message);
 }
 
-function byName(files: JobFileInput[]): Record<string, string> {
+function byName(files: JobFileContent[]): Record<string, string> {
   return Object.fromEntries(files.map((f) => [f.name, f.content.toString('utf8')]));
 }
 

@@ -1,7 +1,12 @@
+import { createWriteStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
 import * as yauzl from 'yauzl';
 import { ApiError } from '../common/api-error';
-import type { JobFileInput, ZipLimits } from './job-input';
+import type { JobFileContent, JobFileInput, ZipLimits } from './job-input';
 
 const MAX_FILE_NAME_BYTES = 255;
 const STORED = 0;
@@ -86,20 +91,27 @@ function corrupt(err: unknown): ApiError {
     : ApiError.badRequest(`the ZIP archive is corrupt: ${errorText(err)}`);
 }
 
-async function openZip(zip: Buffer): Promise<yauzl.ZipFile> {
-  if (zip.length === 0) {
+/** A ZIP archive in memory, or in a file on disk (read from there, never loaded whole). */
+export type ZipSource = Buffer | { path: string };
+
+async function openZip(zip: ZipSource): Promise<yauzl.ZipFile> {
+  const size = Buffer.isBuffer(zip) ? zip.length : (await stat(zip.path)).size;
+  if (size === 0) {
     throw ApiError.badRequest('the body is empty: a ZIP archive was expected');
   }
+  // decodeStrings: false so that names are validated here, with messages a client can act on,
+  // instead of yauzl's own terse errors. autoClose: false because entries are read after the
+  // central directory has been walked.
+  const options: yauzl.Options = {
+    lazyEntries: true,
+    validateEntrySizes: true,
+    decodeStrings: false,
+    autoClose: false,
+  };
   try {
-    // decodeStrings: false so that names are validated here, with messages a client can act on,
-    // instead of yauzl's own terse errors. autoClose: false because entries are read after the
-    // central directory has been walked.
-    return await yauzl.fromBufferPromise(zip, {
-      lazyEntries: true,
-      validateEntrySizes: true,
-      decodeStrings: false,
-      autoClose: false,
-    });
+    return Buffer.isBuffer(zip)
+      ? await yauzl.fromBufferPromise(zip, options)
+      : await yauzl.openPromise(zip.path, options);
   } catch (err) {
     throw ApiError.badRequest(`the body is not a ZIP archive (${errorText(err)})`);
   }
@@ -197,6 +209,53 @@ async function readEntry(
 }
 
 /**
+ * Inflate one entry into a file, under the same limits and CRC check as readEntry, without
+ * holding it in memory: the file is written as fast as inflation goes. Returns its size.
+ */
+async function spillEntry(
+  zipfile: yauzl.ZipFile,
+  entry: yauzl.Entry,
+  name: string,
+  inflatedSoFar: number,
+  limits: ZipLimits,
+  path: string,
+): Promise<number> {
+  const stream = await zipfile.openReadStreamPromise(entry);
+  let size = 0;
+  let crc = 0;
+  const check = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      size += chunk.length;
+      if (inflatedSoFar + size > limits.maxUncompressedBytes) {
+        done(tooBigError(limits));
+        return;
+      }
+      if (exceedsRatio(size, entry.compressedSize, limits)) {
+        done(bombError(name, limits));
+        return;
+      }
+      crc = crc32(chunk, crc);
+      done(null, chunk);
+    },
+  });
+  await pipeline(stream, check, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
+  if (crc !== entry.crc32) {
+    throw ApiError.badRequest(
+      `the ZIP archive is corrupt: ZIP entry ${quote(name)} fails its CRC check`,
+    );
+  }
+  return size;
+}
+
+/** Where explodeZipToFiles puts entries too large to keep in memory. */
+export interface SpillOptions {
+  /** An existing, private directory; the caller removes it. */
+  directory: string;
+  /** Entries declared larger than this are written to `directory`. */
+  inlineMaxBytes: number;
+}
+
+/**
  * Explode a multi-file job's ZIP body into its files, validating everything the request shows
  * (SPEC §5.1) before the job is accepted. The archive must be flat; `__MACOSX/` entries and a
  * top-level `.DS_Store` are dropped. An archive with no entries gives no files (a job may run a
@@ -204,7 +263,29 @@ async function readEntry(
  * bounds the work done here. Client errors are ApiErrors: 400 for a malformed or disallowed
  * archive, 413 for one over the limits.
  */
-export async function explodeZip(zip: Buffer, limits: ZipLimits): Promise<JobFileInput[]> {
+export async function explodeZip(zip: Buffer, limits: ZipLimits): Promise<JobFileContent[]> {
+  return (await explode(zip, limits, null)) as JobFileContent[];
+}
+
+/**
+ * explodeZip for archives that may be large: the archive may be a file (read from disk, never
+ * loaded whole), and entries larger than `spill.inlineMaxBytes` are inflated into files in
+ * `spill.directory` and returned as `{ name, path }`. The same rules and limits apply; every
+ * entry is inflated and checked before this returns, so nothing is stored for a bad archive.
+ */
+export async function explodeZipToFiles(
+  zip: ZipSource,
+  limits: ZipLimits,
+  spill: SpillOptions,
+): Promise<JobFileInput[]> {
+  return explode(zip, limits, spill);
+}
+
+async function explode(
+  zip: ZipSource,
+  limits: ZipLimits,
+  spill: SpillOptions | null,
+): Promise<JobFileInput[]> {
   const zipfile = await openZip(zip);
   try {
     if (zipfile.entryCount > limits.maxEntries) {
@@ -240,15 +321,21 @@ export async function explodeZip(zip: Buffer, limits: ZipLimits): Promise<JobFil
 
     const files: JobFileInput[] = [];
     let inflated = 0;
-    for (const { name, entry } of accepted) {
-      let content: Buffer;
+    for (const [index, { name, entry }] of accepted.entries()) {
       try {
-        content = await readEntry(zipfile, entry, name, inflated, limits);
+        if (spill && entry.uncompressedSize > spill.inlineMaxBytes) {
+          // Named by position: the entry name was checked, but need not suit this file system.
+          const path = join(spill.directory, `entry-${index}`);
+          inflated += await spillEntry(zipfile, entry, name, inflated, limits, path);
+          files.push({ name, path });
+        } else {
+          const content = await readEntry(zipfile, entry, name, inflated, limits);
+          inflated += content.length;
+          files.push({ name, content });
+        }
       } catch (err) {
         throw corrupt(err);
       }
-      inflated += content.length;
-      files.push({ name, content });
     }
     return files;
   } finally {

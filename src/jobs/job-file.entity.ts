@@ -15,7 +15,11 @@ export class JobFileEntity {
 
   @Column({ type: 'varchar', length: 255 }) name!: string;
 
+  /** The bytes, when the file is small enough to be inline; empty when it is chunked. */
   @Column({ type: 'bytea' }) content!: Buffer;
 
   @Column({ type: 'bigint' }) size!: string;
+
+  /** The bytes are in job_file_chunk, not in content. */
+  @Column({ type: 'boolean', default: false }) chunked!: boolean;
 }

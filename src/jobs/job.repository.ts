@@ -1,9 +1,18 @@
-import { Injectable } from '@nestjs/common';
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
-import { QueueRepository } from '../queue/queue.repository';
+import { DataSource, EntityManager } from 'typeorm';
+import { JOB_QUEUED_CHANNEL, QueueRepository } from '../queue/queue.repository';
+import {
+  BLOB_CHUNK_BYTES,
+  BLOB_INLINE_MAX_BYTES,
+  JOB_FILE_CHUNKS,
+  writeChunks,
+} from '../storage/blob-chunks';
+import { rowsOf } from '../storage/query-rows';
 import { JobEntity, JobKind } from './job.entity';
-import { JobFileInput, JobMeta } from './job-input';
+import { JobFileContent, JobFileInput, JobFilePath, JobMeta } from './job-input';
 
 export interface NewJob {
   id: string;
@@ -15,16 +24,84 @@ export interface NewJob {
   files: JobFileInput[];
 }
 
+function isContent(file: JobFileInput): file is JobFileContent {
+  return 'content' in file;
+}
+
+/**
+ * Whether files on disk larger than BLOB_INLINE_MAX_BYTES are stored in pieces. Off (every file
+ * inline) until the worker streams pieces into a job's directory; tests of the pieces set it.
+ */
+export const CHUNK_JOB_FILES = Symbol('CHUNK_JOB_FILES');
+
+/** A file on disk small enough to be inline is read here, so that it takes the fast path. */
+async function inlineIfSmall(file: JobFileInput, inlineMaxBytes: number): Promise<JobFileInput> {
+  if (isContent(file) || (await stat(file.path)).size > inlineMaxBytes) {
+    return file;
+  }
+  return { name: file.name, content: await readFile(file.path) };
+}
+
 @Injectable()
 export class JobRepository {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly queue: QueueRepository,
+    @Optional() @Inject(CHUNK_JOB_FILES) private readonly chunkFiles: boolean = false,
   ) {}
 
-  /** Stores the job, its files and the wake-up notification atomically: all or nothing. */
+  /**
+   * Stores the job, its files and the wake-up notification atomically: all or nothing. Files in
+   * memory are stored inline; files on disk larger than BLOB_INLINE_MAX_BYTES are streamed into
+   * job_file_chunk inside the same transaction (see src/storage/blob-chunks.ts), so a failed
+   * upload leaves nothing behind.
+   */
   async insert(job: NewJob): Promise<void> {
-    await this.queue.enqueue(job);
+    const inlineMaxBytes = this.chunkFiles ? BLOB_INLINE_MAX_BYTES : Number.POSITIVE_INFINITY;
+    const files = await Promise.all(job.files.map((file) => inlineIfSmall(file, inlineMaxBytes)));
+    if (files.every(isContent)) {
+      // The common case: one statement (QueueRepository.enqueue).
+      await this.queue.enqueue({ ...job, files });
+      return;
+    }
+    await this.dataSource.transaction(async (manager) => {
+      await manager.query(
+        `INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts)
+         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0)`,
+        [
+          job.id,
+          job.applicationName,
+          job.kind,
+          JSON.stringify(job.meta),
+          job.source,
+          job.submittedAt,
+        ],
+      );
+      for (const file of files) {
+        if (isContent(file)) {
+          await manager.query(
+            `INSERT INTO job_file (job_id, name, content, size) VALUES ($1, $2, $3::bytea, octet_length($3::bytea))`,
+            [job.id, file.name, file.content],
+          );
+        } else {
+          await this.insertChunked(manager, job.id, file);
+        }
+      }
+      // Delivered on commit: no worker wakes before the job and all its pieces are visible.
+      await manager.query('SELECT pg_notify($1, $2)', [JOB_QUEUED_CHANNEL, job.applicationName]);
+    });
+  }
+
+  private async insertChunked(manager: EntityManager, jobId: string, file: JobFilePath) {
+    const raw: unknown = await manager.query(
+      `INSERT INTO job_file (job_id, name, content, size, chunked)
+       VALUES ($1, $2, ''::bytea, 0, true) RETURNING id`,
+      [jobId, file.name],
+    );
+    const fileId = rowsOf<{ id: string }>(raw)[0].id;
+    const source = createReadStream(file.path, { highWaterMark: BLOB_CHUNK_BYTES });
+    const { size } = await writeChunks(manager, JOB_FILE_CHUNKS, fileId, source);
+    await manager.query('UPDATE job_file SET size = $2 WHERE id = $1', [fileId, size]);
   }
 
   async findOne(applicationName: string, jobId: string): Promise<JobEntity | null> {

@@ -1,8 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Injectable, Optional } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { QueueNotifier } from '../queue/queue-notifier.service';
-import { explodeZip, validateJobFiles } from './job-archive';
+import { BLOB_INLINE_MAX_BYTES } from '../storage/blob-chunks';
+import { explodeZipToFiles, validateJobFiles, ZipSource } from './job-archive';
 import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
 import { mergeMeta, parseConfigurationFile } from './job-meta';
 import { FunctionCallKind, payloadFileName } from './function-call-result';
@@ -41,11 +45,60 @@ export class JobsService {
     meta: JobMeta,
     source: string,
   ): Promise<SubmittedJob> {
-    return this.submitFiles(applicationName, await explodeZip(zip, this.zipLimits), meta, source);
+    return this.submitZipSource(applicationName, zip, meta, source);
   }
 
   /**
-   * A multi-file job. `configuration.txt` is not a data file: its properties are merged into the
+   * A ZIP archive on disk (read from there, never loaded whole): validated under the same rules
+   * as submitZip before anything is stored; large entries are inflated to a temp directory and
+   * streamed into the database from there.
+   */
+  async submitZipFile(
+    applicationName: string,
+    zipPath: string,
+    meta: JobMeta,
+    source: string,
+  ): Promise<SubmittedJob> {
+    return this.submitZipSource(applicationName, { path: zipPath }, meta, source);
+  }
+
+  private async submitZipSource(
+    applicationName: string,
+    zip: ZipSource,
+    meta: JobMeta,
+    source: string,
+  ): Promise<SubmittedJob> {
+    return this.withSpillDirectory(async (directory) => {
+      const files = await this.explodeZip(zip, directory);
+      return this.submitFiles(applicationName, files, meta, source);
+    });
+  }
+
+  /**
+   * The files of a ZIP archive; entries larger than the inline limit are inflated into
+   * `directory` (from withSpillDirectory) rather than into memory.
+   */
+  async explodeZip(zip: ZipSource, directory: string): Promise<JobFileInput[]> {
+    // A directory per archive: a form may carry several.
+    return explodeZipToFiles(zip, this.zipLimits, {
+      directory: await mkdtemp(join(directory, 'zip-')),
+      inlineMaxBytes: BLOB_INLINE_MAX_BYTES,
+    });
+  }
+
+  /** Runs `use` with a private temp directory for inflated ZIP entries, removed afterwards. */
+  async withSpillDirectory<T>(use: (directory: string) => Promise<T>): Promise<T> {
+    const directory = await mkdtemp(join(this.config.formTempDir ?? tmpdir(), 'svc-zip-'));
+    try {
+      return await use(directory);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * A multi-file job; each file in memory (`content`) or on disk (`path`, streamed into the
+   * database; the caller removes it afterwards). `configuration.txt` is not a data file: its properties are merged into the
    * meta (the request's own meta wins). Everything is checked before anything is stored.
    */
   async submitFiles(
@@ -58,7 +111,12 @@ export class JobsService {
     const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
     const dataFiles = files.filter((f) => f !== configuration);
     const mergedMeta = configuration
-      ? mergeMeta(parseConfigurationFile(configuration.content), meta)
+      ? mergeMeta(
+          parseConfigurationFile(
+            'content' in configuration ? configuration.content : await readFile(configuration.path),
+          ),
+          meta,
+        )
       : meta;
     const job = {
       id: randomUUID(),

@@ -1,14 +1,20 @@
+import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import parseRange from 'range-parser';
-import { ResultEntity } from './result.entity';
+import type { ResultDataSource } from './result.repository';
 
 /**
  * Sends result bytes with a strong ETag (the SHA-256), conditional GET (304) and single byte
- * ranges (206; a multi-range request gets the whole body, which RFC 9110 allows).
+ * ranges (206; a multi-range request gets the whole body, which RFC 9110 allows). The bytes are
+ * streamed from the database as the client reads them; HEAD and 304 read none.
  */
-export function sendResultData(req: Request, res: Response, result: ResultEntity): void {
+export async function sendResultData(
+  req: Request,
+  res: Response,
+  result: ResultDataSource,
+): Promise<void> {
   const etag = `"${result.sha256}"`;
-  const data = result.data;
+  const size = result.size;
   res.setHeader('ETag', etag);
   res.setHeader('Accept-Ranges', 'bytes');
   res.setHeader('Cache-Control', 'private, no-cache');
@@ -23,25 +29,37 @@ export function sendResultData(req: Request, res: Response, result: ResultEntity
     res.status(304).end();
     return;
   }
+  let range: { start: number; end: number } | undefined;
   const rangeHeader = req.headers.range;
   const ifRange = req.get('if-range');
   if (rangeHeader && (!ifRange || ifRange.trim() === etag)) {
-    const ranges = parseRange(data.length, rangeHeader, { combine: true });
+    const ranges = parseRange(size, rangeHeader, { combine: true });
     if (ranges === -1) {
-      res.status(416).setHeader('Content-Range', `bytes */${data.length}`);
+      res.status(416).setHeader('Content-Range', `bytes */${size}`);
       res.end();
       return;
     }
     if (ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1) {
-      const { start, end } = ranges[0];
-      res.status(206);
-      res.setHeader('Content-Range', `bytes ${start}-${end}/${data.length}`);
-      res.setHeader('Content-Length', String(end - start + 1));
-      res.end(req.method === 'HEAD' ? undefined : data.subarray(start, end + 1));
-      return;
+      range = { start: ranges[0].start, end: ranges[0].end };
     }
   }
-  res.status(200);
-  res.setHeader('Content-Length', String(data.length));
-  res.end(req.method === 'HEAD' ? undefined : data);
+  if (range) {
+    res.status(206);
+    res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
+    res.setHeader('Content-Length', String(range.end - range.start + 1));
+  } else {
+    res.status(200);
+    res.setHeader('Content-Length', String(size));
+  }
+  if (req.method === 'HEAD' || size === 0) {
+    res.end();
+    return;
+  }
+  try {
+    await pipeline(result.open(range), res);
+  } catch {
+    // The headers are gone: cutting the connection tells the client the body is incomplete
+    // (a deleted result, a lost database, or the client went away).
+    res.destroy();
+  }
 }

@@ -24,10 +24,14 @@ export class ResultEntity {
 
   @Column({ name: 'content_type', type: 'varchar', length: 128 }) contentType!: string;
 
+  /** The bytes, when small enough to be inline; empty when chunked. */
   @Column({ type: 'bytea' }) data!: Buffer;
 
   @Column({ type: 'bigint' }) size!: string;
 
   /** Hex SHA-256 of data: the strong ETag. */
   @Column({ type: 'varchar', length: 64 }) sha256!: string;
+
+  /** The bytes are in result_chunk, not in data. */
+  @Column({ type: 'boolean', default: false }) chunked!: boolean;
 }

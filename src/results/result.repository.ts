@@ -1,8 +1,38 @@
+import type { Readable } from 'node:stream';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { ByteRange, readChunks, readInline, RESULT_CHUNKS } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 import { ResultEntity } from './result.entity';
+
+/** A result's data without its bytes: `open` streams them (all, or an inclusive byte range). */
+export interface ResultDataSource {
+  jobId: string;
+  applicationName: string;
+  success: boolean;
+  type: string;
+  contentType: string;
+  size: number;
+  /** Hex SHA-256 of the data: the strong ETag. */
+  sha256: string;
+  resultTime: Date;
+  open(range?: ByteRange): Readable;
+}
+
+interface DataSourceRow {
+  job_id: string;
+  application_name: string;
+  success: boolean;
+  type: string;
+  content_type: string;
+  size: string;
+  sha256: string;
+  result_time: Date;
+  chunked: boolean;
+  /** Null when chunked: the pieces are read on open. */
+  data: Buffer | null;
+}
 
 export type ResultMetadata = Pick<
   ResultEntity,
@@ -27,10 +57,54 @@ export class ResultRepository {
       .findOne({ where: { jobId, applicationName }, select: METADATA_COLUMNS });
   }
 
+  /** The result with its whole data in memory (chunks joined): prefer findDataSource. */
   async findWithData(applicationName: string, jobId: string): Promise<ResultEntity | null> {
-    return this.dataSource
+    const result = await this.dataSource
       .getRepository(ResultEntity)
       .findOne({ where: { jobId, applicationName } });
+    if (result?.chunked) {
+      const pieces: Buffer[] = [];
+      const size = Number(result.size);
+      for await (const piece of readChunks(this.dataSource, RESULT_CHUNKS, jobId, size)) {
+        pieces.push(piece as Buffer);
+      }
+      result.data = Buffer.concat(pieces, size);
+    }
+    return result;
+  }
+
+  /**
+   * The result's data as a source to stream from. Inline data (small) comes with the row; chunked
+   * data is read piece by piece from result_chunk when the stream is consumed. A source opened
+   * after the result was deleted fails its stream.
+   */
+  async findDataSource(applicationName: string, jobId: string): Promise<ResultDataSource | null> {
+    const rows = await this.dataSource.query<DataSourceRow[]>(
+      `SELECT job_id, application_name, success, type, content_type, size, sha256, result_time,
+              chunked, CASE WHEN chunked THEN NULL ELSE data END AS data
+         FROM result WHERE job_id = $1 AND application_name = $2`,
+      [jobId, applicationName],
+    );
+    const row = rows[0];
+    if (!row) {
+      return null;
+    }
+    const size = Number(row.size);
+    const inline = row.data;
+    return {
+      jobId: row.job_id,
+      applicationName: row.application_name,
+      success: row.success,
+      type: row.type,
+      contentType: row.content_type,
+      size,
+      sha256: row.sha256,
+      resultTime: new Date(row.result_time),
+      open: (range?: ByteRange): Readable =>
+        inline
+          ? readInline(inline, range)
+          : readChunks(this.dataSource, RESULT_CHUNKS, row.job_id, size, range),
+    };
   }
 
   /** Deletes the result and its job together; false when there was no result. */

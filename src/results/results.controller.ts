@@ -146,11 +146,11 @@ export class ResultsController {
     if (!isJobId(jobId)) {
       throw ApiError.badRequest(`"${file.slice(0, 80)}" is not {jobId}.{extension}.`);
     }
-    const result = await this.results.findWithData(applicationName, jobId.toLowerCase());
+    const result = await this.results.findDataSource(applicationName, jobId.toLowerCase());
     if (!result || dot < 0 || file.slice(dot + 1) !== result.type) {
       throw ApiError.notFound(`No result data at ${req.path}.`);
     }
-    sendResultData(req, res, result);
+    await sendResultData(req, res, result);
   }
 
   @All('result/:app/:file')

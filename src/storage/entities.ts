@@ -1,6 +1,15 @@
 import { CatalogFileEntity } from '../catalog/catalog-file.entity';
+import { JobFileChunkEntity } from '../jobs/job-file-chunk.entity';
 import { JobFileEntity } from '../jobs/job-file.entity';
 import { JobEntity } from '../jobs/job.entity';
+import { ResultChunkEntity } from '../results/result-chunk.entity';
 import { ResultEntity } from '../results/result.entity';
 
-export const ENTITIES = [JobEntity, JobFileEntity, ResultEntity, CatalogFileEntity];
+export const ENTITIES = [
+  JobEntity,
+  JobFileEntity,
+  JobFileChunkEntity,
+  ResultEntity,
+  ResultChunkEntity,
+  CatalogFileEntity,
+];

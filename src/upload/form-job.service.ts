@@ -1,9 +1,8 @@
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
-import { explodeZip } from '../jobs/job-archive';
 import type { JobFileInput } from '../jobs/job-input';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
@@ -65,19 +64,23 @@ export class FormJobService implements OnModuleInit {
       // names: the per-application check happens here, before anything is stored.
       await this.requestAccess.authorizeSubmission(req, applicationName, 'script');
       const meta = metaFromFields(form.fields);
-      const files = await this.jobFiles(form.files);
-      if (files.length === 0 && !meta.rScript) {
-        throw ApiError.badRequest(
-          `the form has no job file and no X-SVC-Meta-rScript: choose a file in ${JOB_FILE_FIELD} ` +
-            'or name a catalog script.',
-        );
-      }
-      return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE);
+      // Large ZIP entries are inflated into a directory of their own; every file is then
+      // streamed from disk into the database (never whole in memory).
+      return this.jobsService.withSpillDirectory(async (spillDirectory) => {
+        const files = await this.jobFiles(form.files, spillDirectory);
+        if (files.length === 0 && !meta.rScript) {
+          throw ApiError.badRequest(
+            `the form has no job file and no X-SVC-Meta-rScript: choose a file in ${JOB_FILE_FIELD} ` +
+              'or name a catalog script.',
+          );
+        }
+        return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE);
+      });
     });
   }
 
   /** The job's files: ZIP parts exploded under the ZIP body rules, other files as they are. */
-  private async jobFiles(parts: ReceivedFile[]): Promise<JobFileInput[]> {
+  private async jobFiles(parts: ReceivedFile[], spillDirectory: string): Promise<JobFileInput[]> {
     const files: JobFileInput[] = [];
     for (const part of parts) {
       if (!isJobFileField(part.field)) {
@@ -86,22 +89,25 @@ export class FormJobService implements OnModuleInit {
         );
       }
       const name = plainFileName(part.originalName);
-      const content = await readFile(part.path);
       if (isZipPart(part)) {
-        files.push(...(await this.explode(name, content)));
+        files.push(...(await this.explode(name, part, spillDirectory)));
       } else {
-        files.push({ name, content });
+        files.push({ name, path: part.path });
       }
     }
     return files;
   }
 
-  private async explode(name: string, zip: Buffer): Promise<JobFileInput[]> {
-    if (zip.length === 0) {
+  private async explode(
+    name: string,
+    zip: ReceivedFile,
+    spillDirectory: string,
+  ): Promise<JobFileInput[]> {
+    if (zip.size === 0) {
       throw ApiError.badRequest(`the file "${name}" is empty: a ZIP archive was expected.`);
     }
     try {
-      return await explodeZip(zip, this.jobsService.zipLimits);
+      return await this.jobsService.explodeZip({ path: zip.path }, spillDirectory);
     } catch (error) {
       if (error instanceof ApiError) {
         throw new ApiError(error.getStatus(), `in the file "${name}": ${error.message}`);
