@@ -4,7 +4,6 @@ import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
 import { FunctionCallKind, KIND_OF_MEDIA_TYPE, payloadText } from '../jobs/function-call-result';
-import { explodeZip } from '../jobs/job-archive';
 import type { JobFileInput, JobMeta } from '../jobs/job-input';
 import { normaliseMetaName } from '../jobs/job-meta';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
@@ -28,7 +27,7 @@ function mediaType(contentType: string): string {
   return contentType.split(';')[0].trim().toLowerCase();
 }
 
-/** The bytes of a payload. The one place that reads them, so that it can become a stream. */
+/** The bytes of a function call's payload: R receives it as one string anyway. */
 async function payloadContent(payload: SoapPayload): Promise<Buffer> {
   return readFile(payload.path);
 }
@@ -69,11 +68,15 @@ export class SoapJobService {
     }
     await this.requestAccess.authorizeSubmission(req, applicationName, 'script');
     const meta = metaFromParameters(call.parameters);
-    const files: JobFileInput[] = [];
-    for (const payload of call.payloads) {
-      files.push(...(await this.jobFiles(payload)));
-    }
-    const job = await this.jobsService.submitFiles(applicationName, files, meta, SOAP_SOURCE);
+    // Payloads stay on disk: their files (and large ZIP entries, inflated to the spill
+    // directory) are streamed into the database, never held whole in memory.
+    const job = await this.jobsService.withSpillDirectory(async (spillDirectory) => {
+      const files: JobFileInput[] = [];
+      for (const payload of call.payloads) {
+        files.push(...(await this.jobFiles(payload, spillDirectory)));
+      }
+      return this.jobsService.submitFiles(applicationName, files, meta, SOAP_SOURCE);
+    });
     return { ...job, singleZip: call.payloads.length === 1 && isZipPayload(call.payloads[0]) };
   }
 
@@ -102,18 +105,17 @@ export class SoapJobService {
   }
 
   /** A payload's job files: a ZIP exploded under the ZIP body rules, another file as it is. */
-  private async jobFiles(payload: SoapPayload): Promise<JobFileInput[]> {
-    const content = await payloadContent(payload);
+  private async jobFiles(payload: SoapPayload, spillDirectory: string): Promise<JobFileInput[]> {
     if (!isZipPayload(payload)) {
-      return [{ name: payload.name, content }];
+      return [{ name: payload.name, path: payload.path }];
     }
-    if (content.length === 0) {
+    if (payload.size === 0) {
       throw ApiError.badRequest(
         `The payload "${payload.name}" is empty: a ZIP archive was expected.`,
       );
     }
     try {
-      return await explodeZip(content, this.jobsService.zipLimits);
+      return await this.jobsService.explodeZip({ path: payload.path }, spillDirectory);
     } catch (error) {
       if (error instanceof ApiError) {
         throw new ApiError(error.getStatus(), `in the payload "${payload.name}": ${error.message}`);

@@ -1,23 +1,20 @@
-import { Readable } from 'node:stream';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { lookup } from 'mime-types';
 import * as yauzl from 'yauzl';
-import { ResultEntity } from '../results/result.entity';
-import { ResultRepository } from '../results/result.repository';
+import { ResultDataSource, ResultRepository } from '../results/result.repository';
 import { MtomAttachment, newContentId, xopInclude } from './mtom-writer';
 import { SOAP_ENVELOPE_NAMESPACE } from './soap-fault';
 import { SOAP_TYPES_NAMESPACE } from './soap-request-reader';
 
-/** A job's result as the SOAP answer needs it. */
-export interface StoredResult {
-  applicationName: string;
-  jobId: string;
-  success: boolean;
-  /** The data's extension: zip, txt, xml, json. */
-  type: string;
-  /** Its full content type, e.g. `text/plain; charset=utf-8`. */
-  contentType: string;
-  data: Buffer;
-}
+/** A job's result as the SOAP answer needs it: its metadata, and its data as a stream. */
+export type StoredResult = Pick<
+  ResultDataSource,
+  'applicationName' | 'jobId' | 'success' | 'type' | 'contentType' | 'open'
+>;
 
 /** One `payload` of the answer: described in the envelope, its bytes an MTOM attachment. */
 export interface AnswerPayload {
@@ -26,14 +23,19 @@ export interface AnswerPayload {
   attachment: MtomAttachment;
 }
 
-/** Reads a stored result. The one place that does, so that it can become a stream. */
+/** The answer's payloads, and what to release once they have been sent. */
+export interface AnswerPayloads {
+  payloads: AnswerPayload[];
+  dispose(): Promise<void>;
+}
+
+/** Finds a stored result; its data is read only when an attachment is sent. */
 export async function loadResult(
   results: ResultRepository,
   applicationName: string,
   jobId: string,
 ): Promise<StoredResult | null> {
-  const entity: ResultEntity | null = await results.findWithData(applicationName, jobId);
-  return entity;
+  return results.findDataSource(applicationName, jobId);
 }
 
 function mediaType(contentType: string): string {
@@ -50,30 +52,44 @@ function escapeXml(text: string): string {
     .replace(/"/g, '&quot;');
 }
 
-function bufferAttachment(contentType: string, data: Buffer): MtomAttachment {
-  return { contentId: newContentId(), contentType, open: () => Readable.from([data]) };
-}
-
-/** The files of a result ZIP, each an attachment that inflates its entry when it is written. */
-async function zipEntryPayloads(zip: Buffer): Promise<AnswerPayload[]> {
-  const zipfile = await yauzl.fromBufferPromise(zip, { lazyEntries: true });
-  const payloads: AnswerPayload[] = [];
-  for await (const entry of zipfile.eachEntry()) {
-    if (entry.fileName.endsWith('/')) {
-      continue;
-    }
-    const contentType = lookup(entry.fileName) || 'application/octet-stream';
-    payloads.push({
-      name: entry.fileName,
-      contentType,
-      attachment: {
-        contentId: newContentId(),
+/**
+ * The files of a result ZIP, each an attachment that inflates its entry when it is sent. The ZIP
+ * is streamed to a temporary file first: its directory is at the end, so it cannot be read as a
+ * stream, and the result may be far larger than memory should hold.
+ */
+async function zipEntryPayloads(result: StoredResult, tempDir: string): Promise<AnswerPayloads> {
+  const directory = await mkdtemp(join(tempDir, 'svc-soap-result-'));
+  let zipfile: yauzl.ZipFile | undefined;
+  const dispose = async () => {
+    zipfile?.close();
+    await rm(directory, { recursive: true, force: true });
+  };
+  try {
+    const path = join(directory, 'result.zip');
+    await pipeline(result.open(), createWriteStream(path));
+    const opened = await yauzl.openPromise(path, { lazyEntries: true, autoClose: false });
+    zipfile = opened;
+    const payloads: AnswerPayload[] = [];
+    for await (const entry of opened.eachEntry()) {
+      if (entry.fileName.endsWith('/')) {
+        continue;
+      }
+      const contentType = lookup(entry.fileName) || 'application/octet-stream';
+      payloads.push({
+        name: entry.fileName,
         contentType,
-        open: () => zipfile.openReadStreamPromise(entry),
-      },
-    });
+        attachment: {
+          contentId: newContentId(),
+          contentType,
+          open: () => opened.openReadStreamPromise(entry),
+        },
+      });
+    }
+    return { payloads, dispose };
+  } catch (error) {
+    await dispose();
+    throw error;
   }
-  return payloads;
 }
 
 /**
@@ -84,21 +100,30 @@ async function zipEntryPayloads(zip: Buffer): Promise<AnswerPayload[]> {
 export async function answerPayloads(
   result: StoredResult,
   singleZip: boolean,
-): Promise<AnswerPayload[]> {
+  tempDir: string = tmpdir(),
+): Promise<AnswerPayloads> {
   if (result.type === 'zip' && !singleZip) {
-    const files = await zipEntryPayloads(result.data);
+    const files = await zipEntryPayloads(result, tempDir);
     // A job that wrote no file: its (empty) ZIP still makes the one payload the schema requires.
-    if (files.length > 0) {
+    if (files.payloads.length > 0) {
       return files;
     }
+    await files.dispose();
   }
-  return [
-    {
-      name: `${result.jobId}.${result.type}`,
-      contentType: mediaType(result.contentType),
-      attachment: bufferAttachment(result.contentType, result.data),
-    },
-  ];
+  return {
+    payloads: [
+      {
+        name: `${result.jobId}.${result.type}`,
+        contentType: mediaType(result.contentType),
+        attachment: {
+          contentId: newContentId(),
+          contentType: result.contentType,
+          open: () => result.open(),
+        },
+      },
+    ],
+    dispose: () => Promise.resolve(),
+  };
 }
 
 /** The SOAP envelope of a `result`, its data as XOP references to the attachments. */

@@ -81,13 +81,17 @@ export class SoapService {
           `fetch its result later at ${resultUri}.`,
       );
     }
-    const payloads = await answerPayloads(result, job.singleZip);
-    await writeMtomResponse(
-      res,
-      200,
-      resultEnvelope(result, payloads),
-      payloads.map((payload) => payload.attachment),
-    );
+    const answer = await answerPayloads(result, job.singleZip);
+    try {
+      await writeMtomResponse(
+        res,
+        200,
+        resultEnvelope(result, answer.payloads),
+        answer.payloads.map((payload) => payload.attachment),
+      );
+    } finally {
+      await answer.dispose();
+    }
   }
 
   /** Reads the request and stores its job; the payloads' temporary files are gone afterwards. */
