@@ -3,7 +3,13 @@ import { join, resolve } from 'node:path';
 import { XMLParser } from 'fast-xml-parser';
 import { request } from '../support/rest-client';
 import { generatedClient, SOAP_PATH } from '../support/soap-client';
-import { startTestService, TestService } from '../support/test-service';
+import { spawnService } from '../support/service-process';
+import {
+  createTestDatabase,
+  startTestService,
+  testEnvironment,
+  TestService,
+} from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
 
 const WSDL_DIR = resolve(__dirname, '../../wsdl');
@@ -145,5 +151,28 @@ describe('the published WSDL and schemas (SPEC §7)', () => {
     expect(put.status).toBe(405);
     expect(put.headers.get('allow')).toBe('GET, POST');
     expect(put.headers.get('content-type')).toMatch(/^text\/plain/);
+  });
+});
+
+describe('the built service (npm start)', () => {
+  it('prints the WSDL address at start-up and serves wsdl/ from the built code', async () => {
+    const database = await createTestDatabase();
+    try {
+      const node = await spawnService({ ...testEnvironment(database), ROLE: 'api' });
+      try {
+        const port = new URL(node.url).port;
+        expect(node.output()).toContain(
+          `SOAP WSDL: http://localhost:${port}/svc/api/soap/mtom-jobs?wsdl`,
+        );
+        const wsdl = await request(`${node.url}${SOAP_PATH}?wsdl`);
+        expect(Buffer.from(asInFile(wsdl.text, node.url)).equals(WSDL_FILE)).toBe(true);
+        expect((await request(`${node.url}/svc/wsdl/soap-data.xsd`)).status).toBe(200);
+      } finally {
+        node.child.kill('SIGTERM');
+        expect(await node.exited()).toBe(0);
+      }
+    } finally {
+      await database.drop();
+    }
   });
 });
