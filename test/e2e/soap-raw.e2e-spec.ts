@@ -5,10 +5,12 @@ import { REST, request, waitForResult } from '../support/rest-client';
 import {
   ENVELOPE_NS,
   faultAnswer,
+  generatedClient,
   jobEnvelope,
   mtomJobRequest,
   postSoap,
   processAnswer,
+  processMethod,
   TYPES_NS,
 } from '../support/soap-client';
 import { startTestService, TestService } from '../support/test-service';
@@ -273,6 +275,26 @@ describe('SOAP Process access control (AUTH_MODE=basic)', () => {
     ]);
     const denied = await postSoap(service.url, script, undefined, undefined, headers);
     expect(await expectFault(denied, 'Client')).toMatch(/script/i);
+  });
+
+  it('a generated client with nestjs-soap basic auth sends the credentials and gets its result', async () => {
+    const wsdlUrl = `${service.url}/svc/api/soap/mtom-jobs?wsdl`;
+    const call = {
+      applicationName: 'demo',
+      payload: [
+        {
+          attributes: { name: 'call.json', contentType: 'application/json' },
+          data: Buffer.from('{"RFunction":"hello","name":"ana"}').toString('base64'),
+        },
+      ],
+    };
+    const client = await generatedClient(wsdlUrl, {}, { username: 'ana', password: 'ana-secret' });
+    const [result] = (await processMethod(client)(call)) as [{ success: boolean }];
+    expect(result.success).toBe(true);
+    const anonymous = await generatedClient(wsdlUrl);
+    await expect(processMethod(anonymous)(call)).rejects.toMatchObject({
+      response: { status: 401 },
+    });
   });
 
   it('the WSDL and schemas stay public', async () => {

@@ -21,13 +21,18 @@ const WSDL_DIR = resolve(__dirname, '../../wsdl');
  * application gets one: nestjs-soap's SoapModule in a (test) module. Answers' MTOM attachments
  * are parsed (`parseReponseAttachments`, node-soap's spelling).
  */
-export async function generatedClient(wsdlUrl: string, options: IOptions = {}): Promise<Client> {
+export async function generatedClient(
+  wsdlUrl: string,
+  options: IOptions = {},
+  basicAuth?: { username: string; password: string },
+): Promise<Client> {
   const moduleRef = await Test.createTestingModule({
     imports: [
       SoapModule.register({
         clientName: CLIENT_NAME,
         uri: wsdlUrl,
         clientOptions: { parseReponseAttachments: true, ...options },
+        auth: basicAuth && { type: 'basic', ...basicAuth },
       }),
     ],
   }).compile();
