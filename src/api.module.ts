@@ -17,6 +17,9 @@ import { AdminController } from './admin/admin.controller';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
+import { SoapController } from './soap/soap.controller';
+import { SoapModule } from './soap/soap.module';
+import { WsdlController } from './soap/wsdl.controller';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
@@ -28,6 +31,7 @@ import { SystemModule } from './system/system.module';
     UploadModule,
     SecurityModule,
     ProcessModule,
+    SoapModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
@@ -37,6 +41,8 @@ import { SystemModule } from './system/system.module';
     AdminController,
     SystemController,
     MetricsController,
+    SoapController,
+    WsdlController,
     FallbackController,
   ],
   providers: [

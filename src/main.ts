@@ -3,6 +3,7 @@ import pinoPretty from 'pino-pretty';
 import { ConfigError, loadConfig } from './config/app-config';
 import { PinoLoggerService } from './common/pino-logger';
 import { startService } from './bootstrap';
+import { SOAP_ENDPOINT_PATH } from './soap/wsdl.service';
 
 async function main(): Promise<void> {
   let config;
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
     logger.log(`svc (${config.role}) is listening on ${base}, database: ${database}`, 'Startup');
     logger.log(`REST API: ${base}/svc/api/rest/jobs`, 'Startup');
     logger.log(`Upload page: ${base}/svc/`, 'Startup');
+    logger.log(`SOAP WSDL: ${base}${SOAP_ENDPOINT_PATH}?wsdl`, 'Startup');
   } else {
     logger.log(`svc worker started, database: ${database}`, 'Startup');
   }

@@ -4,7 +4,13 @@ import { ApiModule } from '../api.module';
 import { RepresentationInterceptor } from './representation.interceptor';
 
 /** Controllers whose routes answer bytes themselves and never return a RestRepresentation. */
-const RAW_CONTROLLERS = ['ProcessController', 'MetricsController', 'FallbackController'];
+const RAW_CONTROLLERS = [
+  'ProcessController',
+  'MetricsController',
+  'FallbackController',
+  'SoapController',
+  'WsdlController',
+];
 
 function rendersRepresentations(controller: object): boolean {
   const interceptors =

@@ -111,6 +111,14 @@ export class AppConfig {
   /** /process calls waiting on a node; beyond that the answer is 503 with Retry-After. */
   @IsInt() @Min(0) processMaxQueued!: number;
 
+  // SOAP (SPEC §7)
+  /** Longest a SOAP Process call waits for its job's result before a soap:Server fault. */
+  @IsInt() @Min(1) soapTimeoutSeconds!: number;
+  /** Most payload elements in one SOAP request; more: soap:Client fault. */
+  @IsInt() @Min(1) soapMaxPayloads!: number;
+  /** Most parameter elements in one SOAP request; more: soap:Client fault. */
+  @IsInt() @Min(1) soapMaxParameters!: number;
+
   // fork server (script jobs on native R)
   /** fork: a warm R parent forks a child per script job (Linux); spawn: a fresh Rscript per job. */
   @IsIn(R_SCRIPT_MODES) rScriptMode!: (typeof R_SCRIPT_MODES)[number];

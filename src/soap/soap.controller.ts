@@ -1,0 +1,73 @@
+import { All, Controller, Get, HttpStatus, Post, Req, Res, UseFilters } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { RawData } from '../common/negotiation.guard';
+import { publicBaseUrl } from '../common/public-uri';
+import { AppConfig } from '../config/app-config';
+import { Access } from '../security/access.decorator';
+import { SoapFaultFilter } from './soap-fault.filter';
+import { SoapService } from './soap.service';
+import { XML_TEXT } from './wsdl.controller';
+import { WsdlService } from './wsdl.service';
+
+const ALLOWED_METHODS = 'GET, POST';
+
+function asksForWsdl(req: Request): boolean {
+  return Object.keys(req.query).some((key) => key.toLowerCase() === 'wsdl');
+}
+
+function plainAnswer(res: Response, status: number, message: string): void {
+  res.status(status).type('text/plain; charset=utf-8').send(`${message}\n`);
+}
+
+/**
+ * The SOAP endpoint (SPEC §7): `POST` a Process request, `GET ?wsdl` for the WSDL. Every route
+ * is @RawData (Accept does not apply) and its errors are SOAP faults (SoapFaultFilter).
+ */
+@Controller('svc/api/soap/mtom-jobs')
+// Public at the HTTP level: the application is named inside the envelope, so SoapJobService asks
+// RequestAccessService.authorizeSubmission once it has read it (401/403 become faults there).
+@Access('public')
+@UseFilters(SoapFaultFilter)
+export class SoapController {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly soap: SoapService,
+    private readonly wsdl: WsdlService,
+  ) {}
+
+  @Get()
+  @RawData()
+  describe(@Req() req: Request, @Res() res: Response): void {
+    if (!asksForWsdl(req)) {
+      // Not a SOAP request, so no Fault (WS-I R1126 ties a Fault to HTTP 500).
+      plainAnswer(
+        res,
+        HttpStatus.BAD_REQUEST,
+        `GET ${req.path} answers only the WSDL (?wsdl); SOAP requests are POSTed here.`,
+      );
+      return;
+    }
+    res
+      .status(200)
+      .type(XML_TEXT)
+      .send(this.wsdl.wsdl(publicBaseUrl(req, this.config.publicBaseUrl)));
+  }
+
+  @Post()
+  @RawData()
+  async process(@Req() req: Request, @Res() res: Response): Promise<void> {
+    await this.soap.process(req, res);
+  }
+
+  /** WS-I BP R1114: another method is a 405. */
+  @All()
+  @RawData()
+  other(@Req() req: Request, @Res() res: Response): void {
+    res.setHeader('Allow', ALLOWED_METHODS);
+    plainAnswer(
+      res,
+      HttpStatus.METHOD_NOT_ALLOWED,
+      `${req.method} is not allowed on ${req.path}; allowed: ${ALLOWED_METHODS} (GET with ?wsdl only).`,
+    );
+  }
+}

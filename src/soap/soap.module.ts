@@ -1,0 +1,20 @@
+import { Module } from '@nestjs/common';
+import { JobsModule } from '../jobs/jobs.module';
+import { ResultsModule } from '../results/results.module';
+import { SecurityModule } from '../security/security.module';
+import { ResultWaiter } from './result-waiter.service';
+import { SoapJobService } from './soap-job.service';
+import { SoapService } from './soap.service';
+import { WsdlService } from './wsdl.service';
+
+/**
+ * The SOAP front end (SPEC §7): the same job and result services as REST behind a SOAP 1.1 /
+ * MTOM endpoint, and the WSDL and schemas it publishes. Its controllers are registered by
+ * ApiModule, before the REST fallback.
+ */
+@Module({
+  imports: [JobsModule, ResultsModule, SecurityModule],
+  providers: [WsdlService, ResultWaiter, SoapJobService, SoapService],
+  exports: [WsdlService, SoapService],
+})
+export class SoapModule {}

@@ -1,0 +1,133 @@
+import { Injectable, Logger } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { publicBaseUrl, RestLinks } from '../common/public-uri';
+import { AppConfig } from '../config/app-config';
+import { ResultRepository } from '../results/result.repository';
+import { writeMtomResponse } from './mtom-writer';
+import { SoapFault } from './soap-fault';
+import { SoapJobService, SoapSubmittedJob } from './soap-job.service';
+import {
+  ReceivedSoapRequest,
+  readSoapRequest,
+  SOAP_TYPES_NAMESPACE,
+  SoapProcessCall,
+  SoapRequestLimits,
+} from './soap-request-reader';
+import { answerPayloads, loadResult, resultEnvelope } from './soap-result';
+import { ResultWaiter } from './result-waiter.service';
+
+/** The SOAPAction of `Process` as the WSDL declares it. */
+export const PROCESS_ACTION = 'urn:svc:soap:Process';
+/** The body element of `Process`: the operation is recognised by it, not by SOAPAction. */
+export const PROCESS_ELEMENT = 'job';
+
+/** SOAPAction as sent, without the quotes HTTP requires around it. */
+function unquoted(action: string): string {
+  const trimmed = action.trim();
+  return trimmed.length >= 2 && trimmed.startsWith('"') && trimmed.endsWith('"')
+    ? trimmed.slice(1, -1)
+    : trimmed;
+}
+
+/**
+ * One SOAP call (SPEC §7): read the envelope, submit the job, wait for its result, answer MTOM.
+ * Failures are thrown (SoapFault or the ApiErrors REST would answer) for SoapFaultFilter.
+ */
+@Injectable()
+export class SoapService {
+  private readonly logger = new Logger('SOAP');
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly soapJobs: SoapJobService,
+    private readonly waiter: ResultWaiter,
+    private readonly results: ResultRepository,
+  ) {}
+
+  private get limits(): SoapRequestLimits {
+    return {
+      maxRequestBytes: this.config.maxRequestBytes,
+      maxPayloads: this.config.soapMaxPayloads,
+      maxParameters: this.config.soapMaxParameters,
+    };
+  }
+
+  async process(req: Request, res: Response): Promise<void> {
+    const job = await this.submit(req);
+    // A client that hangs up stops the wait (its job still runs and keeps its result).
+    const clientGone = new AbortController();
+    res.on('close', () => clientGone.abort());
+    const timeoutSeconds = this.config.soapTimeoutSeconds;
+    const ready = await this.waiter.waitFor(
+      job.applicationName,
+      job.jobId,
+      timeoutSeconds * 1000,
+      clientGone.signal,
+    );
+    if (clientGone.signal.aborted) {
+      this.logger.log(`job ${job.jobId}: the SOAP client left before its result was ready`);
+      return;
+    }
+    const result = ready && (await loadResult(this.results, job.applicationName, job.jobId));
+    if (!result) {
+      const resultUri = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl)).result(
+        job.applicationName,
+        job.jobId,
+      );
+      throw new SoapFault(
+        'Server',
+        `Job ${job.jobId} of application ${job.applicationName} has not finished within ` +
+          `${timeoutSeconds} s (SOAP_TIMEOUT_SECONDS). It stays queued or running; ` +
+          `fetch its result later at ${resultUri}.`,
+      );
+    }
+    const answer = await answerPayloads(result, job.singleZip);
+    try {
+      await writeMtomResponse(
+        res,
+        200,
+        resultEnvelope(result, answer.payloads),
+        answer.payloads.map((payload) => payload.attachment),
+      );
+    } finally {
+      await answer.dispose();
+    }
+  }
+
+  /** Reads the request and stores its job; the payloads' temporary files are gone afterwards. */
+  private async submit(req: Request): Promise<SoapSubmittedJob> {
+    const received = await readSoapRequest(req, this.limits);
+    try {
+      return await this.soapJobs.submit(req, processCallOf(received));
+    } finally {
+      await received.cleanup();
+    }
+  }
+}
+
+/**
+ * The call of `Process`, told by the body element (a missing or empty SOAPAction is accepted);
+ * a SOAPAction naming another operation, or another body element, is a client fault.
+ */
+export function processCallOf(received: ReceivedSoapRequest): SoapProcessCall {
+  const { namespace, localName } = received.operation;
+  if (namespace !== SOAP_TYPES_NAMESPACE || localName !== PROCESS_ELEMENT) {
+    throw new SoapFault(
+      'Client',
+      `Unknown operation: the body element {${namespace}}${localName} is not a request of this ` +
+        `endpoint. Its one operation, Process, takes {${SOAP_TYPES_NAMESPACE}}${PROCESS_ELEMENT}.`,
+    );
+  }
+  const action = received.soapAction === undefined ? '' : unquoted(received.soapAction);
+  if (action !== '' && action !== PROCESS_ACTION) {
+    throw new SoapFault(
+      'Client',
+      `SOAPAction "${action}" names no operation of this endpoint: send "${PROCESS_ACTION}" ` +
+        '(or none) with the Process request.',
+    );
+  }
+  if (received.call === null) {
+    throw new SoapFault('Client', `The ${PROCESS_ELEMENT} element could not be read.`);
+  }
+  return received.call;
+}

@@ -1,0 +1,40 @@
+import { All, Controller, Get, Param, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { ApiError } from '../common/api-error';
+import { methodNotAllowed } from '../common/method-not-allowed';
+import { RawData } from '../common/negotiation.guard';
+import { publicBaseUrl } from '../common/public-uri';
+import { AppConfig } from '../config/app-config';
+import { Access } from '../security/access.decorator';
+import { WsdlService } from './wsdl.service';
+
+/** The content type of WSDL and XSD answers: what SOAP tool chains expect for both. */
+export const XML_TEXT = 'text/xml; charset=utf-8';
+
+/** `GET /svc/wsdl/<file>`: every file of `wsdl/` (SPEC §7), public. */
+@Controller('svc/wsdl')
+@Access('public')
+export class WsdlController {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly wsdl: WsdlService,
+  ) {}
+
+  @Get(':file')
+  @RawData()
+  file(@Param('file') name: string, @Req() req: Request, @Res() res: Response): void {
+    const content = this.wsdl.file(name, publicBaseUrl(req, this.config.publicBaseUrl));
+    if (content === undefined) {
+      throw ApiError.notFound(
+        `No file ${name} under /svc/wsdl/; the files are: ${this.wsdl.fileNames().join(', ')}.`,
+      );
+    }
+    res.status(200).setHeader('Content-Type', XML_TEXT);
+    res.end(content);
+  }
+
+  @All(':file')
+  other(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['GET', 'HEAD']);
+  }
+}
