@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { JobsModule } from '../jobs/jobs.module';
+import { QueueModule } from '../queue/queue.module';
 import { ResultsModule } from '../results/results.module';
 import { SecurityModule } from '../security/security.module';
 import { ResultWaiter } from './result-waiter.service';
@@ -13,7 +14,7 @@ import { WsdlService } from './wsdl.service';
  * ApiModule, before the REST fallback.
  */
 @Module({
-  imports: [JobsModule, ResultsModule, SecurityModule],
+  imports: [JobsModule, QueueModule, ResultsModule, SecurityModule],
   providers: [WsdlService, ResultWaiter, SoapJobService, SoapService],
   exports: [WsdlService, SoapService],
 })
