@@ -31,10 +31,11 @@ describe('command-line operations', () => {
     }
     const run = await runCli('cli/migrate.js', ['run'], env);
     expect(run.code).toBe(0);
-    expect(run.output).toMatch(/Ran 1 migration\(s\)|No pending migrations/);
+    expect(run.output).toMatch(/Ran 2 migration\(s\)|No pending migrations/);
     const after = await runCli('cli/migrate.js', ['show'], env);
     expect(after.code).toBe(0);
     expect(after.output).toMatch(/\[X\] CreateCoreTables\d+/);
+    expect(after.output).toMatch(/\[X\] BlobChunks\d+/);
     expect(after.output).toContain('Up to date');
   });
 
@@ -116,14 +117,15 @@ describe('command-line operations', () => {
     const where = database.url ? /the database postgres:\/\/\S+/ : /the embedded database in \S+/;
     const revert = await runCli('cli/migrate.js', ['revert'], env);
     expect(revert.code).toBe(0);
-    expect(revert.output).toMatch(/^Reverted CreateCoreTables\d+ on /m);
+    // revert undoes the newest migration only.
+    expect(revert.output).toMatch(/^Reverted BlobChunks\d+ on /m);
     expect(revert.output).toMatch(where);
     const show = await runCli('cli/migrate.js', ['show'], env);
     expect(show.code).toBe(1);
     expect(show.output).toContain('apply with `npm run migration:run`');
     const run = await runCli('cli/migrate.js', ['run'], env);
     expect(run.code).toBe(0);
-    expect(run.output).toMatch(/^applied CreateCoreTables\d+$/m);
+    expect(run.output).toMatch(/^applied BlobChunks\d+$/m);
     expect(run.output).toMatch(/^Ran 1 migration\(s\) on /m);
     expect((await runCli('cli/migrate.js', ['run'], env)).output).toMatch(
       /^No pending migrations/m,
