@@ -672,17 +672,19 @@ async function main(): Promise<void> {
       );
       const runs: SoapRoundTripRun[] = [];
       for (let run = 1; run <= options.runs; run += 1) {
-        runs.push(
-          ...(await soapRoundTripRun(database, {
-            run,
-            sizeMiB: options.largeMiB,
-            shapes: options.soapShapes,
-            main: options.main,
-            log,
-            track,
-          })),
-        );
-        await database.empty();
+        for (const shape of options.soapShapes) {
+          runs.push(
+            await soapRoundTripRun(database, {
+              run,
+              sizeMiB: options.largeMiB,
+              shape,
+              main: options.main,
+              log,
+              track,
+            }),
+          );
+          await database.empty();
+        }
       }
       const summary = options.soapShapes.map((shape) => {
         const ofShape = runs.filter((r) => r.shape === shape);

@@ -5,6 +5,7 @@
  * written to disk. Two shapes: `zip` (one stored ZIP payload: an R script copying a random file,
  * plus that file; the answer is the result ZIP) and `files` (the script and the file as two
  * payloads; the answer is one payload per result file, so the node splits the result ZIP).
+ * Each run starts its own node, so one shape's garbage does not hide the other's growth.
  * Memory: VmHWM (peak RSS, reset before the call) after the call minus VmRSS before it, and the
  * peak of VmRSS sampled every 100 ms, both from /proc/<pid>/status.
  */
@@ -56,6 +57,10 @@ export interface SoapRoundTripRun {
   hwmGrowthMiB: number;
   /** The largest VmRSS sampled every 100 ms during the call minus VmRSS before it. */
   sampledGrowthMiB: number;
+  /** The same, split at the answer's head: request read, job stored and run, result stored... */
+  untilAnswerGrowthMiB: number;
+  /** ... and the answer written. */
+  answerGrowthMiB: number;
   seconds: number;
   intact: boolean;
 }
@@ -173,7 +178,12 @@ async function* mtomBody(boundary: string, files: RequestFile[]): AsyncGenerator
  * POSTs a `Process` request in MTOM and reads the answer as it arrives: the root part in memory,
  * each attachment to a file in `dir`, hashed on the way.
  */
-async function processMtom(baseUrl: string, files: RequestFile[], dir: string): Promise<Answer> {
+async function processMtom(
+  baseUrl: string,
+  files: RequestFile[],
+  dir: string,
+  onAnswerHead: () => void = () => undefined,
+): Promise<Answer> {
   const boundary = `bench_${randomBytes(8).toString('hex')}`;
   const response = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
     const req = request(`${baseUrl}${SOAP_PATH}`, {
@@ -189,6 +199,7 @@ async function processMtom(baseUrl: string, files: RequestFile[], dir: string): 
     req.on('error', reject);
     Readable.from(mtomBody(boundary, files)).pipe(req);
   });
+  onAnswerHead();
   const contentType = response.headers['content-type'] ?? '';
   const status = response.statusCode ?? 0;
   const boundaryMatch = /boundary="?([^";]+)"?/.exec(contentType);
@@ -254,12 +265,13 @@ export async function soapRoundTripRun(
   options: {
     run: number;
     sizeMiB: number;
-    shapes: SoapShape[];
+    shape: SoapShape;
     main: string;
     log: (line: string) => void;
     track: (node: ServiceNode | null) => void;
   },
-): Promise<SoapRoundTripRun[]> {
+): Promise<SoapRoundTripRun> {
+  const { shape } = options;
   const dir = await mkdtemp(join(tmpdir(), 'svc-bench-soap-'));
   const node = await ServiceNode.start({
     role: 'all',
@@ -312,52 +324,57 @@ export async function soapRoundTripRun(
       contentType: 'application/zip',
       path: join(dir, 'job.zip'),
     };
-    await writeStoredZip(bigZip.path, [script, big]);
-
-    const runs: SoapRoundTripRun[] = [];
-    for (const shape of options.shapes) {
-      const files = shape === 'zip' ? [bigZip] : [script, big];
-      const requestBytes = files.reduce((sum, file) => sum + statSync(file.path).size, 0);
-      await sleep(1000);
-      const baseline = rssBytes(node.pid);
-      // "5" resets the peak resident set (VmHWM) to the current one (proc(5), clear_refs).
-      writeFileSync(`/proc/${node.pid}/clear_refs`, '5');
-      const sampler = new RssSampler(node.pid, SAMPLE_INTERVAL_MS);
-      const t0 = performance.now();
-      const answer = await processMtom(node.url, files, join(dir));
-      const seconds = (performance.now() - t0) / 1000;
-      const sampledPeak = sampler.stop();
-      const hwm =
-        Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${node.pid}/status`, 'utf8'))?.[1]) *
-        1024;
-      let intact = answer.success && answer.payloads.length === 1;
-      if (intact && shape === 'zip') {
-        intact = (await zipEntrySha256(answer.payloads[0].path, 'copy.bin')) === bigSha256;
-      } else if (intact) {
-        intact = answer.payloads[0].name === 'copy.bin' && answer.payloads[0].sha256 === bigSha256;
-      }
-      for (const payload of answer.payloads) {
-        await rm(payload.path, { force: true });
-      }
-      const run: SoapRoundTripRun = {
-        run: options.run,
-        shape,
-        requestBytes,
-        answerBytes: answer.bytes,
-        baselineRssMiB: round(baseline / MiB, 1),
-        hwmGrowthMiB: round((hwm - baseline) / MiB, 1),
-        sampledGrowthMiB: round((sampledPeak - baseline) / MiB, 1),
-        seconds: round(seconds, 2),
-        intact,
-      };
-      options.log(
-        `  run ${run.run} ${shape}: ${round(requestBytes / MiB, 1)} MiB sent, ${round(run.answerBytes / MiB, 1)} MiB ` +
-          `answered in ${run.seconds} s; RSS ${run.baselineRssMiB} MiB, growth +${run.hwmGrowthMiB} MiB (VmHWM), ` +
-          `+${run.sampledGrowthMiB} MiB (sampled)${intact ? '' : ` (ANSWER WRONG: ${answer.envelope.slice(0, 300)})`}`,
-      );
-      runs.push(run);
+    if (shape === 'zip') {
+      await writeStoredZip(bigZip.path, [script, big]);
     }
-    return runs;
+
+    const files = shape === 'zip' ? [bigZip] : [script, big];
+    const requestBytes = files.reduce((sum, file) => sum + statSync(file.path).size, 0);
+    await sleep(1000);
+    const baseline = rssBytes(node.pid);
+    // "5" resets the peak resident set (VmHWM) to the current one (proc(5), clear_refs).
+    writeFileSync(`/proc/${node.pid}/clear_refs`, '5');
+    const sampler = new RssSampler(node.pid, SAMPLE_INTERVAL_MS);
+    const t0 = performance.now();
+    let untilAnswerPeak = 0;
+    const answer = await processMtom(node.url, files, dir, () => {
+      untilAnswerPeak = sampler.lap();
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    const answerPeak = sampler.stop();
+    const sampledPeak = Math.max(untilAnswerPeak, answerPeak);
+    const hwm =
+      Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${node.pid}/status`, 'utf8'))?.[1]) *
+      1024;
+    let intact = answer.success && answer.payloads.length === 1;
+    if (intact && shape === 'zip') {
+      intact = (await zipEntrySha256(answer.payloads[0].path, 'copy.bin')) === bigSha256;
+    } else if (intact) {
+      intact = answer.payloads[0].name === 'copy.bin' && answer.payloads[0].sha256 === bigSha256;
+    }
+    for (const payload of answer.payloads) {
+      await rm(payload.path, { force: true });
+    }
+    const run: SoapRoundTripRun = {
+      run: options.run,
+      shape,
+      requestBytes,
+      answerBytes: answer.bytes,
+      baselineRssMiB: round(baseline / MiB, 1),
+      hwmGrowthMiB: round((hwm - baseline) / MiB, 1),
+      sampledGrowthMiB: round((sampledPeak - baseline) / MiB, 1),
+      untilAnswerGrowthMiB: round((untilAnswerPeak - baseline) / MiB, 1),
+      answerGrowthMiB: round((answerPeak - baseline) / MiB, 1),
+      seconds: round(seconds, 2),
+      intact,
+    };
+    options.log(
+      `  run ${run.run} ${shape}: ${round(requestBytes / MiB, 1)} MiB sent, ${round(run.answerBytes / MiB, 1)} MiB ` +
+        `answered in ${run.seconds} s; RSS ${run.baselineRssMiB} MiB, growth +${run.hwmGrowthMiB} MiB (VmHWM), ` +
+        `+${run.sampledGrowthMiB} MiB (sampled; until the answer +${run.untilAnswerGrowthMiB}, ` +
+        `answer +${run.answerGrowthMiB})${intact ? '' : ` (ANSWER WRONG: ${answer.envelope.slice(0, 300)})`}`,
+    );
+    return run;
   } finally {
     await node.stop();
     await rm(dir, { recursive: true, force: true });
