@@ -38,6 +38,16 @@ export interface LargeJobRun {
   downloadMatchesEtag: boolean;
 }
 
+/** BENCH_NODE_ENV=K=V,K=V: extra environment for the node (e.g. glibc malloc settings). */
+export function benchNodeEnv(): Record<string, string> {
+  return Object.fromEntries(
+    (process.env.BENCH_NODE_ENV ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
+}
+
 export function rssBytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const match = /VmRSS:\s+(\d+) kB/.exec(status);
@@ -162,13 +172,7 @@ export async function largeJobRun(
     env: {
       MAX_REQUEST_BYTES: String((options.sizeMiB + 16) * MiB),
       LOG_LEVEL: 'warn',
-      // BENCH_NODE_ENV=K=V,K=V: extra environment for the node (e.g. glibc malloc settings).
-      ...Object.fromEntries(
-        (process.env.BENCH_NODE_ENV ?? '')
-          .split(',')
-          .filter(Boolean)
-          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-      ),
+      ...benchNodeEnv(),
     },
   });
   options.track(node);

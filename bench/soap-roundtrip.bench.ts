@@ -32,7 +32,7 @@ import * as yazl from 'yazl';
 import { MultipartSplitter, type PartHeaders } from '../src/soap/multipart-related';
 import { bareContentId, contentIdFromHref } from '../src/soap/xop';
 import { BenchDatabase } from './bench-database';
-import { RssSampler, rssBytes, writeRandomFile } from './large-job.bench';
+import { benchNodeEnv, RssSampler, rssBytes, writeRandomFile } from './large-job.bench';
 import { ServiceNode } from './service-node';
 import { round } from './stats';
 
@@ -282,6 +282,7 @@ export async function soapRoundTripRun(
       MAX_REQUEST_BYTES: String((options.sizeMiB + 16) * MiB),
       SOAP_TIMEOUT_SECONDS: '600',
       LOG_LEVEL: 'warn',
+      ...benchNodeEnv(),
     },
   });
   options.track(node);
