@@ -38,19 +38,32 @@ export interface LargeJobRun {
   downloadMatchesEtag: boolean;
 }
 
-function rssBytes(pid: number): number {
+/** BENCH_NODE_ENV=K=V,K=V: extra environment for the node (e.g. glibc malloc settings). */
+export function benchNodeEnv(): Record<string, string> {
+  return Object.fromEntries(
+    (process.env.BENCH_NODE_ENV ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
+}
+
+export function rssBytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const match = /VmRSS:\s+(\d+) kB/.exec(status);
   return match ? Number(match[1]) * 1024 : 0;
 }
 
 /** Samples a process's resident set until stopped; `peak` is the largest seen. */
-class RssSampler {
+export class RssSampler {
   peak = 0;
   private readonly timer: NodeJS.Timeout;
-  constructor(private readonly pid: number) {
+  constructor(
+    private readonly pid: number,
+    intervalMs = 20,
+  ) {
     this.sample();
-    this.timer = setInterval(() => this.sample(), 20);
+    this.timer = setInterval(() => this.sample(), intervalMs);
   }
   private sample(): void {
     try {
@@ -73,7 +86,7 @@ class RssSampler {
   }
 }
 
-async function writeRandomFile(path: string, bytes: number): Promise<void> {
+export async function writeRandomFile(path: string, bytes: number): Promise<void> {
   const out = createWriteStream(path);
   for (let written = 0; written < bytes; written += MiB) {
     if (!out.write(randomBytes(Math.min(MiB, bytes - written)))) {
@@ -159,13 +172,7 @@ export async function largeJobRun(
     env: {
       MAX_REQUEST_BYTES: String((options.sizeMiB + 16) * MiB),
       LOG_LEVEL: 'warn',
-      // BENCH_NODE_ENV=K=V,K=V: extra environment for the node (e.g. glibc malloc settings).
-      ...Object.fromEntries(
-        (process.env.BENCH_NODE_ENV ?? '')
-          .split(',')
-          .filter(Boolean)
-          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-      ),
+      ...benchNodeEnv(),
     },
   });
   options.track(node);

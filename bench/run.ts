@@ -5,7 +5,8 @@
  *
  * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
  * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
- * --probe-duration, --only submission,e2e,diagnostics,process,batch,large, --large-mib, --profile, --service <main.js of another
+ * --probe-duration, --only submission,e2e,diagnostics,process,batch,large,soap, --large-mib (also the
+ * SOAP payload), --soap-shapes zip,files, --profile, --service <main.js of another
  * build> (to compare builds; default this checkout's dist/src/main.js).
  */
 import { execFileSync } from 'node:child_process';
@@ -24,6 +25,7 @@ import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
 import { LargeJobRun, largeJobRun } from './large-job.bench';
+import { SoapRoundTripRun, soapRoundTripRun, SoapShape } from './soap-roundtrip.bench';
 import {
   countRoundTrips,
   printDiagnostics,
@@ -32,9 +34,9 @@ import {
   RoundTrips,
 } from './diagnostics.bench';
 
-const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process', 'batch', 'large'] as const;
-/** Sections run when --only is not given: `large` moves 100s of MiB, so only on request. */
-const DEFAULT_SECTIONS = SECTIONS.filter((section) => section !== 'large');
+const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process', 'batch', 'large', 'soap'] as const;
+/** Sections run when --only is not given: `large` and `soap` move 100s of MiB, so only on request. */
+const DEFAULT_SECTIONS = SECTIONS.filter((section) => section !== 'large' && section !== 'soap');
 type Section = (typeof SECTIONS)[number];
 
 /** Hard upper bounds, so that no option can make the benchmark run for ever. */
@@ -57,6 +59,7 @@ function parseOptions() {
       'probe-duration': { type: 'string', default: '5' },
       only: { type: 'string', default: DEFAULT_SECTIONS.join(',') },
       'large-mib': { type: 'string', default: '100' },
+      'soap-shapes': { type: 'string', default: 'zip,files' },
       profile: { type: 'boolean', default: false },
       service: { type: 'string', default: DEFAULT_MAIN },
       'batch-jobs': { type: 'string', default: '500' },
@@ -93,6 +96,12 @@ function parseOptions() {
     main: resolve(values.service),
     batchSectionJobs: int('batch-jobs', values['batch-jobs'], 1, MAX_JOBS),
     largeMiB: int('large-mib', values['large-mib'], 1, 1024),
+    soapShapes: values['soap-shapes'].split(',').map((shape): SoapShape => {
+      if (shape !== 'zip' && shape !== 'files') {
+        throw new Error(`--soap-shapes takes zip and/or files, not ${shape}`);
+      }
+      return shape;
+    }),
     scriptModes: values.modes.split(',').map((mode) => {
       if (mode !== 'fork' && mode !== 'spawn') {
         throw new Error(`--modes takes fork and/or spawn, not ${mode}`);
@@ -653,6 +662,49 @@ async function main(): Promise<void> {
           `(median [min-max] of ${runs.length}; target: at most 64 MiB)`,
       );
       result.large = { runs, rssGrowthMiB: growth };
+    }
+
+    if (options.sections.has('soap')) {
+      log(
+        heading(
+          `Running: a ${options.largeMiB} MiB SOAP MTOM round trip through one ROLE=all node (RSS)`,
+        ),
+      );
+      const runs: SoapRoundTripRun[] = [];
+      for (let run = 1; run <= options.runs; run += 1) {
+        for (const shape of options.soapShapes) {
+          runs.push(
+            await soapRoundTripRun(database, {
+              run,
+              sizeMiB: options.largeMiB,
+              shape,
+              main: options.main,
+              log,
+              track,
+            }),
+          );
+          await database.empty();
+        }
+      }
+      const summary = options.soapShapes.map((shape) => {
+        const ofShape = runs.filter((r) => r.shape === shape);
+        return {
+          shape,
+          hwmGrowthMiB: spread(ofShape.map((r) => r.hwmGrowthMiB)),
+          sampledGrowthMiB: spread(ofShape.map((r) => r.sampledGrowthMiB)),
+          seconds: spread(ofShape.map((r) => r.seconds)),
+          intact: ofShape.every((r) => r.intact),
+        };
+      });
+      for (const s of summary) {
+        log(
+          `\nSOAP ${s.shape}: RSS growth ${formatSpread(s.hwmGrowthMiB, 1)} MiB (VmHWM), ` +
+            `${formatSpread(s.sampledGrowthMiB, 1)} MiB (sampled every 100 ms), ` +
+            `${formatSpread(s.seconds, 2)} s (median [min-max] of ${s.hwmGrowthMiB.runs.length}; ` +
+            `target: at most 64 MiB)${s.intact ? '' : ' ANSWER WRONG'}`,
+        );
+      }
+      result.soap = { runs, summary };
     }
 
     const target = submissionSummary.find((s) => s.role === 'all' && s.connections === 64);
