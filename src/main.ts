@@ -3,9 +3,12 @@ import pinoPretty from 'pino-pretty';
 import { ConfigError, loadConfig } from './config/app-config';
 import { PinoLoggerService } from './common/pino-logger';
 import { startService } from './bootstrap';
+import { startBufferMemoryPacer } from './common/buffer-memory-pacer';
 import { SOAP_ENDPOINT_PATH } from './soap/wsdl.service';
 
 async function main(): Promise<void> {
+  // A large transfer must not leave the process tens of MiB larger (docs/performance.md).
+  startBufferMemoryPacer();
   let config;
   try {
     config = loadConfig();
