@@ -24,7 +24,7 @@ export class QueueNotifier implements OnApplicationShutdown {
   private listening = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private connecting: Promise<void> = Promise.resolve();
-  /** Job id -> when this process reported its result; in insertion (so time) order. */
+  /** Job id -> when its result was first reported (either way); in insertion (so time) order. */
   private readonly reportedHere = new Map<string, number>();
 
   constructor(@Inject(DATABASE_TARGET) private readonly target: DatabaseTarget) {}
@@ -43,17 +43,29 @@ export class QueueNotifier implements OnApplicationShutdown {
    * the NOTIFY other nodes receive).
    */
   resultStored(jobId: string): void {
-    if (this.listener) {
-      const now = Date.now();
-      for (const [id, at] of this.reportedHere) {
-        if (at > now - LOCAL_ECHO_WINDOW_MS) {
-          break;
-        }
-        this.reportedHere.delete(id);
-      }
-      this.reportedHere.set(jobId, now);
+    if (this.listener && !this.firstReport(jobId)) {
+      return; // its own NOTIFY came back first and was reported already
     }
     this.events.emit('result-ready', jobId);
+  }
+
+  /**
+   * With a LISTEN connection a result this node stored is seen twice, by resultStored and by its
+   * own NOTIFY, in either order: true for the first of the two, false for the echo.
+   */
+  private firstReport(jobId: string): boolean {
+    const now = Date.now();
+    for (const [id, at] of this.reportedHere) {
+      if (at > now - LOCAL_ECHO_WINDOW_MS) {
+        break;
+      }
+      this.reportedHere.delete(id);
+    }
+    if (this.reportedHere.delete(jobId)) {
+      return false;
+    }
+    this.reportedHere.set(jobId, now);
+    return true;
   }
 
   /**
@@ -93,7 +105,7 @@ export class QueueNotifier implements OnApplicationShutdown {
   private onNotification(channel: string, payload: string): void {
     if (channel === JOB_QUEUED_CHANNEL) {
       this.events.emit('queued', payload);
-    } else if (channel === RESULT_READY_CHANNEL && !this.reportedHere.delete(payload)) {
+    } else if (channel === RESULT_READY_CHANNEL && this.firstReport(payload)) {
       this.events.emit('result-ready', payload);
     }
   }
