@@ -177,6 +177,8 @@ export interface BatchModeOptions {
   zip: Buffer;
   log: (line: string) => void;
   track: (node: ServiceNode | null) => void;
+  /** More environment for the node (R_SANDBOX for the sandbox comparison). */
+  env?: Record<string, string>;
 }
 
 /** One mode, one run: a fresh ROLE=all node, single jobs on the idle node, then the batch. */
@@ -190,7 +192,7 @@ export async function batchModeRun(
     databaseUrl: database.url,
     scriptSlots: options.scriptSlots,
     main: options.main,
-    env: { R_SCRIPT_MODE: options.mode, LOG_LEVEL: 'warn' },
+    env: { R_SCRIPT_MODE: options.mode, LOG_LEVEL: 'warn', ...options.env },
   });
   options.track(node);
   try {

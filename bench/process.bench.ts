@@ -43,6 +43,10 @@ export interface ProcessBenchOptions {
   main?: string;
   log: (line: string) => void;
   track: (node: ServiceNode | null) => void;
+  /** More environment for the node (R_SANDBOX for the sandbox comparison). */
+  env?: Record<string, string>;
+  /** Measure plumber beside svc (default true). */
+  withPlumber?: boolean;
 }
 
 /** One POST; resolves with the status and the time to the last byte of the answer, in ms. */
@@ -289,21 +293,25 @@ export async function processBench(
     databaseUrl: database.url,
     scriptSlots: 2,
     main: options.main,
-    env: { FUNCTION_SESSIONS: String(options.sessions), LOG_LEVEL: 'warn' },
+    env: { FUNCTION_SESSIONS: String(options.sessions), LOG_LEVEL: 'warn', ...options.env },
   });
   options.track(node);
   try {
     await loadDemoFunctions(database);
+    const svc: Target = {
+      server: 'svc /process',
+      url: `${node.url}/svc/api/rest/process`,
+      headers: { 'X-SVC-Application-Name': 'demo' },
+      cpuMs: () => treeCpuMs(node.pid),
+    };
+    if (options.withPlumber === false) {
+      return await measureInTurn([svc], options);
+    }
     const plumber = await startPlumber();
     try {
       return await measureInTurn(
         [
-          {
-            server: 'svc /process',
-            url: `${node.url}/svc/api/rest/process`,
-            headers: { 'X-SVC-Application-Name': 'demo' },
-            cpuMs: () => treeCpuMs(node.pid),
-          },
+          svc,
           {
             server: 'plumber keep-alive',
             url: plumber.url,

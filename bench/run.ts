@@ -5,7 +5,7 @@
  *
  * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
  * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
- * --probe-duration, --only submission,e2e,diagnostics,process,batch,large,soap, --large-mib (also the
+ * --probe-duration, --only submission,e2e,diagnostics,process,batch,sandbox,large,soap, --large-mib (also the
  * SOAP payload), --soap-shapes zip,files, --profile, --service <main.js of another
  * build> (to compare builds; default this checkout's dist/src/main.js).
  */
@@ -24,6 +24,7 @@ import { Spread, spread, round } from './stats';
 import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
+import { printSandbox, sandboxBench } from './sandbox.bench';
 import { LargeJobRun, largeJobRun } from './large-job.bench';
 import { SoapRoundTripRun, soapRoundTripRun, SoapShape } from './soap-roundtrip.bench';
 import {
@@ -34,7 +35,16 @@ import {
   RoundTrips,
 } from './diagnostics.bench';
 
-const SECTIONS = ['submission', 'e2e', 'diagnostics', 'process', 'batch', 'large', 'soap'] as const;
+const SECTIONS = [
+  'submission',
+  'e2e',
+  'diagnostics',
+  'process',
+  'batch',
+  'sandbox',
+  'large',
+  'soap',
+] as const;
 /** Sections run when --only is not given: `large` and `soap` move 100s of MiB, so only on request. */
 const DEFAULT_SECTIONS = SECTIONS.filter((section) => section !== 'large' && section !== 'soap');
 type Section = (typeof SECTIONS)[number];
@@ -639,6 +649,23 @@ async function main(): Promise<void> {
         track,
       });
       result.process = { calls, comparison: printProcess(calls) };
+    }
+
+    if (options.sections.has('sandbox')) {
+      log(heading('Running: the native sandbox on and off (R_SANDBOX=none vs bwrap)'));
+      const runs = await sandboxBench(database, {
+        runs: options.runs,
+        sequentialJobs: options.sequentialJobs,
+        batchJobs: options.batchSectionJobs,
+        scriptSlots: options.scriptSlots,
+        durationS: options.durationS,
+        warmUpS: options.warmUpS,
+        main: options.main,
+        zip: pdf,
+        log,
+        track,
+      });
+      result.sandbox = { runs, comparison: printSandbox(runs, log) };
     }
 
     if (options.sections.has('large')) {

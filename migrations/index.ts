@@ -1,9 +1,15 @@
 import { MigrationInterface } from 'typeorm';
 import { CreateCoreTables1795341869415 } from './1795341869415-CreateCoreTables';
 import { BlobChunks1795445354085 } from './1795445354085-BlobChunks';
+import { AddJobCancellation1795476005358 } from './1795476005358-AddJobCancellation';
+import { AddJobLog1795477094456 } from './1795477094456-AddJobLog';
+import { AddJobProgress1795560000000 } from './1795560000000-AddJobProgress';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
   CreateCoreTables1795341869415,
   BlobChunks1795445354085,
+  AddJobCancellation1795476005358,
+  AddJobLog1795477094456,
+  AddJobProgress1795560000000,
 ];

@@ -6,6 +6,7 @@ import { JobsController } from './jobs/jobs.controller';
 import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
+import { QueueModule } from './queue/queue.module';
 import { FallbackController } from './common/fallback.controller';
 import { ProcessController } from './process/process.controller';
 import { ProcessModule } from './process/process.module';
@@ -26,6 +27,7 @@ import { WsdlController } from './soap/wsdl.controller';
   imports: [
     JobsModule,
     ResultsModule,
+    QueueModule,
     AdminModule,
     SystemModule,
     UploadModule,

@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
-import { AppConfig } from './config/app-config';
+import { AppConfig, corsOriginsOf } from './config/app-config';
 import {
   buildDataSourceOptions,
   DatabaseTarget,
@@ -85,6 +85,16 @@ export async function startService(
       });
       httpApp.disable('x-powered-by');
       httpApp.set('trust proxy', false);
+      const corsOrigins = corsOriginsOf(config);
+      if (corsOrigins.length > 0) {
+        httpApp.enableCors({
+          origin: corsOrigins,
+          // What a browser client reads beyond the simple headers: the job's result link, the
+          // data's file name and validators, and when to come back.
+          exposedHeaders: ['Location', 'Content-Disposition', 'ETag', 'Retry-After'],
+          maxAge: 600,
+        });
+      }
       app = httpApp;
       await httpApp.listen(config.port, '0.0.0.0');
       const address = httpApp.getHttpServer().address() as { port: number } | null;

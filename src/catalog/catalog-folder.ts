@@ -6,6 +6,8 @@ import { CatalogService } from './catalog.service';
 export interface CatalogLoadReport {
   created: string[];
   updated: string[];
+  /** Files the catalog had already, left as they were (keepExisting). */
+  kept: string[];
   skipped: string[];
 }
 
@@ -13,13 +15,16 @@ const APPLICATION_NAME = /^\w{1,64}$/;
 
 /**
  * Loads a folder laid out `<dir>/<application>/<SECTION>/<file>` into the catalog (upsert:
- * same-named files are replaced, others kept). Anything else in the folder is reported as skipped.
+ * same-named files are replaced, others kept; with `keepExisting` only files the catalog does
+ * not have are added, so an admin's changes stay). Anything else in the folder is reported as
+ * skipped.
  */
 export async function loadCatalogFolder(
   catalog: CatalogService,
   dir: string,
+  options: { keepExisting?: boolean } = {},
 ): Promise<CatalogLoadReport> {
-  const report: CatalogLoadReport = { created: [], updated: [], skipped: [] };
+  const report: CatalogLoadReport = { created: [], updated: [], kept: [], skipped: [] };
   for (const application of readdirSync(dir).sort()) {
     const appDir = join(dir, application);
     if (!statSync(appDir).isDirectory() || !APPLICATION_NAME.test(application)) {
@@ -40,6 +45,13 @@ export async function loadCatalogFolder(
         const label = `${application}/${section}/${name}`;
         if (!statSync(path).isFile()) {
           report.skipped.push(label);
+          continue;
+        }
+        if (
+          options.keepExisting &&
+          (await catalog.getFile(application, section as CatalogSection, name)) !== null
+        ) {
+          report.kept.push(label);
           continue;
         }
         const created = await catalog.putFile(

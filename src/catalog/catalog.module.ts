@@ -1,5 +1,9 @@
 import { Module } from '@nestjs/common';
 import { CatalogService } from './catalog.service';
+import { KnownApplications } from './known-applications';
 
-@Module({ providers: [CatalogService], exports: [CatalogService] })
+@Module({
+  providers: [CatalogService, KnownApplications],
+  exports: [CatalogService, KnownApplications],
+})
 export class CatalogModule {}

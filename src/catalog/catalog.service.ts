@@ -14,7 +14,14 @@ export const CATALOG_CHANGED_CHANNEL = 'svc_catalog_changed';
  */
 @Injectable()
 export class CatalogService {
+  private readonly storedListeners: Array<(applicationName: string) => void> = [];
+
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Calls `listener` with the application of each file this process stores from now on. */
+  onFileStored(listener: (applicationName: string) => void): void {
+    this.storedListeners.push(listener);
+  }
 
   async getFile(
     applicationName: string,
@@ -44,6 +51,7 @@ export class CatalogService {
        SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/' || $2) FROM upserted`,
       [applicationName, section, name, content],
     );
+    this.storedListeners.forEach((listener) => listener(applicationName));
     return rows[0]?.inserted ?? false;
   }
 

@@ -3,7 +3,8 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
-import { describeDatabase, runCommand } from './run-command';
+import { UsageError } from './cli-command';
+import { describeDatabase } from './run-command';
 
 /** A name that cannot leave its folder when joined to a path. */
 function isPlainName(name: string): boolean {
@@ -11,27 +12,21 @@ function isPlainName(name: string): boolean {
 }
 
 /**
- * `npm run catalog:dump -- <dir>`: writes every application's catalog to `<dir>` in the layout
- * catalog:load reads (`<dir>/<application>/<SECTION>/<file>`), for backups. The folder must be
+ * `svc catalog dump <dir>`: writes every application's catalog to `<dir>` in the layout
+ * `catalog load` reads (`<dir>/<application>/<SECTION>/<file>`), for backups. The folder must be
  * new or empty, so a backup never mixes with older files that a later load would bring back.
  */
-async function main(argv: string[]): Promise<number> {
-  const [dirArgument] = argv;
-  if (!dirArgument) {
-    console.error('usage: npm run catalog:dump -- <dir>   (a new or empty directory)');
-    return 2;
-  }
+export async function catalogDump(dirArgument: string): Promise<number> {
   const dir = resolve(dirArgument);
   if (existsSync(dir) && (!statSync(dir).isDirectory() || readdirSync(dir).length > 0)) {
-    console.error(`catalog:dump: ${dir} is not an empty directory; choose a new one`);
-    return 2;
+    throw new UsageError(`${dir} is not an empty directory; choose a new one`);
   }
   const config = loadConfig();
   const { dataSource, close } = await openDatabaseForCli(config);
   try {
     if ((await pendingMigrations(dataSource)).length > 0) {
       console.error(
-        'catalog:dump: the database has pending migrations; run `npm run migration:run` first',
+        'catalog:dump: the database has pending migrations; run `svc migrate run` first',
       );
       return 1;
     }
@@ -65,5 +60,3 @@ async function main(argv: string[]): Promise<number> {
     await close();
   }
 }
-
-runCommand('catalog:dump', main);

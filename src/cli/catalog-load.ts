@@ -4,21 +4,16 @@ import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { loadCatalogFolder } from '../catalog/catalog-folder';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
-import { runCommand } from './run-command';
+import { UsageError } from './cli-command';
 
-/** `npm run catalog:load -- <dir>`: upserts a catalog folder into the configured database. */
-async function main(argv: string[]): Promise<number> {
-  const [dirArgument] = argv;
-  if (!dirArgument) {
-    console.error(
-      'usage: npm run catalog:load -- <dir>   (laid out <dir>/<application>/<SECTION>/<file>)',
-    );
-    return 2;
-  }
+/**
+ * `svc catalog load <dir> [--keep-existing]`: upserts a catalog folder into the configured
+ * database; with `--keep-existing` only files the catalog lacks are added.
+ */
+export async function catalogLoad(dirArgument: string, keepExisting: boolean): Promise<number> {
   const dir = resolve(dirArgument);
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
-    console.error(`catalog:load: ${dir} is not a directory`);
-    return 2;
+    throw new UsageError(`${dir} is not a directory`);
   }
   const config = loadConfig();
   const { dataSource, close } = await openDatabaseForCli(config);
@@ -27,27 +22,29 @@ async function main(argv: string[]): Promise<number> {
       await dataSource.runMigrations({ transaction: 'each' });
     } else if ((await pendingMigrations(dataSource)).length > 0) {
       console.error(
-        'catalog:load: the database has pending migrations; run `npm run migration:run` first',
+        'catalog:load: the database has pending migrations; run `svc migrate run` first',
       );
       return 1;
     }
-    const report = await loadCatalogFolder(new CatalogService(dataSource), dir);
+    const report = await loadCatalogFolder(new CatalogService(dataSource), dir, { keepExisting });
     for (const file of report.created) {
       console.log(`created ${file}`);
     }
     for (const file of report.updated) {
       console.log(`updated ${file}`);
     }
+    for (const file of report.kept) {
+      console.log(`kept ${file} (the catalog has it already)`);
+    }
     for (const file of report.skipped) {
       console.log(`skipped ${file} (not <application>/<SECTION>/<file>)`);
     }
     console.log(
-      `${report.created.length} created, ${report.updated.length} updated, ${report.skipped.length} skipped`,
+      `${report.created.length} created, ${report.updated.length} updated, ` +
+        `${report.kept.length} kept, ${report.skipped.length} skipped`,
     );
     return 0;
   } finally {
     await close();
   }
 }
-
-runCommand('catalog:load', main);

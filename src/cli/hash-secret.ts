@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { runCommand } from './run-command';
+import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
 import { hashSecret, randomSecret } from '../security/secret-hash';
 
 const USAGE = `usage:
-  npm run hash-secret                 read a password from stdin (not echoed on a terminal),
-                                      print its hash for USERS.<name>.passwordHash
-  npm run hash-secret -- --api-key <principal> [--roles a,b] [--id <keyId>]
-                                      make a new API key: print the key (for the client) and
-                                      its API_KEYS entry (for the configuration)
+  svc hash-secret                    read a password from stdin (not echoed on a terminal),
+                                     print its hash for USERS.<name>.passwordHash
+  svc hash-secret --api-key <principal> [--roles a,b] [--id <keyId>]
+                                     make a new API key: print the key (for the client) and
+                                     its API_KEYS entry (for the configuration)
 Secrets are never taken as arguments: they would stay in the shell history.`;
 
 /** Reads a secret: from a terminal without echo, else the whole of stdin minus one line end. */
@@ -46,28 +46,28 @@ async function readSecret(): Promise<string> {
   }
 }
 
-function option(argv: string[], name: string): string | undefined {
-  const index = argv.indexOf(name);
-  return index >= 0 ? argv[index + 1] : undefined;
-}
-
-async function main(argv: string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    console.log(USAGE);
-    return 0;
+async function hashSecretCommandRun(argv: string[]): Promise<number> {
+  const { values, positionals } = parseCommandArgs(argv, {
+    'api-key': { type: 'string' },
+    roles: { type: 'string' },
+    id: { type: 'string' },
+  });
+  if (positionals.length > 0) {
+    throw new UsageError('unexpected arguments');
   }
-  const principal = option(argv, '--api-key');
-  if (argv.includes('--api-key')) {
-    if (!principal || !/^[^\s:]{1,128}$/.test(principal)) {
-      console.error(`hash-secret: --api-key needs a principal name (no spaces or ":")\n${USAGE}`);
-      return 2;
+  const principal = values['api-key'];
+  if (principal === undefined && (values.roles !== undefined || values.id !== undefined)) {
+    throw new UsageError('--roles and --id go with --api-key');
+  }
+  if (principal !== undefined) {
+    if (!/^[^\s:]{1,128}$/.test(principal)) {
+      throw new UsageError('--api-key needs a principal name (no spaces or ":")');
     }
-    const id = option(argv, '--id') ?? `k${randomBytes(6).toString('hex')}`;
+    const id = values.id ?? `k${randomBytes(6).toString('hex')}`;
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) {
-      console.error('hash-secret: --id must be letters, digits, _ and - (at most 64)');
-      return 2;
+      throw new UsageError('--id must be letters, digits, _ and - (at most 64)');
     }
-    const roles = (option(argv, '--roles') ?? '').split(',').filter((role) => role !== '');
+    const roles = (values.roles ?? '').split(',').filter((role) => role !== '');
     const secret = randomSecret();
     const entry = { principal, roles, keyHash: await hashSecret(secret) };
     console.error('API key for the client (shown once; only its hash is kept):');
@@ -76,17 +76,17 @@ async function main(argv: string[]): Promise<number> {
     console.log(JSON.stringify({ [id]: entry }));
     return 0;
   }
-  if (argv.length > 0) {
-    console.error(`hash-secret: unexpected arguments\n${USAGE}`);
-    return 2;
-  }
   const secret = await readSecret();
   if (secret === '') {
-    console.error('hash-secret: the secret is empty');
-    return 2;
+    throw new UsageError('the secret is empty');
   }
   console.log(await hashSecret(secret));
   return 0;
 }
 
-runCommand('hash-secret', main);
+export const hashSecretCommand: CliCommand = {
+  name: 'hash-secret',
+  summary: 'hash a password, or make an API key, for the security settings',
+  usage: USAGE,
+  run: hashSecretCommandRun,
+};

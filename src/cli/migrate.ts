@@ -3,9 +3,14 @@ import { join } from 'node:path';
 import { loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
 import { schemaDiff } from '../storage/schema-diff';
-import { describeDatabase, runCommand } from './run-command';
+import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
+import { describeDatabase } from './run-command';
 
-const USAGE = 'usage: migrate run | revert | show | generate <Name>';
+const USAGE = `usage: svc migrate run | revert | show | generate <Name>
+  run       apply the pending migrations
+  revert    undo the newest applied migration
+  show      list the migrations, [X] applied, [ ] pending (exit status 1 when any is pending)
+  generate  write a migration for what the entities changed (developers; needs the sources)`;
 
 function migrationSource(className: string, up: string[], down: string[]): string {
   const lines = (queries: string[]) =>
@@ -28,11 +33,17 @@ ${lines(down)}
 
 const COMMANDS = new Set(['run', 'revert', 'show', 'generate']);
 
-async function main(argv: string[]): Promise<number> {
-  const [command, name] = argv;
+async function migrate(argv: string[]): Promise<number> {
+  const { positionals } = parseCommandArgs(argv, {});
+  const [command, name] = positionals;
   if (!COMMANDS.has(command)) {
-    console.error(USAGE);
-    return 2;
+    throw new UsageError(command ? `unknown migrate command "${command}"` : 'missing command');
+  }
+  if (positionals.length > (command === 'generate' ? 2 : 1)) {
+    throw new UsageError('too many arguments');
+  }
+  if (command === 'generate' && (!name || !/^[A-Z][A-Za-z0-9]*$/.test(name))) {
+    throw new UsageError('generate needs a PascalCase name, e.g. AddJobPriority');
   }
   const config = loadConfig();
   const where = describeDatabase(config);
@@ -75,16 +86,12 @@ async function main(argv: string[]): Promise<number> {
         }
         console.log(
           pending.size
-            ? `${pending.size} pending on the ${where}; apply with \`npm run migration:run\`.`
+            ? `${pending.size} pending on the ${where}; apply with \`svc migrate run\`.`
             : `Up to date (${where}).`,
         );
         return pending.size ? 1 : 0;
       }
       case 'generate': {
-        if (!name || !/^[A-Z][A-Za-z0-9]*$/.test(name)) {
-          console.error('generate needs a PascalCase name, e.g. AddJobPriority');
-          return 2;
-        }
         const { up, down } = await schemaDiff(dataSource);
         if (up.length === 0) {
           console.log('Entities and migrations agree: nothing to generate.');
@@ -97,12 +104,16 @@ async function main(argv: string[]): Promise<number> {
         return 0;
       }
       default:
-        console.error(USAGE);
-        return 2;
+        throw new UsageError(`unknown migrate command "${command}"`);
     }
   } finally {
     await close();
   }
 }
 
-runCommand('migrate', main);
+export const migrateCommand: CliCommand = {
+  name: 'migrate',
+  summary: 'apply, revert or list the database migrations',
+  usage: USAGE,
+  run: migrate,
+};

@@ -8,17 +8,25 @@ export function describeDatabase(config: AppConfig): string {
     : `database ${maskUrlCredentials(config.databaseUrl ?? '')}`;
 }
 
+/** The exit status of a configuration error, as the server's (EX_CONFIG). */
+export const EXIT_CONFIGURATION = 78;
+
 /**
  * Runs a command-line entry point and exits with its code. Failures print one line prefixed
- * with the command's name (a configuration error prints its own lines), never a stack trace.
+ * with the command's name, never a stack trace; a configuration error prints its own lines and
+ * exits with EXIT_CONFIGURATION.
  */
 export function runCommand(name: string, main: (argv: string[]) => Promise<number>): void {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {
-      console.error(
-        error instanceof ConfigError ? error.message : `${name}: ${(error as Error).message}`,
-      );
+      if (error instanceof ConfigError) {
+        for (const problem of error.problems) {
+          console.error(`${name}: configuration: ${problem}`);
+        }
+        process.exit(EXIT_CONFIGURATION);
+      }
+      console.error(`${name}: ${(error as Error).message}`);
       process.exit(1);
     },
   );

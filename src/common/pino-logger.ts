@@ -10,6 +10,14 @@ const NEST_STARTUP_CONTEXTS = new Set([
   'NestFactory',
 ]);
 
+function isFields(message: unknown): message is Record<string, unknown> {
+  return (
+    message !== null &&
+    typeof message === 'object' &&
+    Object.getPrototypeOf(message) === Object.prototype
+  );
+}
+
 /** Nest's logger interface on pino: one JSON line per event, with the Nest context as `context`. */
 export class PinoLoggerService implements LoggerService {
   readonly pino: Pino;
@@ -36,6 +44,10 @@ export class PinoLoggerService implements LoggerService {
         : undefined;
     if (message instanceof Error) {
       this.pino[level]({ context, err: message }, message.message);
+    } else if (isFields(message)) {
+      // A structured line (the access log): its fields as they are, `msg` as the message.
+      const { msg, ...fields } = message;
+      this.pino[level]({ context, ...fields }, typeof msg === 'string' ? msg : undefined);
     } else {
       this.pino[level](
         { context },

@@ -27,7 +27,7 @@ export class RepresentationInterceptor implements NestInterceptor {
         }
         const { format, mediaType } = formatOf(req);
         res.setHeader('Content-Type', `${mediaType}; charset=utf-8`);
-        res.setHeader('Vary', 'Accept');
+        res.vary('Accept'); // appended: CORS adds Origin
         return renderRepresentation(value, format);
       }),
     );

@@ -1,4 +1,5 @@
-import { ConfigError, envNameOf, loadConfig } from './app-config';
+import { ConfigError, corsOriginsOf, envNameOf, loadConfig } from './app-config';
+import { applicationSettingsOf } from './application-settings';
 
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
   try {
@@ -85,6 +86,45 @@ describe('configuration', () => {
     expect(problemsOf({ LEASE_SECONDS: '5', HEARTBEAT_SECONDS: '5' })).toEqual([
       'HEARTBEAT_SECONDS=5: must be less than LEASE_SECONDS (5)',
     ]);
+  });
+
+  it('reads per-application settings with their defaults, and names each bad one', () => {
+    const config = loadConfig({
+      APPLICATION_SETTINGS: '{"reports":{"networkAllowed":true,"resultRetentionHours":24}}',
+      RESULT_RETENTION_HOURS: '48',
+    });
+    expect(applicationSettingsOf(config, 'reports')).toMatchObject({
+      networkAllowed: true,
+      resultRetentionHours: 24,
+    });
+    expect(applicationSettingsOf(config, 'other')).toMatchObject({
+      networkAllowed: false,
+      resultRetentionHours: 48,
+      callbackHosts: [],
+    });
+    expect(
+      problemsOf({
+        APPLICATION_SETTINGS:
+          '{"a":{"networkAllowed":"yes","colour":1,"callbackSecret":"short"},"bad-name":{}}',
+      }),
+    ).toEqual([
+      'APPLICATION_SETTINGS: "a": unknown setting "colour" (known: networkAllowed, resultRetentionHours, callbackHosts, callbackSecret, inboxDirectory)',
+      'APPLICATION_SETTINGS: "a": networkAllowed must be true or false',
+      'APPLICATION_SETTINGS: "a": callbackSecret must be a string of at least 16 characters',
+      'APPLICATION_SETTINGS: "bad-name": not an application name (letters, digits, _; at most 64)',
+    ]);
+  });
+
+  it('reads CORS_ORIGINS as a list of origins and refuses anything else', () => {
+    expect(corsOriginsOf(loadConfig({}))).toEqual([]);
+    expect(
+      corsOriginsOf(loadConfig({ CORS_ORIGINS: 'https://a.example.com, http://localhost:3000' })),
+    ).toEqual(['https://a.example.com', 'http://localhost:3000']);
+    for (const bad of ['*', 'a.example.com', 'https://a.example.com/path', 'ftp://x']) {
+      expect(problemsOf({ CORS_ORIGINS: bad })).toEqual([
+        `CORS_ORIGINS=${JSON.stringify(bad)}: must be a comma-separated list of origins such as https://app.example.com`,
+      ]);
+    }
   });
 
   it('derives environment names from keys', () => {

@@ -26,6 +26,16 @@ import {
   type GlobalAdmins,
   type UserEntry,
 } from '../security/security-config';
+import { R_SANDBOX_SETTINGS, type RSandboxSetting } from '../r-engine/r-launcher';
+import { applicationSettingsProblems, type ApplicationSettings } from './application-settings';
+
+/** The origins CORS_ORIGINS lets call the API from a browser; empty when cross-origin is off. */
+export function corsOriginsOf(config: Pick<AppConfig, 'corsOrigins'>): string[] {
+  return (config.corsOrigins ?? '')
+    .split(',')
+    .map((origin) => origin.trim())
+    .filter((origin) => origin !== '');
+}
 
 export const ROLES = ['all', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -49,8 +59,19 @@ export class AppConfig {
   @IsOptional()
   @IsUrl({ require_tld: false, protocols: ['http', 'https'], require_protocol: true })
   publicBaseUrl!: string | null;
+  /**
+   * Origins of browser pages that may call the API across origins, comma-separated
+   * (`https://app.example.com,http://localhost:3000`); null: no cross-origin access.
+   */
+  @IsOptional()
+  @Matches(/^\s*https?:\/\/[^\s/,]+\s*(,\s*https?:\/\/[^\s/,]+\s*)*$/, {
+    message: 'must be a comma-separated list of origins such as https://app.example.com',
+  })
+  corsOrigins!: string | null;
   @IsIn(ROLES) role!: Role;
   @IsIn(LOG_LEVELS) logLevel!: string;
+  /** One line per HTTP request (context Access, level info); false: none. */
+  @IsBoolean() accessLog!: boolean;
   /** auto: readable lines on a terminal, JSON lines otherwise (log collectors). */
   @IsIn(LOG_FORMATS) logFormat!: (typeof LOG_FORMATS)[number];
   @IsBoolean() migrationsRun!: boolean;
@@ -58,8 +79,20 @@ export class AppConfig {
   @IsOptional() @IsString() rHome!: string | null;
   @IsOptional() @IsString() rscriptPath!: string | null;
   @IsInt() @Min(0) rMemoryLimitMb!: number;
+  /** bwrap: R in a bubblewrap sandbox; auto: bwrap when it works; none: no sandbox. */
+  @IsIn(R_SANDBOX_SETTINGS) rSandbox!: RSandboxSetting;
+  /** CPU seconds of one job (0: the time limit times the cores, plus 5). */
+  @IsInt() @Min(0) rCpuLimitSeconds!: number;
+  /** Processes and threads of one job's sandbox (0: no limit). */
+  @IsInt() @Min(0) rMaxProcesses!: number;
+  /** Largest file one job may write, in MiB (0: no limit). */
+  @IsInt() @Min(0) rMaxFileMb!: number;
+  /** Bytes one job may write in all (working and temporary directory), in MiB (0: no limit). */
+  @IsInt() @Min(0) rMaxWriteMb!: number;
   @IsInt() @Min(0) @Max(256) scriptSlots!: number;
   @IsObject() applicationSlots!: Record<string, number>;
+  /** Per-application settings other than access rules: see application-settings.ts. */
+  @IsObject() applicationSettings!: Record<string, ApplicationSettings>;
   @IsInt() @Min(1) jobTimeoutSeconds!: number;
   @IsInt() @Min(1) @Max(100) maxAttempts!: number;
   @IsInt() @Min(0) retryBackoffMs!: number;
@@ -68,10 +101,14 @@ export class AppConfig {
   @IsInt() @Min(10) pollIntervalMs!: number;
   @IsInt() @Min(0) shutdownGraceSeconds!: number;
   @IsInt() @Min(1) maxRequestBytes!: number;
+  /** R output kept per job in its log (GET /jobs/{app}/{jobId}/log); the rest is cut. */
+  @IsInt() @Min(0) jobLogMaxBytes!: number;
   @IsInt() @Min(1) zipMaxEntries!: number;
   @IsInt() @Min(1) zipMaxUncompressedBytes!: number;
   @IsInt() @Min(1) zipMaxCompressionRatio!: number;
   @IsInt() @Min(0) resultRetentionHours!: number;
+  /** Longest `?wait=N` a client may ask for on GET results and job status, in seconds. */
+  @IsInt() @Min(1) @Max(3600) resultWaitMaxSeconds!: number;
   @IsString() catalogDir!: string;
   // security (docs/security.md)
   @IsIn(AUTH_MODES) authMode!: AuthMode;
@@ -221,6 +258,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       );
     }
   }
+  problems.push(...applicationSettingsProblems(config.applicationSettings));
   problems.push(...securityConfigProblems(config));
   if (config.heartbeatSeconds >= config.leaseSeconds) {
     problems.push(

@@ -11,6 +11,9 @@ import {
   payloadFileName,
 } from './function-call-result';
 import { resultData } from './job-result';
+import { JobLogRepository } from './job-log.repository';
+import { JobLogWriter } from './job-log-writer';
+import type { JobProgress } from '../r-engine/job-progress';
 
 /**
  * Runs a function-call job (SPEC §5.2): its payload goes to the application's svcXmlService or
@@ -26,6 +29,7 @@ export class FunctionCallJobExecutor implements JobExecutor {
   constructor(
     private readonly config: AppConfig,
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
+    private readonly jobLog: JobLogRepository,
   ) {}
 
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
@@ -47,13 +51,28 @@ export class FunctionCallJobExecutor implements JobExecutor {
     if (!file) {
       return fail('The job has no payload.');
     }
-    const outcome = await this.engine.callFunction({
-      applicationName: job.applicationName,
-      functionName: FUNCTION_OF_KIND[kind],
-      payload: file.content.toString('utf8'),
-      timeoutMs: this.config.functionTimeoutSeconds * 1000,
-      signal,
-    });
+    // The job's log holds only its progress reports: opened with the first one, so a call that
+    // reports none costs nothing.
+    let log: Promise<JobLogWriter> | null = null;
+    const onProgress = (progress: JobProgress): void => {
+      log ??= JobLogWriter.open(this.jobLog, job.id, this.config.jobLogMaxBytes);
+      log.then(
+        (writer) => writer.progress(progress),
+        (error: Error) => this.logger.warn(`job ${job.id}: no progress stored: ${error.message}`),
+      );
+    };
+    const outcome = await this.engine
+      .callFunction({
+        applicationName: job.applicationName,
+        functionName: FUNCTION_OF_KIND[kind],
+        payload: file.content.toString('utf8'),
+        timeoutMs: this.config.functionTimeoutSeconds * 1000,
+        signal,
+        onProgress,
+      })
+      .finally(async () => {
+        await (await log?.catch(() => null))?.close();
+      });
     if (outcome.status === 'failed') {
       this.logger.debug(`job ${job.id}: ${outcome.reason}: ${outcome.message}`);
       return fail(outcome.message);

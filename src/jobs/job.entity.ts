@@ -58,4 +58,19 @@ export class JobEntity {
 
   /** Why the last attempt could not run (infrastructure failures only). */
   @Column({ name: 'last_error', type: 'text', nullable: true }) lastError!: string | null;
+
+  /** Set when the job was cancelled (it is then DONE with the cancellation result). */
+  @Column({ name: 'cancelled_at', type: 'timestamptz', nullable: true }) cancelledAt!: Date | null;
+
+  /** Who cancelled it: the principal's name, or "anonymous". */
+  @Column({ name: 'cancelled_by', type: 'varchar', length: 128, nullable: true }) cancelledBy!:
+    string | null;
+
+  /** The last progress its R code reported with svc_progress (0 to 1), null before any. */
+  @Column({ name: 'progress_fraction', type: 'double precision', nullable: true })
+  progressFraction!: number | null;
+
+  /** The message of that report ('' when it had none). */
+  @Column({ name: 'progress_message', type: 'varchar', length: 500, nullable: true })
+  progressMessage!: string | null;
 }

@@ -1,4 +1,17 @@
-import { All, Controller, Get, HttpCode, Param, Post, Req, Res, UseGuards } from '@nestjs/common';
+import {
+  All,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  HttpStatus,
+  Param,
+  Post,
+  Query,
+  Req,
+  Res,
+  UseGuards,
+} from '@nestjs/common';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
 import getRawBody from 'raw-body';
@@ -20,8 +33,14 @@ import { FormJobService } from '../upload/form-job.service';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
 import { JobsService, SubmittedJob } from './jobs.service';
-import { JobState } from './job.entity';
+import { JobEntity, JobState } from './job.entity';
+import { JobCancellationService } from './job-cancellation.service';
+import { JobLogService } from './job-log.service';
+import { RawData } from '../common/negotiation.guard';
+import { principalOf } from '../security/principal';
 import { KIND_OF_MEDIA_TYPE, payloadText } from './function-call-result';
+import { JobWaiter } from '../queue/job-waiter.service';
+import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
 
 const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
 
@@ -37,6 +56,9 @@ export class JobsController {
     private readonly jobsService: JobsService,
     private readonly jobs: JobRepository,
     private readonly formJobs: FormJobService,
+    private readonly cancellation: JobCancellationService,
+    private readonly jobLogs: JobLogService,
+    private readonly waiter: JobWaiter,
   ) {}
 
   @Post()
@@ -111,13 +133,78 @@ export class JobsController {
   @Access('readResults')
   async status(
     @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
+    @Query('wait') wait?: unknown,
   ): Promise<RestRepresentation> {
-    const job = await this.jobs.findOne(applicationName, jobId);
-    if (!job) {
-      throw ApiError.notFound(`Application ${applicationName} has no job ${jobId}.`);
+    const waitMs = waitMilliseconds(wait, this.config.resultWaitMaxSeconds);
+    const job = await this.existingJob(applicationName, jobId);
+    if (waitMs === null || job.state === JobState.DONE) {
+      return this.jobStatus(req, job);
     }
+    // `?wait=N`: answers when the state changes (the job starts or ends), else after N seconds.
+    const changed = await this.waiter.waitFor(
+      jobId,
+      async () => {
+        const now = await this.jobs.findOne(applicationName, jobId);
+        return now === null || now.state !== job.state ? { now } : null;
+      },
+      waitMs,
+      { events: 'result-or-start', signal: clientGoneSignal(res) },
+    );
+    return this.jobStatus(req, await this.existingJob(applicationName, jobId, changed?.now));
+  }
+
+  /**
+   * Cancels a job (docs/api.md): 204 when it was queued (it will never run), 202 with its
+   * jobStatus when it was running (its result is stored; its node is stopping R), 409 when it had
+   * finished already.
+   */
+  @Delete(':app/:jobId')
+  @Access('cancelJob')
+  async cancel(
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+    @Param('app', ApplicationNamePipe) applicationName: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+  ): Promise<RestRepresentation | undefined> {
+    const outcome = await this.cancellation.cancel(
+      applicationName,
+      jobId,
+      principalOf(req)?.name ?? null,
+    );
+    switch (outcome) {
+      case 'unknown':
+        throw notFound(applicationName, jobId);
+      case 'finished':
+        throw new ApiError(
+          HttpStatus.CONFLICT,
+          `Job ${jobId} of application ${applicationName} has finished already; delete its result instead.`,
+        );
+      case 'stopped':
+        res.status(HttpStatus.NO_CONTENT);
+        return undefined;
+      case 'stopping':
+        res.status(HttpStatus.ACCEPTED);
+        return this.jobStatus(req, await this.existingJob(applicationName, jobId));
+    }
+  }
+
+  /** The job, or 404; `known` is what the caller has just read (null: gone), undefined: look. */
+  private async existingJob(
+    applicationName: string,
+    jobId: string,
+    known?: JobEntity | null,
+  ): Promise<JobEntity> {
+    const job = known !== undefined ? known : await this.jobs.findOne(applicationName, jobId);
+    if (!job) {
+      throw notFound(applicationName, jobId);
+    }
+    return job;
+  }
+
+  private jobStatus(req: Request, job: JobEntity): RestRepresentation {
     const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
     return {
       element: 'jobStatus',
@@ -130,13 +217,49 @@ export class JobsController {
         finishTime: job.finishedAt,
         attempts: job.attempts,
         resultUri: links.result(job.applicationName, job.id),
+        cancellation:
+          job.cancelledAt && job.cancelledBy !== null
+            ? { by: job.cancelledBy, time: job.cancelledAt }
+            : null,
+        progress:
+          job.progressFraction !== null
+            ? { fraction: job.progressFraction, message: job.progressMessage ?? '' }
+            : null,
       },
     };
+  }
+
+  /** R's output: text/plain of what is stored, or followed live with `Accept: text/event-stream`. */
+  @Get(':app/:jobId/log')
+  @Access('readResults')
+  @RawData()
+  async log(
+    @Req() req: Request,
+    @Res() res: Response,
+    @Param('app', ApplicationNamePipe) applicationName: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+  ): Promise<void> {
+    await this.existingJob(applicationName, jobId);
+    if ((req.headers.accept ?? '').toLowerCase().includes('text/event-stream')) {
+      await this.jobLogs.live(applicationName, jobId, req, res);
+    } else {
+      await this.jobLogs.plain(applicationName, jobId, res);
+    }
+  }
+
+  @All(':app/:jobId/log')
+  @Access('public')
+  otherOnLog(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 
   @All(':app/:jobId')
   @Access('public')
   otherOnJob(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
+    throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
   }
+}
+
+function notFound(applicationName: string, jobId: string): ApiError {
+  return ApiError.notFound(`Application ${applicationName} has no job ${jobId}.`);
 }

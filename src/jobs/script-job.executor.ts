@@ -6,6 +6,9 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
+import { applicationSettingsOf } from '../config/application-settings';
+import { JobLogRepository } from './job-log.repository';
+import { JobLogWriter } from './job-log-writer';
 import { CatalogService } from '../catalog/catalog.service';
 import { ClaimedJob, ResultData } from '../queue/queue.repository';
 import { JobExecutor } from '../queue/worker.service';
@@ -36,6 +39,7 @@ export class ScriptJobExecutor implements JobExecutor {
     private readonly catalog: CatalogService,
     @Inject(R_ENGINE) private readonly engine: REngine,
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly jobLog: JobLogRepository,
   ) {
     this.logsROutput = config.logLevel === 'debug' || config.logLevel === 'trace';
   }
@@ -64,18 +68,26 @@ export class ScriptJobExecutor implements JobExecutor {
         throw error;
       }
       const log = new Logger(`job ${job.id}`);
-      const outcome = await this.engine.runScript({
-        jobId: job.id,
-        workDir,
-        scriptName,
-        timeoutMs: this.config.jobTimeoutSeconds * 1000,
-        signal,
-        // R's output goes to out.log in any case; the log gets it only at debug level, so other
-        // levels do not pay for reading it back (the fork server writes it straight to the file).
-        onOutput: this.logsROutput
-          ? (stream, line) => log.debug(`R ${stream}: ${line}`)
-          : undefined,
-      });
+      // R's output goes to out.log, to the job's log in the database (GET .../log) as it comes,
+      // and to the service's own log at debug level.
+      const jobLog = await JobLogWriter.open(this.jobLog, job.id, this.config.jobLogMaxBytes);
+      const outcome = await this.engine
+        .runScript({
+          jobId: job.id,
+          workDir,
+          scriptName,
+          timeoutMs: this.config.jobTimeoutSeconds * 1000,
+          signal,
+          network: applicationSettingsOf(this.config, job.applicationName).networkAllowed,
+          onOutput: (stream, line) => {
+            jobLog.add(stream, line);
+            if (this.logsROutput) {
+              log.debug(`R ${stream}: ${line}`);
+            }
+          },
+          onProgress: (progress) => jobLog.progress(progress),
+        })
+        .finally(() => jobLog.close());
       if (outcome.status === 'failed') {
         return errorResult(job, outcome.message);
       }

@@ -2,6 +2,9 @@ import { Injectable, Logger } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { QueueRepository } from '../queue/queue.repository';
 
+/** The `application` label of every application the service does not know by name. */
+export const OTHER_APPLICATION = 'other';
+
 /** What a pool of warm R sessions reports about itself. */
 export interface RSessionPoolStats {
   size: number;
@@ -22,6 +25,9 @@ export class MetricsService {
   private readonly logger = new Logger(MetricsService.name);
   readonly registry = new Registry();
   private rSessionPool: (() => RSessionPoolStats) | null = null;
+  private rSandbox: (() => string) | null = null;
+  /** Whether an application name may be a label value; until told, none may. */
+  private knownApplication: (name: string) => boolean = () => false;
 
   private readonly submitted = new Counter({
     name: 'svc_jobs_submitted_total',
@@ -76,6 +82,20 @@ export class MetricsService {
         }
       },
     });
+    const sandbox = () => this.rSandbox?.() ?? null;
+    new Gauge({
+      name: 'svc_r_sandbox',
+      help: 'The isolation R code runs under on this node (R_SANDBOX): 1 for the one in force (bwrap, none, webassembly).',
+      labelNames: ['sandbox'] as const,
+      registers: [this.registry],
+      collect() {
+        const kind = sandbox();
+        this.reset();
+        if (kind) {
+          this.set({ sandbox: kind }, 1);
+        }
+      },
+    });
     const pool = () => this.rSessionPool?.() ?? null;
     new Gauge({
       name: 'svc_r_sessions',
@@ -95,17 +115,35 @@ export class MetricsService {
     });
   }
 
+  /** Where the sandbox gauge reads which isolation R code runs under on this node. */
+  observeRSandbox(sandbox: () => string): void {
+    this.rSandbox = sandbox;
+  }
+
   /** Where the R session pool gauge reads from (the function-call engine's `stats()`). */
   observeRSessionPool(stats: () => RSessionPoolStats): void {
     this.rSessionPool = stats;
   }
 
-  jobSubmitted(application: string, source: string): void {
-    this.submitted.inc({ application, source });
+  /**
+   * Which application names the `application` label takes as they are; any other name is
+   * counted as `other`, so a client cannot grow the series by inventing names.
+   */
+  labelApplicationsBy(known: (name: string) => boolean): void {
+    this.knownApplication = known;
+  }
+
+  private applicationLabel(name: string): string {
+    return this.knownApplication(name) ? name : OTHER_APPLICATION;
+  }
+
+  jobSubmitted(name: string, source: string): void {
+    this.submitted.inc({ application: this.applicationLabel(name), source });
   }
 
   /** `seconds` is unknown for a dead letter (the job never ran). */
-  jobFinished(application: string, source: string, success: boolean, seconds?: number): void {
+  jobFinished(name: string, source: string, success: boolean, seconds?: number): void {
+    const application = this.applicationLabel(name);
     this.finished.inc({ application, source });
     if (!success) {
       this.failed.inc({ application, source });

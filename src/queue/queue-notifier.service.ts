@@ -3,17 +3,18 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { Client } from 'pg';
 import { DatabaseTarget } from '../storage/database-options';
 import { DATABASE_TARGET } from '../storage/storage.module';
-import { JOB_QUEUED_CHANNEL, RESULT_READY_CHANNEL } from './queue.repository';
+import { JOB_QUEUED_CHANNEL, JOB_STARTED_CHANNEL, RESULT_READY_CHANNEL } from './queue.repository';
 
 /** How long a result stored here is remembered, so that its own NOTIFY echo is not reported twice. */
 const LOCAL_ECHO_WINDOW_MS = 10_000;
 
 /**
- * Two signals, each at once in this process and through LISTEN/NOTIFY from other nodes:
+ * Three signals, each at once in this process and through LISTEN/NOTIFY from other nodes:
  * - a job was queued: wakes workers early;
- * - a job's result was stored: wakes whoever waits for it (onResultReady).
- * Both are hints only: a lost notification (the LISTEN connection was down) is never reported
- * again, so waiters must also poll; workers do (POLL_INTERVAL_MS).
+ * - a job's result was stored: wakes whoever waits for it (onResultReady);
+ * - jobs were started by a worker (onJobStarted).
+ * All are hints: a notification sent while the LISTEN connection was down is never reported, so
+ * whoever waits looks again when it is back (onListening); workers also poll (POLL_INTERVAL_MS).
  */
 @Injectable()
 export class QueueNotifier implements OnApplicationShutdown {
@@ -50,6 +51,47 @@ export class QueueNotifier implements OnApplicationShutdown {
   }
 
   /**
+   * Called after this process claimed jobs. With a LISTEN connection the claim's own NOTIFY
+   * reports them (to this node too); without one (the embedded database, or the connection is
+   * down) they are reported here.
+   */
+  jobsStarted(jobIds: string[]): void {
+    if (!this.listener) {
+      for (const jobId of jobIds) {
+        this.events.emit('job-started', jobId);
+      }
+    }
+  }
+
+  /** Calls `listener` with the id of each job a worker starts from now on. Returns unsubscribe. */
+  onJobStarted(listener: (jobId: string) => void): () => void {
+    return this.subscribe('job-started', listener);
+  }
+
+  /**
+   * Calls `listener` each time the LISTEN connection is (re)established: notifications sent
+   * while it was down are lost, so a waiter looks at the database again. Returns unsubscribe.
+   */
+  onListening(listener: () => void): () => void {
+    return this.subscribe('listening', listener);
+  }
+
+  private subscribe(event: string, listener: (payload: string) => void): () => void {
+    const guarded = (payload: string): void => {
+      try {
+        listener(payload);
+      } catch (error) {
+        this.logger.warn(`a ${event} listener failed: ${(error as Error).message}`);
+      }
+    };
+    this.events.on(event, guarded);
+    void this.listen();
+    return () => {
+      this.events.off(event, guarded);
+    };
+  }
+
+  /**
    * With a LISTEN connection a result this node stored is seen twice, by resultStored and by its
    * own NOTIFY, in either order: true for the first of the two, false for the echo.
    */
@@ -75,18 +117,7 @@ export class QueueNotifier implements OnApplicationShutdown {
    * guarantee: check the result table as well, and poll it while waiting.
    */
   onResultReady(listener: (jobId: string) => void): () => void {
-    const guarded = (jobId: string): void => {
-      try {
-        listener(jobId);
-      } catch (error) {
-        this.logger.warn(`a result-ready listener failed: ${(error as Error).message}`);
-      }
-    };
-    this.events.on('result-ready', guarded);
-    void this.listen();
-    return () => {
-      this.events.off('result-ready', guarded);
-    };
+    return this.subscribe('result-ready', listener);
   }
 
   /**
@@ -107,6 +138,10 @@ export class QueueNotifier implements OnApplicationShutdown {
       this.events.emit('queued', payload);
     } else if (channel === RESULT_READY_CHANNEL && this.firstReport(payload)) {
       this.events.emit('result-ready', payload);
+    } else if (channel === JOB_STARTED_CHANNEL) {
+      for (const jobId of payload.split(',')) {
+        this.events.emit('job-started', jobId);
+      }
     }
   }
 
@@ -129,13 +164,16 @@ export class QueueNotifier implements OnApplicationShutdown {
     client.on('end', () => this.scheduleReconnect(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${JOB_QUEUED_CHANNEL}; LISTEN ${RESULT_READY_CHANNEL}`);
+      await client.query(
+        `LISTEN ${JOB_QUEUED_CHANNEL}; LISTEN ${RESULT_READY_CHANNEL}; LISTEN ${JOB_STARTED_CHANNEL}`,
+      );
       if (!this.listening) {
         // Shut down while connecting.
         this.scheduleReconnect(client);
         return;
       }
       this.listener = client;
+      this.events.emit('listening');
     } catch (error) {
       this.logger.warn(
         `could not LISTEN (${(error as Error).message}); retrying, polling meanwhile`,

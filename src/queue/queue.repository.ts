@@ -14,13 +14,15 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { JobKind } from '../jobs/job.entity';
+import { JobKind, JobState as JobStateName } from '../jobs/job.entity';
 import { filePieces, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 /** Payload: the job id, once its result is stored (sent by the statement that stores it). */
 export const RESULT_READY_CHANNEL = 'svc_result_ready';
+/** Payload: the ids of the jobs one claim started, comma-separated (sent by the claim). */
+export const JOB_STARTED_CHANNEL = 'svc_job_started';
 
 export interface NewJobRow {
   id: string;
@@ -153,7 +155,10 @@ export class QueueRepository {
            FROM next WHERE job.id = next.id
          RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source)
        SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
-              files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes
+              files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
+              -- Evaluated once, and only when a job was claimed: clients waiting for a change
+              -- of state learn of the start (JOB_STARTED_CHANNEL).
+              (SELECT pg_notify($5, string_agg(id::text, ',')) FROM claimed) AS notified
          FROM claimed
          CROSS JOIN LATERAL (
            SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents,
@@ -161,7 +166,7 @@ export class QueueRepository {
                   array_agg(f.size ORDER BY f.id) AS sizes
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority, claimed.submitted_at`,
-      [owner, limit, leaseSeconds, applicationName],
+      [owner, limit, leaseSeconds, applicationName, JOB_STARTED_CHANNEL],
     );
     return rowsOf<ClaimRow>(raw).map((row) => ({
       id: row.id,
@@ -289,6 +294,54 @@ export class QueueRepository {
     });
   }
 
+  /**
+   * Cancels a job of `applicationName` that has not finished, in ONE statement: the job becomes
+   * DONE with `result` (the cancellation text) and `cancelled_at`/`cancelled_by` set, its input
+   * files go, and `svc_result_ready` is sent. The node running it learns of it from that
+   * notification (or, failing it, from its next heartbeat, which no longer finds the job
+   * RUNNING) and stops R. The row lock (FOR UPDATE) orders it with a worker's complete(): the
+   * later of the two sees DONE and changes nothing. Returns the state the job was in, or null
+   * for an unknown job; 'DONE' means it had finished already and nothing changed.
+   */
+  async cancel(
+    applicationName: string,
+    jobId: string,
+    cancelledBy: string,
+    cancelledAt: Date,
+    result: ResultData,
+  ): Promise<JobStateName | null> {
+    const raw: unknown = await this.dataSource.query(
+      `WITH target AS (
+         SELECT id, state FROM job WHERE id = $1 AND application_name = $2 FOR UPDATE),
+       done AS (
+         UPDATE job SET state = 'DONE', finished_at = $4, lease_owner = NULL, lease_expires_at = NULL,
+                cancelled_at = $4, cancelled_by = $3
+           FROM target WHERE job.id = target.id AND target.state <> 'DONE'
+          RETURNING job.id, job.application_name),
+       stored AS (
+         INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
+         SELECT done.id, done.application_name, $4, $5, $6, $7, $8, $9, $10 FROM done
+         ON CONFLICT (job_id) DO NOTHING),
+       inputs_removed AS (
+         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
+       SELECT target.state, (SELECT pg_notify($11, done.id::text) FROM done) AS notified FROM target`,
+      [
+        jobId,
+        applicationName,
+        cancelledBy,
+        cancelledAt,
+        result.success,
+        result.type,
+        result.contentType,
+        result.data,
+        result.data.length,
+        result.sha256,
+        RESULT_READY_CHANNEL,
+      ],
+    );
+    return rowsOf<{ state: JobStateName }>(raw)[0]?.state ?? null;
+  }
+
   /** Puts a job back in the queue after an infrastructure failure, not before `delayMs`. */
   async retryLater(jobId: string, owner: string, error: string, delayMs: number): Promise<boolean> {
     const raw: unknown = await this.dataSource.query(
@@ -367,13 +420,28 @@ export class QueueRepository {
     });
   }
 
-  /** Deletes results (and their jobs) older than the retention period. */
-  async deleteResultsOlderThan(hours: number): Promise<number> {
+  /**
+   * Deletes results (and their jobs, logs and everything else stored with them) past their
+   * application's retention: `hours` per application where given, else `defaultHours`; 0 keeps
+   * results until deleted. At most 1000 per call (the supervisor calls it again on its next pass).
+   */
+  async deleteExpiredResults(
+    defaultHours: number,
+    hoursByApplication: Record<string, number> = {},
+  ): Promise<number> {
+    const applications = Object.keys(hoursByApplication);
     const raw: unknown = await this.dataSource.query(
-      `DELETE FROM job WHERE id IN (
-         SELECT job_id FROM result WHERE result_time < now() - make_interval(hours => $1) LIMIT 1000)
+      `WITH rule AS (
+         SELECT * FROM unnest($2::varchar[], $3::int[]) AS r(application_name, hours))
+       DELETE FROM job WHERE id IN (
+         SELECT result.job_id FROM result
+           JOIN job ON job.id = result.job_id
+           LEFT JOIN rule ON rule.application_name = job.application_name
+          WHERE COALESCE(rule.hours, $1) > 0
+            AND result.result_time < now() - make_interval(hours => COALESCE(rule.hours, $1))
+          LIMIT 1000)
        RETURNING id`,
-      [hours],
+      [defaultHours, applications, applications.map((app) => hoursByApplication[app])],
     );
     return rowsOf(raw).length;
   }

@@ -3,6 +3,7 @@ import { CatalogModule } from '../catalog/catalog.module';
 import { ScriptJobExecutor } from '../jobs/script-job.executor';
 import { FunctionCallJobExecutor } from '../jobs/function-call.executor';
 import { JobKindExecutor } from '../jobs/job-kind.executor';
+import { JobLogRepository } from '../jobs/job-log.repository';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from './queue.module';
 import { JOB_EXECUTOR, WorkerService } from './worker.service';
@@ -11,6 +12,7 @@ import { JOB_EXECUTOR, WorkerService } from './worker.service';
 @Module({
   imports: [QueueModule, REngineModule, CatalogModule],
   providers: [
+    JobLogRepository,
     ScriptJobExecutor,
     FunctionCallJobExecutor,
     JobKindExecutor,

@@ -3,7 +3,7 @@ import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from './queue-notifier.service';
 import { ClaimedJob, QueueRepository, ResultData } from './queue.repository';
-import { JobExecutor, WorkerService } from './worker.service';
+import { JobEndedElsewhere, JobExecutor, WorkerService } from './worker.service';
 
 /** In-memory stand-in for the queue's SQL: enough to watch the worker's decisions. */
 class FakeQueue {
@@ -172,5 +172,33 @@ describe('WorkerService', () => {
     expect(queue.released).toEqual(['long']);
     expect(queue.completed).toEqual([]);
     expect(queue.retried).toEqual([]);
+  });
+
+  it('aborts a run whose result was stored elsewhere (a cancel) and stores nothing itself', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [job('cancelled')];
+    let reason: unknown;
+    const executor: JobExecutor = {
+      execute: (_job, signal) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            reason = signal.reason;
+            reject(new Error('aborted'));
+          }),
+        ),
+    };
+    const worker = workerWith(queue, executor);
+    await worker.onApplicationBootstrap();
+    for (let i = 0; i < 100 && worker.runningJobIds.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // What the cancel statement's notification reports on this node.
+    notifier.resultStored('cancelled');
+    await settle(worker, queue, 0);
+    expect(reason).toBeInstanceOf(JobEndedElsewhere);
+    expect(worker.runningJobIds).toEqual([]);
+    expect(queue.completed).toEqual([]);
+    expect(queue.retried).toEqual([]);
+    await worker.onApplicationShutdown();
   });
 });

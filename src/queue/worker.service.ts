@@ -12,6 +12,7 @@ import {
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
+import { retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from './queue-notifier.service';
@@ -36,6 +37,16 @@ interface RunningJob {
   job: ClaimedJob;
   abort: AbortController;
   done: Promise<void>;
+  /** Set once R has finished and the worker stores the result: a notification now is its own. */
+  storing: boolean;
+}
+
+/** The abort reason of a job whose result was stored elsewhere (a cancel) while it ran here. */
+export class JobEndedElsewhere extends Error {
+  constructor(jobId: string) {
+    super(`job ${jobId} ended elsewhere (cancelled) while it ran here`);
+    this.name = 'JobEndedElsewhere';
+  }
 }
 
 /**
@@ -78,6 +89,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   async onApplicationBootstrap(): Promise<void> {
     this.notifier.onQueued(() => this.wake());
+    // A result stored for a job running here was stored by a cancel: stop R at once. The
+    // heartbeat is the fallback when the notification is lost (the job is no longer RUNNING).
+    this.notifier.onResultReady((jobId) => this.stopEndedElsewhere(jobId));
     await this.notifier.listen();
     this.timers.push(setInterval(() => this.wake(), this.config.pollIntervalMs));
     this.timers.push(setInterval(() => void this.heartbeat(), this.config.heartbeatSeconds * 1000));
@@ -109,6 +123,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     void this.fill();
   }
 
+  private stopEndedElsewhere(jobId: string): void {
+    const running = this.running.get(jobId);
+    if (running && !running.storing && !running.abort.signal.aborted) {
+      this.logger.log(`job ${jobId}: cancelled, stopping it`);
+      running.abort.abort(new JobEndedElsewhere(jobId));
+    }
+  }
+
   get runningJobIds(): string[] {
     return [...this.running.keys()];
   }
@@ -131,6 +153,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           );
           for (const job of jobs) {
             this.start(job, pool);
+          }
+          if (jobs.length > 0) {
+            this.notifier.jobsStarted(jobs.map((job) => job.id));
           }
           if (jobs.length === free) {
             this.refillRequested = true;
@@ -159,7 +184,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         this.wake();
       },
     );
-    this.running.set(job.id, { job, abort, done });
+    this.running.set(job.id, { job, abort, done, storing: false });
   }
 
   private async run(job: ClaimedJob, signal: AbortSignal): Promise<void> {
@@ -183,6 +208,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     try {
       if (signal.aborted) {
         return;
+      }
+      const entry = this.running.get(job.id);
+      if (entry) {
+        entry.storing = true;
       }
       const stored = await this.complete(job.id, this.owner, result);
       if (stored) {
@@ -273,8 +302,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         );
         this.logger.error(`job ${job.id}: no attempts left, dead-letter result stored`);
       }
-      if (this.config.resultRetentionHours > 0) {
-        await this.queue.deleteResultsOlderThan(this.config.resultRetentionHours);
+      const byApplication = retentionByApplication(this.config);
+      // Nothing expires when every period is 0 (keep until deleted): no statement then.
+      if ([this.config.resultRetentionHours, ...Object.values(byApplication)].some((h) => h > 0)) {
+        await this.queue.deleteExpiredResults(this.config.resultRetentionHours, byApplication);
       }
     } catch (error) {
       this.logger.warn(`supervisor pass failed: ${(error as Error).message}`);

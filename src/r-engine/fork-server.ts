@@ -1,10 +1,10 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { chown, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createInterface } from 'node:readline';
-import { rSourcePath } from './r-sources';
+import type { Readable } from 'node:stream';
 import { REngineUnavailableError } from './r-engine';
 
 /** How a forked job ended, as the fork server saw it. */
@@ -29,12 +29,17 @@ export interface ForkRunRequest {
 }
 
 export interface ForkServerOptions {
-  /** The command that starts R and its arguments before the script path (prlimit, Rscript). */
-  command: string;
-  args: string[];
-  env: NodeJS.ProcessEnv;
-  /** The server's working directory, private to the service: it also holds the command FIFO. */
-  cwd: string;
+  /** Starts the server's R (through the RLauncher) with these extra variables. */
+  launch: (env: Record<string, string>) => ChildProcess;
+  /** Holds the command FIFO; readable by the server (and its sandbox user), never writable. */
+  controlDir: string;
+  /** The uid sandboxed R runs as, when it is not the service's: it must open the FIFO. */
+  sandboxUid: number | null;
+  /**
+   * The server runs alone in a sandbox with its own PID namespace (one job at a time): it kills
+   * what a job left behind itself, and svc asks it to (KILL) instead of signalling pids.
+   */
+  sandboxed: boolean;
   /** The R process's CPU limit in seconds (0: none): it recycles itself at half of it. */
   cpuLimitSeconds: number;
   log: { log(message: string): void; warn(message: string): void };
@@ -47,10 +52,14 @@ const RESTART_DELAY_MS = 100;
 const RESTART_DELAY_CAP_MS = 10_000;
 /** Leftover background processes are looked for at most this often, and only when idle. */
 const SWEEP_INTERVAL_MS = 1_000;
+/** How long a sandboxed server may take to kill a job it was asked to before its sandbox goes. */
+const KILL_GRACE_MS = 2_000;
 
 interface Run {
   token: string;
   pid?: number;
+  /** Called when the server reports the job's end (a KILL in a sandbox waits for it). */
+  onEnded?: () => void;
   killedFor?: 'timeout' | 'stopped';
   resolve(status: ForkRunStatus): void;
   reject(error: Error): void;
@@ -77,6 +86,24 @@ async function processTable(): Promise<ProcessEntry[]> {
     }
   }
   return entries;
+}
+
+/**
+ * The host pid of a process known by its pid in a PID namespace (`NSpid` in /proc/<pid>/status),
+ * looked for below `root`; the pid itself when not sandboxed or not found.
+ */
+async function hostPid(root: number, namespacePid: number, sandboxed: boolean): Promise<number> {
+  if (!sandboxed || root === 0) {
+    return namespacePid;
+  }
+  for (const pid of await processTree(root)) {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    const nsPids = /^NSpid:\s*(.*)$/m.exec(status)?.[1].trim().split(/\s+/) ?? [];
+    if (nsPids.length > 1 && Number(nsPids[nsPids.length - 1]) === namespacePid) {
+      return pid;
+    }
+  }
+  return namespacePid;
 }
 
 /** The pid and every process below it. */
@@ -241,25 +268,22 @@ export class ForkServer {
   }
 
   private async launch(): Promise<void> {
-    const { command, args, env, cwd } = this.options;
     this.launches += 1;
-    const fifo = join(cwd, `commands-${this.launches}`);
+    const fifo = join(this.options.controlDir, `commands-${this.launches}`);
     await rm(fifo, { force: true });
     try {
       await promisify(execFile)('mkfifo', ['-m', '600', fifo]);
+      if (this.options.sandboxUid !== null) {
+        await chown(fifo, this.options.sandboxUid, this.options.sandboxUid);
+      }
     } catch (error) {
       throw new REngineUnavailableError(`cannot create ${fifo}: ${(error as Error).message}`);
     }
-    const child = spawn(command, [...args, rSourcePath('fork-server.R')], {
-      cwd,
-      env: {
-        ...env,
-        SVC_FORK_COMMANDS: fifo,
-        SVC_FORK_CPU_LIMIT: String(this.options.cpuLimitSeconds),
-      },
-      // Its own process group: stop() kills the server and every job with one signal.
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group (the launcher's): stop() kills the server and every job at once.
+    const child = this.options.launch({
+      SVC_FORK_COMMANDS: fifo,
+      SVC_FORK_CPU_LIMIT: String(this.options.cpuLimitSeconds),
+      SVC_FORK_SANDBOXED: this.options.sandboxed ? '1' : '0',
     });
     this.child = child;
     // Opening a FIFO waits for its reader; the server opens it first thing.
@@ -284,19 +308,22 @@ export class ForkServer {
         clearTimeout(timer);
         reject(new REngineUnavailableError(`cannot start the fork server: ${error.message}`));
       });
-      createInterface({ input: child.stderr }).on('line', (line) => {
+      createInterface({ input: child.stderr as Readable }).on('line', (line) => {
         stderr.push(line);
         stderr.splice(0, Math.max(0, stderr.length - 20));
       });
-      createInterface({ input: child.stdout }).on('line', (line) => {
+      createInterface({ input: child.stdout as Readable }).on('line', (line) => {
         const [event = '', ...rest] = line.split(' ');
         if (event === 'READY' && !started) {
           started = true;
           clearTimeout(timer);
-          this.serverPid = Number(rest[0]);
           this.versionString = rest.slice(1).join(' ');
           this.restartDelayMs = RESTART_DELAY_MS;
-          resolve();
+          // In a PID namespace the server knows its pid there only; svc needs the host's.
+          void hostPid(child.pid ?? 0, Number(rest[0]), this.options.sandboxed).then((pid) => {
+            this.serverPid = pid;
+            resolve();
+          });
         } else {
           this.onEvent(event, rest);
         }
@@ -313,8 +340,8 @@ export class ForkServer {
             // ESRCH: nothing left in the group.
           }
         }
-        child.stdout.destroy();
-        child.stderr.destroy();
+        child.stdout?.destroy();
+        child.stderr?.destroy();
         if (this.child === child) {
           this.child = undefined;
           this.ready = undefined;
@@ -379,6 +406,7 @@ export class ForkServer {
         }
         break;
       case 'ENDED':
+        run?.onEnded?.();
         run?.resolve(parseStatus(rest.slice(1).join(' ')));
         break;
       case 'NOFORK':
@@ -404,6 +432,10 @@ export class ForkServer {
     if (run.pid === undefined) {
       return;
     }
+    if (this.options.sandboxed) {
+      await this.killInSandbox(run);
+      return;
+    }
     const table = await processTable();
     const below = (roots: number[]): Set<number> => {
       const found = new Set(roots);
@@ -427,13 +459,39 @@ export class ForkServer {
   }
 
   /**
+   * In a sandbox the server kills the job's processes itself (every process of its namespace
+   * but its own): pids there are not the host's. If it does not report the job's end within
+   * KILL_GRACE_MS (a job may have stopped it), the whole sandbox goes and a new server starts.
+   */
+  private async killInSandbox(run: Run): Promise<void> {
+    const ended = new Promise<void>((resolve) => {
+      run.onEnded = resolve;
+    });
+    this.commands?.write(`KILL ${run.token}\n`);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), KILL_GRACE_MS);
+    });
+    const result = await Promise.race([ended, late]);
+    clearTimeout(timer);
+    if (result === 'late' && this.child?.pid !== undefined) {
+      try {
+        process.kill(-this.child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+
+  /**
    * Kills background processes that finished jobs left behind: they stay in the server's
    * process group after their job's child has exited. Only when no job runs, so nothing found
    * can belong to a running job.
    */
   private async sweep(): Promise<void> {
     const server = this.serverPid;
-    if (server === 0 || this.sweepTimer) {
+    // A sandboxed server sweeps its namespace itself after every job.
+    if (server === 0 || this.sweepTimer || this.options.sandboxed) {
       return;
     }
     const wait = this.lastSweep + SWEEP_INTERVAL_MS - Date.now();

@@ -1,3 +1,4 @@
+import type { JobProgress } from './job-progress';
 /**
  * Function calls (SPEC §5.2, §5.3): the payload of an XML or JSON job goes as one string to the
  * application's `svcXmlService` / `svcJsonService`, defined by the `.R` files of its catalog
@@ -18,6 +19,8 @@ export interface FunctionCallRequest {
   signal?: AbortSignal;
   /** Served before queued calls that are not urgent (synchronous /process calls). */
   urgent?: boolean;
+  /** Called each time the function reports its progress with svc_progress. */
+  onProgress?: (progress: JobProgress) => void;
 }
 
 export type FunctionCallFailure =

@@ -10,7 +10,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
 import { FUNCTION_CALL_ENGINE, type FunctionCallEngine } from './function-call-engine';
 import { FunctionLibraryService } from './function-library';
-import { findRscript } from './native-r.engine';
+import { findRscript, NativeREngine } from './native-r.engine';
 import { R_ENGINE, type REngine } from './r-engine';
 import { RSessionPool } from './r-session-pool';
 import { WebREngine } from './webr.engine';
@@ -52,7 +52,17 @@ export const FUNCTION_CALL_PROVIDERS: Provider[] = [
         return engine;
       }
       const rscript = findRscript(config) ?? config.rscriptPath ?? 'Rscript';
-      return new RSessionPool({ ...config, rscript }, libraries);
+      // Sessions start through the script engine's launcher: the same sandbox and limits.
+      const native = engine instanceof NativeREngine ? engine : null;
+      return new RSessionPool(
+        {
+          ...config,
+          rscript,
+          launcher: native ? () => native.launcher : undefined,
+          launcherReady: native?.started,
+        },
+        libraries,
+      );
     },
   },
   FunctionCallEngineLifecycle,

@@ -1,13 +1,36 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { Logger } from '@nestjs/common';
-import { accessSync, constants as fsConstants, createWriteStream, statSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import {
+  chmod,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { once } from 'node:events';
-import { availableParallelism, tmpdir } from 'node:os';
-import { delimiter, isAbsolute, join } from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
+import { availableParallelism, constants as osConstants, tmpdir } from 'node:os';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
+import { followFile, LineSplitter } from './file-follower';
+import { routeOutput } from './job-progress';
 import type { AppConfig } from '../config/app-config';
 import { ForkServer, type ForkRunStatus } from './fork-server';
+import {
+  evaluation,
+  isExecutable,
+  killProcessGroup,
+  probeSandbox,
+  RLauncher,
+  type RLimits,
+  type SandboxKind,
+} from './r-launcher';
+import { rSourcePath } from './r-sources';
 import {
   R_LOG_FILE,
   REngineUnavailableError,
@@ -17,14 +40,25 @@ import {
 } from './r-engine';
 
 export type NativeRConfig = Pick<AppConfig, 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'> &
-  Partial<Pick<AppConfig, 'rScriptMode' | 'jobTimeoutSeconds'>>;
+  Partial<
+    Pick<
+      AppConfig,
+      | 'rScriptMode'
+      | 'jobTimeoutSeconds'
+      | 'rSandbox'
+      | 'authMode'
+      | 'rCpuLimitSeconds'
+      | 'rMaxProcesses'
+      | 'rMaxFileMb'
+      | 'rMaxWriteMb'
+      | 'scriptSlots'
+      | 'applicationSlots'
+    >
+  >;
 
 export type ScriptMode = 'fork' | 'spawn';
 
-const PRLIMIT = '/usr/bin/prlimit';
 const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
-/** Library locations the operator may point R at; paths, never secrets. */
-const PASSED_R_VARIABLES = ['R_LIBS', 'R_LIBS_SITE', 'R_LIBS_USER'] as const;
 const PROBE_TIMEOUT_MS = 30_000;
 const HEALTH_TIMEOUT_MS = 10_000;
 /** After R exits, how long to wait for its pipes to drain before giving up on them. */
@@ -46,24 +80,29 @@ const WRAPPER = `local({
   args <- commandArgs(trailingOnly = TRUE)
   script <- args[[1L]]
   errorFile <- args[[2L]]
+  # The CPU limit as an R error that names it; the kernel's limit stays the backstop.
+  cpuLimit <- as.numeric(args[[3L]])
+  if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
+  progress <- eval(parse(file = args[[4L]], keep.source = FALSE))
+  attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
+         warn.conflicts = FALSE)
+  # Bytes written by R and the programs it ran and waited for (the kernel adds theirs to R's).
+  written <- function() {
+    io <- tryCatch(readLines("/proc/self/io"), error = function(e) character(0L))
+    try(writeLines(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)),
+                   file.path(dirname(errorFile), "written.txt")), silent = TRUE)
+  }
   tryCatch(source(script), error = function(e) {
     call <- conditionCall(e)
     prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
     message(prefix, conditionMessage(e))
     writeLines(enc2utf8(conditionMessage(e)), errorFile, useBytes = TRUE)
+    written()
     quit(save = "no", status = 1L)
   })
+  written()
 })
 `;
-
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
-}
 
 /** The Rscript that config names (RSCRIPT_PATH, then R_HOME), else the first on PATH. */
 function chosenRscript(config: NativeRConfig): string {
@@ -85,39 +124,6 @@ function chosenRscript(config: NativeRConfig): string {
 export function findRscript(config: NativeRConfig): string | null {
   const path = chosenRscript(config);
   return isAbsolute(path) && isExecutable(path) ? path : null;
-}
-
-/** Splits a byte stream into lines, keeping a partial last line until more arrives. */
-class LineSplitter {
-  private readonly decoder = new StringDecoder('utf8');
-  private pending = '';
-
-  constructor(private readonly emit: (line: string) => void) {}
-
-  push(chunk: Buffer): void {
-    const lines = (this.pending + this.decoder.write(chunk)).split('\n');
-    this.pending = lines.pop() ?? '';
-    lines.forEach((line) => this.emit(line.replace(/\r$/, '')));
-  }
-
-  end(): void {
-    const rest = this.pending + this.decoder.end();
-    this.pending = '';
-    if (rest !== '') {
-      this.emit(rest.replace(/\r$/, ''));
-    }
-  }
-}
-
-function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined) {
-    return;
-  }
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    // ESRCH: the group is already gone.
-  }
 }
 
 interface Exit {
@@ -157,24 +163,42 @@ export function effectiveScriptMode(config: NativeRConfig): ScriptMode {
     : 'spawn';
 }
 
+/** A sandboxed fork server and the directory its jobs run in, one job at a time. */
+interface Slot {
+  server: ForkServer;
+  /** Bound into the server's sandbox: work/ (the job's directory while it runs), private/. */
+  dir: string;
+  busy: boolean;
+}
+
+/** The limits a run is measured against, for the messages that name them. */
+interface JobLimits {
+  timeoutMs: number;
+  cpuSeconds: number;
+  memoryMb: number;
+  processes: number;
+  fileMb: number;
+  writeMb: number;
+}
+
 /**
- * Real R. In `fork` mode (R_SCRIPT_MODE, the default on Linux) a warm R parent, the fork server,
- * forks a child per script job; in `spawn` mode (the fallback) each job is a fresh Rscript
- * process in its own process group. Either way the job runs in its own directory, with a
- * minimal environment, under the memory limit and a CPU backstop, and is killed on timeout.
+ * Real R. In `fork` mode (R_SCRIPT_MODE, the default on Linux) warm R parents, the fork servers
+ * (one per slot, each in a sandbox of its own), fork a child per script job; in `spawn` mode
+ * each job is a fresh Rscript process. Either way every process starts through the RLauncher:
+ * a sandbox (R_SANDBOX), a minimal environment, limits, and a kill of everything on timeout.
  */
 export class NativeREngine implements REngine {
   readonly kind = 'native' as const;
-  /** Each run is its own process: the slots configured are the limit. */
-  readonly maxConcurrentRuns = Number.POSITIVE_INFINITY;
   private readonly rscript: string;
   /** Each running job's abort handle and a promise that settles when its R has gone. */
   private readonly running = new Map<AbortController, Promise<void>>();
   private cachedVersion: string | undefined;
   private scriptMode: ScriptMode;
-  private forkServer: ForkServer | undefined;
-  /** Home and temporary directory of the fork server; holds each forked run's private directory. */
-  private forkRoot: string | undefined;
+  private launcherInstance: RLauncher;
+  private readonly slots: Slot[] = [];
+  private readonly slotWaiters: Array<(slot: Slot) => void> = [];
+  /** Private to the service (0711: the sandbox user may pass, never list): slots, runs. */
+  private runtimeRoot: string | undefined;
 
   constructor(
     private readonly config: NativeRConfig,
@@ -182,6 +206,13 @@ export class NativeREngine implements REngine {
   ) {
     this.rscript = findRscript(config) ?? chosenRscript(config);
     this.scriptMode = effectiveScriptMode(config);
+    this.launcherInstance = this.newLauncher('none');
+  }
+
+  /** Scripts it runs at once: one per worker slot (each fork server serves one job at a time). */
+  get maxConcurrentRuns(): number {
+    const extra = Object.values(this.config.applicationSlots ?? {}).reduce((a, b) => a + b, 0);
+    return Math.max(1, (this.config.scriptSlots ?? 2) + extra);
   }
 
   /** How script jobs run now: `spawn` also when fork was asked for but the server cannot start. */
@@ -189,19 +220,47 @@ export class NativeREngine implements REngine {
     return this.scriptMode;
   }
 
-  /** Pid of the fork server's R process (0 when there is none), for diagnostics and tests. */
+  /** The sandbox in force (known after start()). */
+  get sandbox(): SandboxKind {
+    return this.launcherInstance.sandbox;
+  }
+
+  /** The launcher every native R process of this node starts through (sessions too). */
+  get launcher(): RLauncher {
+    return this.launcherInstance;
+  }
+
+  private markStarted!: () => void;
+  /** Resolves once start() has chosen the sandbox: the launcher is final from then on. */
+  readonly started: Promise<void> = new Promise((resolve) => (this.markStarted = resolve));
+
+  /** The engine's private runtime directory (slots, runs, R programs) while it runs, for tests. */
+  get runtimeDirectory(): string | undefined {
+    return this.runtimeRoot;
+  }
+
+  /** Host pid of the first fork server's R process (0 when there is none), for tests. */
   get forkServerPid(): number {
-    return this.forkServer?.pid ?? 0;
+    return this.slots[0]?.server.pid ?? 0;
   }
 
   async start(): Promise<void> {
     this.cachedVersion = undefined;
+    const sandbox = await this.chooseSandbox();
+    if (!this.runtimeRoot) {
+      this.runtimeRoot = await mkdtemp(join(tmpdir(), 'svc-r-'));
+      await chmod(this.runtimeRoot, 0o711);
+      await cp(dirname(rSourcePath('session.R')), join(this.runtimeRoot, 'r'), { recursive: true });
+      await chmod(join(this.runtimeRoot, 'r'), 0o755);
+    }
+    this.launcherInstance = this.newLauncher(sandbox);
+    this.markStarted();
     if (this.scriptMode === 'fork') {
       try {
-        await this.startForkServer();
+        await this.startForkServers();
         return;
       } catch (error) {
-        await this.stopForkServer();
+        await this.stopForkServers();
         this.logger.warn(
           `R_SCRIPT_MODE=fork: the fork server cannot start (${(error as Error).message}); running each script job in a fresh R process instead`,
         );
@@ -217,8 +276,9 @@ export class NativeREngine implements REngine {
   }
 
   async version(): Promise<string> {
-    if (this.forkServer?.version) {
-      return this.forkServer.version;
+    const server = this.slots[0]?.server;
+    if (server?.version) {
+      return server.version;
     }
     this.cachedVersion ??= (await this.evaluate('cat(R.version.string)', PROBE_TIMEOUT_MS)).trim();
     return this.cachedVersion;
@@ -226,8 +286,9 @@ export class NativeREngine implements REngine {
 
   async healthy(): Promise<boolean> {
     try {
-      if (this.forkServer) {
-        return (await this.forkServer.ping()).trim() === '2';
+      const server = this.slots[0]?.server;
+      if (server) {
+        return (await server.ping()).trim() === '2';
       }
       return (await this.evaluate('cat(1+1)', HEALTH_TIMEOUT_MS)).trim() === '2';
     } catch {
@@ -236,141 +297,331 @@ export class NativeREngine implements REngine {
   }
 
   async runScript(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
-    const { jobId, workDir, scriptName, timeoutMs, onOutput } = request;
+    const { jobId, workDir } = request;
     if (!(await stat(workDir)).isDirectory()) {
       throw new Error(`job ${jobId}: ${workDir} is not a directory`);
     }
-    if (this.forkServer) {
+    // Jobs of applications allowed the network run in a fresh, networked sandbox: the fork
+    // servers' sandboxes have no network.
+    if (this.slots.length > 0 && !request.network) {
       return this.runForked(request);
     }
-    // prlimit would turn a missing Rscript into an exit status; check first so it stays retryable.
-    if (!isExecutable(this.rscript)) {
-      throw new REngineUnavailableError(`Rscript not found or not executable: ${this.rscript}`);
-    }
-    const privateDir = await mkdtemp(join(tmpdir(), 'svc-r-'));
-    try {
-      const wrapper = join(privateDir, 'wrapper.R');
-      const errorFile = join(privateDir, 'error.txt');
-      const tmp = join(privateDir, 'tmp');
-      await writeFile(wrapper, WRAPPER);
-      await mkdir(tmp);
-      const log = createWriteStream(join(workDir, R_LOG_FILE));
-      await once(log, 'open');
-      // A failed log write (disk full) must not crash the service; the run's outcome stands.
-      log.on('error', () => undefined);
-      const controller = new AbortController();
-      let child: ChildProcess;
-      try {
-        child = this.spawnR([wrapper, scriptName, errorFile], workDir, tmp, timeoutMs);
-      } catch (error) {
-        log.end();
-        throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
-      }
-      let settle = (): void => undefined;
-      const settled = new Promise<void>((resolve) => (settle = resolve));
-      this.running.set(controller, settled);
-      controller.signal.addEventListener('abort', () => killGroup(child), { once: true });
-      // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
-      const giveUp = (): void => controller.abort('stopped');
-      request.signal?.addEventListener('abort', giveUp, { once: true });
-      const timer = setTimeout(() => controller.abort('timeout'), timeoutMs);
-      for (const stream of ['stdout', 'stderr'] as const) {
-        const splitter = new LineSplitter((line) => onOutput?.(stream, line));
-        child[stream]?.on('data', (chunk: Buffer) => {
-          log.write(chunk);
-          splitter.push(chunk);
-        });
-        child[stream]?.on('end', () => splitter.end());
-      }
-      let exit: Exit;
-      try {
-        exit = await waitForExit(child);
-      } catch (error) {
-        throw isSpawnFailure(error)
-          ? new REngineUnavailableError(`cannot start ${this.rscript}: ${error.message}`)
-          : error;
-      } finally {
-        clearTimeout(timer);
-        request.signal?.removeEventListener('abort', giveUp);
-        // Background processes the script left behind die with the job.
-        killGroup(child);
-        await new Promise<void>((resolve) => log.end(resolve));
-        this.running.delete(controller);
-        settle();
-      }
-      return await this.outcome(controller.signal, exit, errorFile, timeoutMs);
-    } finally {
-      await rm(privateDir, { recursive: true, force: true });
-    }
+    return this.runSpawned(request);
   }
 
   async stop(): Promise<void> {
     const runs = [...this.running];
     runs.forEach(([controller]) => controller.abort('stopped'));
     await Promise.all(runs.map(([, settled]) => settled));
-    await this.stopForkServer();
+    await this.stopForkServers();
+    if (this.runtimeRoot) {
+      await rm(this.runtimeRoot, { recursive: true, force: true });
+      this.runtimeRoot = undefined;
+    }
   }
 
-  private async startForkServer(): Promise<void> {
+  /** R_SANDBOX resolved: bwrap when asked or (auto) when it works; start-up fails as configured. */
+  private async chooseSandbox(): Promise<SandboxKind> {
+    const setting = this.config.rSandbox ?? 'auto';
+    if (setting === 'none') {
+      return 'none';
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'svc-probe-'));
+    let problem: string | null;
+    try {
+      problem = probeSandbox({ rscript: this.rscript, rHome: this.config.rHome }, dir);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    if (problem === null) {
+      return 'bwrap';
+    }
+    const install =
+      'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; in a container see docs/operations.md)';
+    if (setting === 'bwrap') {
+      throw new Error(`R_SANDBOX=bwrap: ${problem}; ${install}, or set R_SANDBOX=none`);
+    }
+    const authMode = this.config.authMode ?? 'none';
+    if (authMode !== 'none') {
+      throw new Error(
+        `R_SANDBOX=auto: no sandbox for R (${problem}) while AUTH_MODE=${authMode}: ${install}, or set R_SANDBOX=none to accept that R code runs with the service's rights`,
+      );
+    }
+    this.logger.warn(
+      `no sandbox for R (${problem}): R code runs with the service's rights and can read its files, secrets and network; ${install}`,
+    );
+    return 'none';
+  }
+
+  private newLauncher(sandbox: SandboxKind): RLauncher {
+    return new RLauncher({
+      rscript: this.rscript,
+      rHome: this.config.rHome,
+      sandbox,
+      sourcesDir: this.runtimeRoot ? join(this.runtimeRoot, 'r') : null,
+    });
+  }
+
+  private limits(timeoutMs: number): JobLimits {
+    const cpuSeconds =
+      (this.config.rCpuLimitSeconds ?? 0) > 0
+        ? (this.config.rCpuLimitSeconds as number)
+        : Math.ceil(timeoutMs / 1000) * availableParallelism() + 5;
+    return {
+      timeoutMs,
+      cpuSeconds,
+      memoryMb: this.config.rMemoryLimitMb,
+      processes: this.config.rMaxProcesses ?? 0,
+      fileMb: this.config.rMaxFileMb ?? 0,
+      writeMb: this.config.rMaxWriteMb ?? 0,
+    };
+  }
+
+  private rLimits(limits: JobLimits): RLimits {
+    return {
+      cpuSeconds: limits.cpuSeconds,
+      memoryBytes: limits.memoryMb * MIB,
+      processes: limits.processes,
+      fileBytes: limits.fileMb * MIB,
+    };
+  }
+
+  /**
+   * A directory for one run under the runtime root. In a sandbox the job's directory moves in (a
+   * rename: same file system, no copy), so the sandbox binds only private paths (a fork server's
+   * sandbox is made before its jobs exist), and moves back after; R and the engine's own readers
+   * use the run's path meanwhile. Without a sandbox it stays where it is.
+   */
+  private async withRunDirectory<T>(
+    workDir: string,
+    parent: string,
+    body: (runWork: string, tmp: string, errorFile: string) => Promise<T>,
+  ): Promise<T> {
+    const sandboxed = this.launcherInstance.sandbox === 'bwrap';
+    const runWork = sandboxed ? join(parent, 'work') : workDir;
+    const privateDir = join(parent, 'private');
+    await mkdir(join(privateDir, 'tmp'), { recursive: true });
+    let moved = false;
+    try {
+      if (sandboxed) {
+        await rename(workDir, runWork);
+        moved = true;
+      }
+      await this.launcherInstance.makeWritable(parent);
+      return await body(runWork, join(privateDir, 'tmp'), join(privateDir, 'error.txt'));
+    } finally {
+      if (moved) {
+        await rename(runWork, workDir);
+      }
+      await rm(privateDir, { recursive: true, force: true });
+    }
+  }
+
+  private async runSpawned(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+    // prlimit would turn a missing Rscript into an exit status; check first so it stays retryable.
+    if (!isExecutable(this.rscript)) {
+      throw new REngineUnavailableError(`Rscript not found or not executable: ${this.rscript}`);
+    }
+    const root = this.runtimeRoot ?? tmpdir();
+    const parent = await mkdtemp(join(root, 'run-'));
+    const limits = this.limits(request.timeoutMs);
+    try {
+      return await this.withRunDirectory(request.workDir, parent, async (work, tmp, errorFile) => {
+        const wrapper = join(tmp, '..', 'wrapper.R');
+        await writeFile(wrapper, WRAPPER);
+        const log = createWriteStream(join(work, R_LOG_FILE));
+        await once(log, 'open');
+        // A failed log write (disk full) must not crash the service; the run's outcome stands.
+        log.on('error', () => undefined);
+        const controller = new AbortController();
+        let child: ChildProcess;
+        try {
+          child = this.launcherInstance.spawn({
+            args: [
+              wrapper,
+              request.scriptName,
+              errorFile,
+              String(limits.cpuSeconds),
+              this.launcherInstance.rSource('progress.R'),
+            ],
+            cwd: work,
+            home: work,
+            tmp,
+            writable: [work, dirname(tmp)],
+            network: request.network === true,
+            limits: this.rLimits(limits),
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
+        } catch (error) {
+          log.end();
+          throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
+        }
+        let settle = (): void => undefined;
+        const settled = new Promise<void>((resolve) => (settle = resolve));
+        this.running.set(controller, settled);
+        controller.signal.addEventListener('abort', () => killProcessGroup(child), { once: true });
+        // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
+        const giveUp = (): void => controller.abort('stopped');
+        request.signal?.addEventListener('abort', giveUp, { once: true });
+        if (request.signal?.aborted) {
+          giveUp(); // given up (a cancel) while R was being started
+        }
+        const timer = setTimeout(() => controller.abort('timeout'), request.timeoutMs);
+        const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
+        const output = routeOutput(request);
+        for (const stream of ['stdout', 'stderr'] as const) {
+          const splitter = new LineSplitter((line) => output?.(stream, line));
+          child[stream]?.on('data', (chunk: Buffer) => {
+            log.write(chunk);
+            splitter.push(chunk);
+          });
+          child[stream]?.on('end', () => splitter.end());
+        }
+        let exit: Exit;
+        try {
+          exit = await waitForExit(child);
+        } catch (error) {
+          throw isSpawnFailure(error)
+            ? new REngineUnavailableError(`cannot start ${this.rscript}: ${error.message}`)
+            : error;
+        } finally {
+          clearTimeout(timer);
+          watch.stop();
+          request.signal?.removeEventListener('abort', giveUp);
+          // Background processes the script left behind die with the job (and its sandbox).
+          killProcessGroup(child);
+          await new Promise<void>((resolve) => log.end(resolve));
+          this.running.delete(controller);
+          settle();
+        }
+        const outcome = await this.outcome(controller.signal, exit, errorFile, limits);
+        return namedLimit(outcome, limits, work, dirname(tmp));
+      });
+    } finally {
+      await rm(parent, { recursive: true, force: true });
+    }
+  }
+
+  private async startForkServers(): Promise<void> {
     if (!isExecutable(this.rscript)) {
       throw new Error(`Rscript not found or not executable: ${this.rscript}`);
     }
-    // Readable and writable by the service only; the runs' directories get random names.
-    this.forkRoot = await mkdtemp(join(tmpdir(), 'svc-fork-'));
-    await chmod(this.forkRoot, 0o700);
+    const root = this.runtimeRoot as string;
     const timeoutMs = (this.config.jobTimeoutSeconds ?? DEFAULT_JOB_TIMEOUT_S) * 1000;
-    const limits = this.limitArgs(timeoutMs);
-    const r = [this.rscript, '--no-init-file'];
-    // The server's limits are its children's: each forked job inherits the address-space cap and
-    // a CPU limit counted from zero in the child, so the backstop holds for every job.
-    this.forkServer = new ForkServer({
-      command: limits ? PRLIMIT : this.rscript,
-      args: limits ? [...limits, '--', ...r] : r.slice(1),
-      env: this.rEnvironment(this.forkRoot, this.forkRoot),
-      cwd: this.forkRoot,
-      cpuLimitSeconds: limits ? this.cpuLimitSeconds(timeoutMs) : 0,
-      log: this.logger,
-    });
-    await this.forkServer.start();
-  }
-
-  private async stopForkServer(): Promise<void> {
-    await this.forkServer?.stop();
-    this.forkServer = undefined;
-    if (this.forkRoot) {
-      await rm(this.forkRoot, { recursive: true, force: true });
-      this.forkRoot = undefined;
-    }
-  }
-
-  /** Runs a script in a child forked by the fork server; out.log is written by the child. */
-  private async runForked(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
-    const server = this.forkServer;
-    if (!server || !this.forkRoot) {
-      throw new REngineUnavailableError('the fork server is not running');
-    }
-    const privateDir = await mkdtemp(join(this.forkRoot, 'run-'));
-    try {
-      await mkdir(join(privateDir, 'tmp'));
-      const errorFile = join(privateDir, 'error.txt');
-      const status = await server.run({
-        workDir: request.workDir,
-        scriptName: request.scriptName,
-        privateDir,
-        timeoutMs: request.timeoutMs,
-        signal: request.signal,
+    const limits = this.limits(timeoutMs);
+    const sandboxed = this.launcherInstance.sandbox === 'bwrap';
+    const started: Slot[] = [];
+    for (let index = 0; index < this.maxConcurrentRuns; index += 1) {
+      const dir = join(root, `slot-${index}`);
+      const control = join(root, `control-${index}`);
+      await mkdir(dir, { mode: 0o711 });
+      await mkdir(control, { mode: 0o711 });
+      await this.launcherInstance.makeWritable(dir);
+      // The server's limits are its children's: each forked job inherits the address-space cap,
+      // the process and file-size limits, and a CPU limit counted from zero in the child.
+      const serverTmp = join(dir, SERVER_TMP);
+      await mkdir(serverTmp);
+      await this.launcherInstance.makeWritable(serverTmp);
+      const server = new ForkServer({
+        launch: (env) =>
+          this.launcherInstance.spawn({
+            args: [
+              this.launcherInstance.rSource('fork-server.R'),
+              this.launcherInstance.rSource('progress.R'),
+            ],
+            cwd: dir,
+            home: dir,
+            tmp: serverTmp,
+            writable: [dir],
+            readable: [control],
+            network: false,
+            limits: this.rLimits(limits),
+            env,
+            stdio: ['ignore', 'pipe', 'pipe'],
+          }),
+        controlDir: control,
+        sandboxUid: this.launcherInstance.sandboxUid,
+        sandboxed,
+        cpuLimitSeconds: limits.cpuSeconds,
+        log: this.logger,
       });
-      if (request.onOutput) {
-        const log = await readFile(join(request.workDir, R_LOG_FILE), 'utf8').catch(() => '');
-        const lines = log.split('\n');
-        if (lines[lines.length - 1] === '') {
-          lines.pop();
-        }
-        lines.forEach((line) => request.onOutput?.('stdout', line.replace(/\r$/, '')));
-      }
-      return await forkOutcome(status, errorFile, request.timeoutMs);
+      started.push({ server, dir, busy: false });
+      this.slots.push(started[started.length - 1]);
+    }
+    await Promise.all(started.map((slot) => slot.server.start()));
+  }
+
+  private async stopForkServers(): Promise<void> {
+    const slots = this.slots.splice(0);
+    await Promise.all(slots.map((slot) => slot.server.stop()));
+  }
+
+  private acquireSlot(): Promise<Slot> {
+    const free = this.slots.find((slot) => !slot.busy);
+    if (free) {
+      free.busy = true;
+      return Promise.resolve(free);
+    }
+    return new Promise((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  private releaseSlot(slot: Slot): void {
+    const next = this.slotWaiters.shift();
+    if (next) {
+      next(slot);
+    } else {
+      slot.busy = false;
+    }
+  }
+
+  /** Runs a script in a child forked by a slot's fork server; out.log is written by the child. */
+  private async runForked(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+    const slot = await this.acquireSlot();
+    const limits = this.limits(request.timeoutMs);
+    try {
+      return await this.withRunDirectory(
+        request.workDir,
+        slot.dir,
+        async (work, tmp, errorFile) => {
+          const controller = new AbortController();
+          const stopped = (): void => controller.abort('stopped');
+          request.signal?.addEventListener('abort', stopped, { once: true });
+          const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
+          // The child writes out.log itself: followed while it runs, so its lines come as printed.
+          const output = routeOutput(request);
+          const follower = output
+            ? followFile(join(work, R_LOG_FILE), (line) => output('stdout', line))
+            : null;
+          let status: ForkRunStatus;
+          try {
+            status = await slot.server.run({
+              workDir: work,
+              scriptName: request.scriptName,
+              privateDir: dirname(tmp),
+              timeoutMs: request.timeoutMs,
+              signal: request.signal?.aborted ? request.signal : controller.signal,
+            });
+          } finally {
+            watch.stop();
+            await follower?.stop();
+            request.signal?.removeEventListener('abort', stopped);
+          }
+          if (controller.signal.reason === 'write' && status.kind === 'killed') {
+            return writeLimitOutcome(limits);
+          }
+          return namedLimit(
+            await forkOutcome(status, errorFile, request.timeoutMs),
+            limits,
+            work,
+            dirname(tmp),
+          );
+        },
+      );
     } finally {
-      await rm(privateDir, { recursive: true, force: true });
+      await cleanSlot(slot.dir).catch((error: Error) =>
+        this.logger.warn(`could not clean a fork server's slot: ${error.message}`),
+      );
+      this.releaseSlot(slot);
     }
   }
 
@@ -378,14 +629,17 @@ export class NativeREngine implements REngine {
     signal: AbortSignal,
     exit: Exit,
     errorFile: string,
-    timeoutMs: number,
+    limits: JobLimits,
   ): Promise<ScriptRunOutcome> {
     if (signal.aborted && signal.reason === 'timeout') {
       return {
         status: 'failed',
         reason: 'timeout',
-        message: `the job exceeded its time limit of ${timeoutMs / 1000} s`,
+        message: `the job exceeded its time limit of ${limits.timeoutMs / 1000} s`,
       };
+    }
+    if (signal.aborted && signal.reason === 'write') {
+      return writeLimitOutcome(limits);
     }
     if (signal.aborted) {
       throw new REngineUnavailableError('the R engine was stopped while the job ran');
@@ -397,6 +651,13 @@ export class NativeREngine implements REngine {
     if (exit.code === 0) {
       return { status: 'succeeded' };
     }
+    // bubblewrap reports R's death by a signal as the status 128 + the signal's number.
+    if (exit.signal === 'SIGXCPU' || exit.code === 128 + osConstants.signals.SIGXCPU) {
+      return cpuLimitOutcome(limits);
+    }
+    if (exit.signal === 'SIGXFSZ' || exit.code === 128 + osConstants.signals.SIGXFSZ) {
+      return fileLimitOutcome(limits);
+    }
     return {
       status: 'failed',
       reason: 'exit',
@@ -407,88 +668,17 @@ export class NativeREngine implements REngine {
     };
   }
 
-  /**
-   * Spawns Rscript without a shell, in its own process group, with only the variables R needs:
-   * the service's own environment (database URL, secrets) never reaches a job.
-   */
-  private spawnR(
-    args: string[],
-    cwd: string,
-    tmp: string,
-    jobTimeoutMs: number | null,
-  ): ChildProcess {
-    const env = this.rEnvironment(cwd, tmp);
-    // --no-init-file: neither the job's nor the host user's .Rprofile runs.
-    let command = this.rscript;
-    let commandArgs = ['--no-init-file', ...args];
-    const limits = jobTimeoutMs === null ? null : this.limitArgs(jobTimeoutMs);
-    if (limits) {
-      commandArgs = [...limits, '--', command, ...commandArgs];
-      command = PRLIMIT;
-    }
-    return spawn(command, commandArgs, {
-      cwd,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-  }
-
-  /** Only the variables R needs: the service's own environment (database URL, secrets) never reaches R. */
-  private rEnvironment(home: string, tmp: string): NodeJS.ProcessEnv {
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH ?? DEFAULT_PATH,
-      HOME: home,
-      TMPDIR: tmp,
-      LANG: 'C.UTF-8',
-      LC_ALL: 'C.UTF-8',
-      // A job file named .Renviron must not configure the job's R.
-      R_ENVIRON_USER: join(tmp, 'no-such-renviron'),
-    };
-    if (this.config.rHome) {
-      env.R_HOME = this.config.rHome;
-    }
-    for (const name of PASSED_R_VARIABLES) {
-      if (process.env[name] !== undefined) {
-        env[name] = process.env[name];
-      }
-    }
-    return env;
-  }
-
-  /**
-   * prlimit's arguments for a job with this time limit, or null without prlimit (util-linux;
-   * Linux only). --as caps the address space of R and everything it starts: R reports an
-   * allocation beyond it as an ordinary R error ("cannot allocate vector of size ...").
-   * --cpu is a backstop, not the time limit: if the service dies (SIGKILL) its timers die with
-   * it, and the kernel still ends a runaway R after the most CPU the job could use in its time
-   * limit on every core.
-   */
-  private limitArgs(jobTimeoutMs: number): string[] | null {
-    if (!isExecutable(PRLIMIT)) {
-      return null;
-    }
-    const limits = [`--cpu=${this.cpuLimitSeconds(jobTimeoutMs)}`];
-    if (this.config.rMemoryLimitMb > 0) {
-      limits.push(`--as=${this.config.rMemoryLimitMb * 1024 * 1024}`);
-    }
-    return limits;
-  }
-
-  private cpuLimitSeconds(jobTimeoutMs: number): number {
-    return Math.ceil(jobTimeoutMs / 1000) * availableParallelism() + 5;
-  }
-
-  /** Evaluates a line of R in a short-lived process and returns what it printed. */
+  /** Evaluates a line of R in a short-lived (sandboxed) process and returns what it printed. */
   private async evaluate(code: string, timeoutMs: number): Promise<string> {
-    const dir = await mkdtemp(join(tmpdir(), 'svc-r-'));
+    const dir = await mkdtemp(join(this.runtimeRoot ?? tmpdir(), 'eval-'));
     try {
-      const child = this.spawnR(['-e', code], dir, dir, null);
+      await this.launcherInstance.makeWritable(dir);
+      const child = this.launcherInstance.spawn(evaluation(code, dir));
       const output: Buffer[] = [];
       const errors: Buffer[] = [];
       child.stdout?.on('data', (chunk: Buffer) => output.push(chunk));
       child.stderr?.on('data', (chunk: Buffer) => errors.push(chunk));
-      const timer = setTimeout(() => killGroup(child), timeoutMs);
+      const timer = setTimeout(() => killProcessGroup(child), timeoutMs);
       try {
         const exit = await waitForExit(child);
         if (exit.code !== 0) {
@@ -502,12 +692,186 @@ export class NativeREngine implements REngine {
         return Buffer.concat(output).toString('utf8');
       } finally {
         clearTimeout(timer);
-        killGroup(child);
+        killProcessGroup(child);
       }
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   }
+}
+
+const MIB = 1024 * 1024;
+/** The fork server's own temporary directory inside its slot (R's session directory lives there). */
+const SERVER_TMP = 'server-tmp';
+
+/**
+ * Removes what a job left in its slot outside its working directory (which has moved back to the
+ * executor): files in the server's R session directory and anything else, so that the next job
+ * of the slot finds nothing of it.
+ */
+async function cleanSlot(dir: string): Promise<void> {
+  for (const entry of await readdir(dir)) {
+    if (entry !== SERVER_TMP) {
+      await rm(join(dir, entry), { recursive: true, force: true });
+    }
+  }
+  const serverTmp = join(dir, SERVER_TMP);
+  for (const session of await readdir(serverTmp)) {
+    const path = join(serverTmp, session);
+    if (session.startsWith('Rtmp') && (await lstat(path)).isDirectory()) {
+      for (const entry of await readdir(path)) {
+        await rm(join(path, entry), { recursive: true, force: true });
+      }
+    } else {
+      await rm(path, { recursive: true, force: true });
+    }
+  }
+}
+/** How often a running job's written bytes are measured (only jobs that run this long pay). */
+const WRITE_CHECK_INTERVAL_MS = 500;
+
+/** Bytes in the files under these directories (a job's working and temporary directories). */
+async function bytesUnder(dirs: string[]): Promise<number> {
+  let total = 0;
+  const walk = async (dir: string): Promise<void> => {
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        await walk(path);
+      } else if (entry.isFile()) {
+        total += (await lstat(path).catch(() => ({ size: 0 }))).size;
+      }
+    }
+  };
+  for (const dir of dirs) {
+    await walk(dir);
+  }
+  return total;
+}
+
+/**
+ * Measures what a running job has written every WRITE_CHECK_INTERVAL_MS and calls `exceeded`
+ * once it passes the limit (0: no limit). RLIMIT_FSIZE caps each file; this caps their sum.
+ */
+function watchWrites(dirs: string[], limitMb: number, exceeded: () => void): { stop(): void } {
+  if (limitMb <= 0) {
+    return { stop: () => undefined };
+  }
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) {
+      return;
+    }
+    checking = true;
+    void bytesUnder(dirs)
+      .then((bytes) => {
+        if (bytes > limitMb * MIB) {
+          clearInterval(timer);
+          exceeded();
+        }
+      })
+      .finally(() => (checking = false));
+  }, WRITE_CHECK_INTERVAL_MS);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
+
+function writeLimitOutcome(limits: JobLimits): ScriptRunOutcome {
+  return {
+    status: 'failed',
+    reason: 'limit',
+    message: `the job exceeded its limit of ${limits.writeMb} MiB of bytes written (R_MAX_WRITE_MB)`,
+  };
+}
+
+/** What the shell, R and parallel say when the kernel refuses a fork (RLIMIT_NPROC). */
+const FORK_REFUSED =
+  /\b(cannot|unable to) fork\b|fork: (retry: )?Resource temporarily unavailable/i;
+
+function processLimitOutcome(limits: JobLimits, detail: string): ScriptRunOutcome {
+  return {
+    status: 'failed',
+    reason: 'limit',
+    message: `the job reached its limit of ${limits.processes} processes and threads (R_MAX_PROCESSES)${detail ? `: ${detail}` : ''}`,
+  };
+}
+
+function cpuLimitOutcome(limits: JobLimits): ScriptRunOutcome {
+  return {
+    status: 'failed',
+    reason: 'limit',
+    message: `the job exceeded its CPU time limit of ${limits.cpuSeconds} s (R_CPU_LIMIT_SECONDS)`,
+  };
+}
+
+function fileLimitOutcome(limits: JobLimits): ScriptRunOutcome {
+  return {
+    status: 'failed',
+    reason: 'limit',
+    message: `the job exceeded its file size limit of ${limits.fileMb} MiB (R_MAX_FILE_MB)`,
+  };
+}
+
+/**
+ * Names the limit behind a failure where R's own words or the way R ended show it: an
+ * allocation refused under the memory limit, the CPU limit (R's time limit error), a fork
+ * refused under the process limit, a file at the size limit.
+ */
+async function namedLimit(
+  outcome: ScriptRunOutcome,
+  limits: JobLimits,
+  workDir: string,
+  privateDir: string,
+): Promise<ScriptRunOutcome> {
+  if (outcome.status === 'failed' && (outcome.reason === 'timeout' || outcome.reason === 'limit')) {
+    return outcome;
+  }
+  const written = Number(await readFile(join(privateDir, 'written.txt'), 'utf8').catch(() => '0'));
+  if (limits.writeMb > 0 && written > limits.writeMb * MIB) {
+    return writeLimitOutcome(limits);
+  }
+  const log = await readFile(join(workDir, R_LOG_FILE), 'utf8').catch(() => '');
+  // A fork refused under the process limit ends the job with that limit, even when the script
+  // carried on: the shell and R report it in the log.
+  if (limits.processes > 0 && FORK_REFUSED.test(log)) {
+    return processLimitOutcome(limits, outcome.status === 'failed' ? outcome.message : '');
+  }
+  if (outcome.status !== 'failed') {
+    return outcome;
+  }
+  const text = outcome.message;
+  if (limits.memoryMb > 0 && /cannot allocate (vector|memory)|memory exhausted/i.test(text)) {
+    return {
+      status: 'failed',
+      reason: 'limit',
+      message: `the job exceeded its memory limit of ${limits.memoryMb} MiB (R_MEMORY_LIMIT_MB): ${text}`,
+    };
+  }
+  if (/reached CPU time limit/i.test(text)) {
+    return cpuLimitOutcome(limits);
+  }
+  if (limits.processes > 0 && FORK_REFUSED.test(text)) {
+    return processLimitOutcome(limits, text);
+  }
+  if (limits.fileMb > 0 && (await hasFileAtLeast(workDir, limits.fileMb * MIB))) {
+    return fileLimitOutcome(limits);
+  }
+  return outcome;
+}
+
+async function hasFileAtLeast(dir: string, bytes: number): Promise<boolean> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory() ? await hasFileAtLeast(path, bytes) : false) {
+      return true;
+    }
+    if (entry.isFile() && (await lstat(path).catch(() => ({ size: 0 }))).size >= bytes) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /** The outcome of a forked run, in the same terms as a fresh process's. */

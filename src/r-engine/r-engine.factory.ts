@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
-import { findRscript, NativeREngine } from './native-r.engine';
+import { findRscript, NativeREngine, type NativeRConfig } from './native-r.engine';
 import type { REngine } from './r-engine';
 import { WebREngine } from './webr.engine';
 
@@ -9,11 +9,7 @@ export interface REngineLogger {
   warn(message: string): void;
 }
 
-export type REngineConfig = Pick<
-  AppConfig,
-  'rEngine' | 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'
-> &
-  Partial<Pick<AppConfig, 'rScriptMode' | 'jobTimeoutSeconds'>>;
+export type REngineConfig = Pick<AppConfig, 'rEngine'> & NativeRConfig;
 
 /**
  * Chooses the engine R_ENGINE asks for. `auto` takes native R when an Rscript is found, else

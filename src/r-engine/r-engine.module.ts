@@ -5,7 +5,9 @@ import {
   Module,
   OnApplicationShutdown,
   OnModuleInit,
+  Optional,
 } from '@nestjs/common';
+import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
 import { CatalogModule } from '../catalog/catalog.module';
 import { FUNCTION_CALL_ENGINE } from './function-call-engine';
@@ -17,11 +19,17 @@ import { R_ENGINE, REngine } from './r-engine';
 @Injectable()
 class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('REngine');
-  constructor(@Inject(R_ENGINE) private readonly engine: REngine) {}
+  constructor(
+    @Inject(R_ENGINE) private readonly engine: REngine,
+    @Optional() private readonly metrics?: MetricsService,
+  ) {}
 
   async onModuleInit(): Promise<void> {
     await this.engine.start();
-    this.logger.log(`R engine: ${this.engine.kind} (${await this.engine.version()})`);
+    this.metrics?.observeRSandbox(() => this.engine.sandbox);
+    this.logger.log(
+      `R engine: ${this.engine.kind} (${await this.engine.version()}), sandbox: ${this.engine.sandbox}`,
+    );
   }
 
   async onApplicationShutdown(): Promise<void> {

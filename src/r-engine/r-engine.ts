@@ -1,9 +1,12 @@
+import type { JobProgress } from './job-progress';
 /**
  * One interface for every way the service runs R. A script run happens in a working directory
  * on the host that the caller has prepared (job files, script, configuration.txt); the engine
  * leaves every file the script wrote in that directory and R's console output in `out.log`.
  */
 export type REngineKind = 'native' | 'webr';
+/** What isolates R code from the service: bubblewrap, nothing, or webR's WebAssembly machine. */
+export type RIsolation = 'bwrap' | 'none' | 'webassembly';
 
 export interface ScriptRunRequest {
   jobId: string;
@@ -14,14 +17,21 @@ export interface ScriptRunRequest {
   timeoutMs: number;
   /** Aborted when the worker gives the job up (lease lost, shutdown): stop R at once. */
   signal?: AbortSignal;
+  /** The job's application may use the network (APPLICATION_SETTINGS networkAllowed). */
+  network?: boolean;
   /** Called once per line that R writes to stdout or stderr. */
   onOutput?: (stream: 'stdout' | 'stderr', line: string) => void;
+  /** Called each time the script reports its progress with svc_progress. */
+  onProgress?: (progress: JobProgress) => void;
 }
 
 export type ScriptRunOutcome =
   | { status: 'succeeded' }
-  /** The script failed: an R error (message is R's own), an abnormal exit, or the time limit. */
-  | { status: 'failed'; reason: 'r-error' | 'exit' | 'timeout'; message: string };
+  /**
+   * The script failed: an R error (message is R's own), an abnormal exit, the time limit, or
+   * another limit of the sandbox (memory, CPU, processes, file size, bytes written), named.
+   */
+  | { status: 'failed'; reason: 'r-error' | 'exit' | 'timeout' | 'limit'; message: string };
 
 /** R could not be started or reached: the job was not run and may be retried elsewhere. */
 export class REngineUnavailableError extends Error {
@@ -32,6 +42,8 @@ export interface REngine {
   readonly kind: REngineKind;
   /** How many scripts it can run at once; a worker never claims more jobs than this. */
   readonly maxConcurrentRuns: number;
+  /** The isolation in force for R code (known after start()). */
+  readonly sandbox: RIsolation;
   /** Checks that R can run; throws with one clear line when it cannot. */
   start(): Promise<void>;
   /** `R.version.string`, e.g. "R version 4.2.2 Patched (2022-11-10 r83330)". */

@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createServer, type Server, type Socket } from 'node:net';
 import { Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
+import { applicationSettingsOf } from '../config/application-settings';
 import type {
   FunctionCallEngine,
   FunctionCallOutcome,
@@ -11,13 +9,28 @@ import type {
 } from './function-call-engine';
 import type { FunctionLibrary } from './function-library';
 import { REngineUnavailableError } from './r-engine';
-import { FrameReader } from './r-session-frame';
+import { RLauncher } from './r-launcher';
 import { RSession } from './r-session';
 
 export type RSessionPoolConfig = Pick<
   AppConfig,
-  'rHome' | 'rMemoryLimitMb' | 'functionSessions' | 'functionSessionMaxCalls'
-> & { rscript: string };
+  | 'rHome'
+  | 'rMemoryLimitMb'
+  | 'functionSessions'
+  | 'functionSessionMaxCalls'
+  | 'applicationSettings'
+  | 'resultRetentionHours'
+> &
+  Partial<Pick<AppConfig, 'rMaxProcesses' | 'rMaxFileMb'>> & {
+    rscript: string;
+    /**
+     * The node's launcher, final once the script engine has started (it chose the sandbox);
+     * without one, sessions start unsandboxed (R_SANDBOX=none).
+     */
+    launcher?: () => RLauncher;
+    /** Resolves when that launcher is final. */
+    launcherReady?: Promise<void>;
+  };
 
 /** Where the pool gets an application's library (FunctionLibraryService). */
 export interface FunctionLibrarySource {
@@ -25,23 +38,26 @@ export interface FunctionLibrarySource {
 }
 
 const START_TIMEOUT_MS = 30_000;
-const HELLO_TIMEOUT_MS = 5_000;
 /** After a session could not start, wait this long before the next attempt. */
 const RESTART_DELAY_MS = 1_000;
 
 interface Waiter {
   applicationName: string;
+  network: boolean;
   resolve: (session: RSession) => void;
   reject: (error: Error) => void;
 }
 
 /**
- * Warm native R sessions for function calls. `functionSessions` R processes start with the pool
- * and connect back to a loopback listener (a random token in their stdin says who they are);
- * each serves one call at a time. A session is replaced after an R error, a timeout (it is
- * killed), `functionSessionMaxCalls` calls, or its death; the call that was running when it died
- * fails as `session-died`, or runs again on another session if the request never reached it.
- * Waiting calls are served first come, first served, urgent ones (/process) first.
+ * Warm native R sessions for function calls. `functionSessions` R processes start with the pool;
+ * each serves one call at a time, and only calls of the application of its first call. A
+ * session is replaced after an R error, a timeout (it is killed), `functionSessionMaxCalls`
+ * calls, or its death, and when a call of another application needs it; the call that was
+ * running when it died fails as `session-died`, or runs again on another session if R never
+ * acknowledged the request. Waiting calls are served first come, first served, urgent ones
+ * (/process) first, except that a freed session goes to the first waiting call of its own
+ * application (see `release`). Sessions start without a network; one for an application whose
+ * settings allow the network (`networkAllowed`) is started with it, when a call needs it.
  */
 export class RSessionPool implements FunctionCallEngine {
   private readonly logger = new Logger('RSessionPool');
@@ -49,11 +65,10 @@ export class RSessionPool implements FunctionCallEngine {
   private readonly idle: RSession[] = [];
   private readonly waiting: Waiter[] = [];
   private readonly urgentWaiting: Waiter[] = [];
-  private readonly byToken = new Map<string, RSession>();
-  private server: Server | null = null;
-  private port = 0;
   private stopping = false;
   private lastStartError: Error | null = null;
+
+  private unsandboxed: RLauncher | undefined;
 
   constructor(
     private readonly config: RSessionPoolConfig,
@@ -62,17 +77,13 @@ export class RSessionPool implements FunctionCallEngine {
 
   async start(): Promise<void> {
     this.stopping = false;
-    const server = createServer((socket) => this.accept(socket));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    this.server = server;
-    this.port = (server.address() as { port: number }).port;
+    await this.config.launcherReady;
     const first = Array.from({ length: this.config.functionSessions }, () => this.spawn());
     try {
       await withTimeout(
         Promise.all(first.map((session) => session.ready())),
         START_TIMEOUT_MS,
-        'the R sessions did not connect',
+        'the R sessions did not say hello',
       );
     } catch (error) {
       await this.stop();
@@ -125,6 +136,11 @@ export class RSessionPool implements FunctionCallEngine {
   }
 
   /** Pids of the live sessions (tests kill one to prove a death is survived). */
+  /** Calls that R has acknowledged: killing their session fails them, never re-runs them. */
+  runningCalls(): number {
+    return [...this.sessions].filter((session) => session.running).length;
+  }
+
   pids(): number[] {
     return [...this.sessions].flatMap((session) => (session.pid ? [session.pid] : []));
   }
@@ -139,20 +155,20 @@ export class RSessionPool implements FunctionCallEngine {
     sessions.forEach((session) => session.kill('the pool stopped'));
     await Promise.all(sessions.map((session) => session.exited));
     this.idle.length = 0;
-    const server = this.server;
-    this.server = null;
-    if (server) {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
   }
 
   private acquire(request: FunctionCallRequest): Promise<RSession> {
     if (this.stopping) {
       return Promise.reject(new REngineUnavailableError('the R session pool has been stopped'));
     }
-    const session = this.takeIdle(request.applicationName);
+    const network = this.networkAllowed(request.applicationName);
+    const session = this.takeIdle(request.applicationName, network);
     if (session) {
       return Promise.resolve(session);
+    }
+    // Only sessions this call may not use are idle: one is replaced by a fresh one for it.
+    if (this.idle.length > 0) {
+      this.retire(this.idle[0]);
     }
     if (this.sessions.size === 0 && this.lastStartError) {
       return Promise.reject(
@@ -160,30 +176,52 @@ export class RSessionPool implements FunctionCallEngine {
       );
     }
     return new Promise<RSession>((resolve, reject) => {
-      const waiter = { applicationName: request.applicationName, resolve, reject };
+      const waiter = { applicationName: request.applicationName, network, resolve, reject };
       (request.urgent ? this.urgentWaiting : this.waiting).push(waiter);
     });
   }
 
-  /** An idle session, preferring one that already holds the application's library. */
-  private takeIdle(applicationName: string): RSession | undefined {
-    if (this.idle.length === 0) {
-      return undefined;
-    }
-    let index = this.idle.findIndex((session) => session.libraries.has(applicationName));
-    if (index < 0) {
-      index = this.idle.length - 1;
-    }
-    return this.idle.splice(index, 1)[0];
+  private networkAllowed(applicationName: string): boolean {
+    return applicationSettingsOf(this.config, applicationName).networkAllowed;
   }
 
-  private release(session: RSession): void {
-    const waiter = this.urgentWaiting.shift() ?? this.waiting.shift();
-    if (waiter) {
-      waiter.resolve(session);
-    } else {
-      this.idle.push(session);
+  /** Whether a call of that application (with that network setting) may run on the session. */
+  private fits(session: RSession, applicationName: string, network: boolean): boolean {
+    return session.application === null
+      ? session.network === network
+      : session.application === applicationName;
+  }
+
+  /** An idle session of the application, else one that has not served any application yet. */
+  private takeIdle(applicationName: string, network: boolean): RSession | undefined {
+    let index = this.idle.findIndex((session) => session.application === applicationName);
+    if (index < 0) {
+      index = this.idle.findIndex((session) => this.fits(session, applicationName, network));
     }
+    return index < 0 ? undefined : this.idle.splice(index, 1)[0];
+  }
+
+  /**
+   * A session is free: it goes to the first waiting call it may serve (urgent calls first). A
+   * session of one application that only calls of other applications wait for is replaced; its
+   * fresh successor serves the first of them. Sessions are replaced after
+   * `functionSessionMaxCalls` calls, so a busy application cannot hold them all for ever.
+   */
+  private release(session: RSession): void {
+    for (const queue of [this.urgentWaiting, this.waiting]) {
+      const index = queue.findIndex((waiter) =>
+        this.fits(session, waiter.applicationName, waiter.network),
+      );
+      if (index >= 0) {
+        queue.splice(index, 1)[0].resolve(session);
+        return;
+      }
+    }
+    if (this.urgentWaiting.length + this.waiting.length > 0) {
+      this.retire(session);
+      return;
+    }
+    this.idle.push(session);
   }
 
   private retire(session: RSession): void {
@@ -197,31 +235,42 @@ export class RSessionPool implements FunctionCallEngine {
     // The replacement is spawned when the exit is seen (see spawn).
   }
 
-  private spawn(): RSession {
-    const token = randomBytes(16).toString('hex');
-    const session = new RSession({
+  private launcher(): RLauncher {
+    this.unsandboxed ??= new RLauncher({
       rscript: this.config.rscript,
       rHome: this.config.rHome,
-      memoryLimitMb: this.config.rMemoryLimitMb,
-      port: this.port,
-      token,
+      sandbox: 'none',
+    });
+    return this.config.launcher?.() ?? this.unsandboxed;
+  }
+
+  /** Starts a session; with the network when the first waiting call needs it. */
+  private spawn(): RSession {
+    const network = (this.urgentWaiting[0] ?? this.waiting[0])?.network ?? false;
+    const session = new RSession({
+      network,
+      launcher: this.launcher(),
+      limits: {
+        // A session lives for many calls: each call has a timer, the session no CPU limit.
+        cpuSeconds: 0,
+        memoryBytes: this.config.rMemoryLimitMb * 1024 * 1024,
+        processes: this.config.rMaxProcesses ?? 0,
+        fileBytes: (this.config.rMaxFileMb ?? 0) * 1024 * 1024,
+      },
       onOutput: (stream, line) => this.logger.debug(`session ${session.id} ${stream}: ${line}`),
     });
     this.sessions.add(session);
-    this.byToken.set(token, session);
-    const helloTimer = setTimeout(() => session.kill('it did not connect'), START_TIMEOUT_MS);
+    const helloTimer = setTimeout(() => session.kill('it did not say hello'), START_TIMEOUT_MS);
     let connected = false;
     session.ready().then(
       () => {
         connected = true;
         clearTimeout(helloTimer);
-        this.byToken.delete(token);
         this.lastStartError = null;
         this.release(session);
       },
       (error: Error) => {
         clearTimeout(helloTimer);
-        this.byToken.delete(token);
         this.lastStartError = error;
       },
     );
@@ -254,36 +303,6 @@ export class RSessionPool implements FunctionCallEngine {
       }, RESTART_DELAY_MS).unref();
     });
     return session;
-  }
-
-  /** A session connecting back: its first frame must be `hello <token> <pid>`. */
-  private accept(socket: Socket): void {
-    let session: RSession | undefined;
-    const timer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
-    const reader = new FrameReader((fields) => {
-      if (session) {
-        session.onMessage(fields);
-        return;
-      }
-      const candidate = fields[0] === 'hello' ? this.byToken.get(fields[1] ?? '') : undefined;
-      clearTimeout(timer);
-      if (!candidate) {
-        socket.destroy();
-        return;
-      }
-      session = candidate;
-      this.byToken.delete(fields[1]);
-      session.attach(socket);
-    });
-    socket.on('data', (chunk: Buffer) => {
-      try {
-        reader.push(chunk);
-      } catch (error) {
-        socket.destroy();
-        session?.kill(`bad frame from R: ${(error as Error).message}`);
-      }
-    });
-    socket.on('error', () => undefined);
   }
 }
 

@@ -1,6 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import type { Socket } from 'node:net';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { chownSync, constants as fsConstants, mkdirSync, mkdtempSync, openSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -11,17 +12,16 @@ import {
 } from './function-call-engine';
 import type { FunctionLibrary } from './function-library';
 import { REngineUnavailableError } from './r-engine';
-import { encodeFrame } from './r-session-frame';
-import { rSourcePath } from './r-sources';
+import { encodeFrame, FrameReader } from './r-session-frame';
+import type { RLauncher, RLimits } from './r-launcher';
 
 export interface RSessionOptions {
-  rscript: string;
-  rHome: string | null;
-  /** Address-space limit of the session (prlimit --as); 0: none. */
-  memoryLimitMb: number;
-  /** Port of the pool's loopback listener the session connects back to. */
-  port: number;
-  token: string;
+  /** Starts R (sandbox, environment, limits): the same launcher as the node's script jobs. */
+  launcher: RLauncher;
+  /** Limits of the session's R; a call's time limit is the session's timer, not a CPU limit. */
+  limits: RLimits | null;
+  /** The session may open network connections (its application's `networkAllowed`). */
+  network: boolean;
   /** R's console output, line by line. */
   onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
 }
@@ -43,44 +43,37 @@ interface InFlight {
   timer: NodeJS.Timeout;
 }
 
-const PRLIMIT = '/usr/bin/prlimit';
-const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
-/** Library locations the operator may point R at; paths, never secrets. */
-const PASSED_R_VARIABLES = ['R_LIBS', 'R_LIBS_SITE', 'R_LIBS_USER'] as const;
-/** How long a dead session's connection may take to report its end. */
-const SOCKET_CLOSE_GRACE_MS = 1_000;
+/** How long a dead session's answer pipe may take to deliver its last frames. */
+const ANSWERS_CLOSE_GRACE_MS = 1_000;
 const FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string']);
-
-function canExecute(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 let nextSessionId = 1;
 
 /**
- * One long-lived R process (`r/session.R`) that serves function calls one at a time. It holds
- * the libraries it has loaded (one environment per application) and is told to reload one when
- * the service's copy is newer. It runs in its own process group and directory with a minimal
- * environment; killing it (timeout, abort, stop) kills everything it started.
+ * One long-lived R process (`r/session.R`) that serves function calls one at a time, for one
+ * application: the first call it serves makes it that application's session until it ends. It
+ * holds that application's library and is told to reload it when the service's copy is newer.
+ * Requests go to its stdin, answers come back on a FIFO in its directory (no network needed).
+ * It runs in its own process group and directory with a minimal environment; killing it
+ * (timeout, abort, stop) kills everything it started.
  */
 export class RSession {
   readonly id = nextSessionId++;
-  /** Application -> id of the library version this session has loaded. */
-  readonly libraries = new Map<string, number>();
+  /** Started with the network (only for an application that is allowed it). */
+  readonly network: boolean;
+  /** The application this session serves; null until its first call. */
+  application: string | null = null;
+  /** Id of the library version this session has loaded. */
+  private libraryId: number | null = null;
   calls = 0;
   private readonly child: ChildProcess;
   private readonly dir: string;
-  private socket: Socket | null = null;
+  private readonly answers: Socket;
+  private helloSeen = false;
   private current: InFlight | null = null;
   private dead = false;
-  private socketClosed = false;
+  private answersEnded = false;
   private processExited = false;
-  private requestUnread = false;
   private exitDescription = '';
   private readonly readyPromise: Promise<void>;
   private markReady: () => void = () => undefined;
@@ -88,20 +81,51 @@ export class RSession {
   readonly exited: Promise<void>;
 
   constructor(options: RSessionOptions) {
+    this.network = options.network;
     this.dir = mkdtempSync(join(tmpdir(), 'svc-session-'));
     mkdirSync(join(this.dir, 'tmp'));
+    const fifo = join(this.dir, 'answers');
+    execFileSync('mkfifo', ['-m', '600', fifo]);
+    // Opened before R: a FIFO read end that no writer has opened yet waits (no end of file);
+    // it ends once R and everything that inherited its write end are gone.
+    this.answers = new Socket({
+      fd: openSync(fifo, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK),
+      readable: true,
+      writable: false,
+    });
+    const reader = new FrameReader((fields) => this.onMessage(fields));
+    this.answers.on('data', (chunk: Buffer) => {
+      try {
+        reader.push(chunk);
+      } catch (error) {
+        this.kill(`bad frame from R: ${(error as Error).message}`);
+      }
+    });
+    this.answers.on('error', () => undefined);
+    // R's end of the pipe closes as R exits (or a sandbox's init ends it a moment later): wait
+    // for the exit, so that the call is settled with how R ended; a session that closed the
+    // pipe and lives on is of no use.
+    this.answers.on('close', () => {
+      this.answersEnded = true;
+      if (this.processExited) {
+        this.onGone(this.exitDescription);
+      } else {
+        setTimeout(() => this.kill('its answer pipe closed'), ANSWERS_CLOSE_GRACE_MS).unref();
+      }
+    });
     this.readyPromise = new Promise<void>((resolve, reject) => {
       this.markReady = resolve;
       this.markFailed = reject;
     });
     this.readyPromise.catch(() => undefined);
-    this.child = this.spawnR(options);
+    this.child = this.spawnR(options, fifo);
     this.exited = new Promise<void>((resolve) => {
       this.child.once('exit', (code, signal) => {
         this.exitDescription =
           signal !== null ? `R was killed by ${signal}` : `R exited with status ${String(code)}`;
         this.processExited = true;
-        this.onGone(this.exitDescription);
+        // What R left running (a background child) goes with it: it may hold the answer pipe.
+        this.kill(this.exitDescription);
         resolve();
       });
       // A process that could not be spawned (no such file) never emits 'exit'.
@@ -122,7 +146,6 @@ export class RSession {
       }
     }
     this.child.stdin?.on('error', () => undefined);
-    this.child.stdin?.end(`${options.token}\n`);
   }
 
   get pid(): number | undefined {
@@ -131,6 +154,11 @@ export class RSession {
 
   get alive(): boolean {
     return !this.dead;
+  }
+
+  /** R has acknowledged the call it runs (application code may be running). */
+  get running(): boolean {
+    return this.current?.started === true;
   }
 
   get busy(): boolean {
@@ -142,36 +170,39 @@ export class RSession {
     return this.readyPromise;
   }
 
-  /** The session connected back: from now on calls go over this socket. */
-  attach(socket: Socket): void {
-    if (this.dead) {
-      socket.destroy();
+  /** A message from R. */
+  private onMessage(fields: string[]): void {
+    if (!this.helloSeen) {
+      if (fields[0] !== 'hello') {
+        this.kill('R did not say hello');
+        return;
+      }
+      this.helloSeen = true;
+      this.markReady();
       return;
     }
-    this.socket = socket;
-    socket.setNoDelay(true);
-    socket.on('close', () => {
-      this.socketClosed = true;
-      this.kill('its connection closed');
-    });
-    // A reset means R died with our request unread in its socket (or was gone when we wrote):
-    // a clean close after a read would have been a FIN. So the call never ran.
-    socket.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code === 'ECONNRESET' || error.code === 'EPIPE') {
-        this.requestUnread = true;
-      }
-    });
-    this.markReady();
-  }
-
-  /** A message from R after its hello. */
-  onMessage(fields: string[]): void {
     const call = this.current;
     if (!call) {
       this.kill(`R sent an unexpected "${fields[0]}" message`);
       return;
     }
     const [kind, ...rest] = fields;
+    if (kind === 'started' && rest.length === 0 && !call.started) {
+      call.started = true;
+      return;
+    }
+    if (!call.started) {
+      this.kill('R answered a call it had not acknowledged');
+      return;
+    }
+    if (kind === 'progress' && rest.length === 2) {
+      // svc_progress in the function: a report, not the answer (r/progress.R checked it).
+      const fraction = Number(rest[0]);
+      if (Number.isFinite(fraction) && fraction >= 0 && fraction <= 1) {
+        call.request.onProgress?.({ fraction, message: rest[1].slice(0, 500) });
+      }
+      return;
+    }
     if (kind === 'ok' && rest.length === 1) {
       this.finish({
         outcome: { status: 'succeeded', value: rest[0] },
@@ -184,7 +215,7 @@ export class RSession {
       const reason = rest[0] as FunctionCallFailure;
       this.finish({
         outcome: { status: 'failed', reason, message: rest[1] },
-        started: call.started,
+        started: true,
         // An R error may have left the session in any state: it is not trusted again.
         reusable: reason !== 'r-error',
       });
@@ -195,13 +226,20 @@ export class RSession {
 
   /**
    * Runs one call. `library` is sent along when this session does not hold that version yet.
-   * Rejects only when the caller aborted (the session is then killed).
+   * A session serves only the application of its first call. Rejects only when the caller
+   * aborted (the session is then killed).
    */
   call(request: FunctionCallRequest, library: FunctionLibrary): Promise<SessionCallResult> {
-    if (this.dead || !this.socket || this.current) {
+    if (
+      this.dead ||
+      !this.helloSeen ||
+      this.current ||
+      (this.application !== null && this.application !== request.applicationName)
+    ) {
       return Promise.resolve(this.diedResult(request, false, 'the R session is not available'));
     }
-    const reload = this.libraries.get(request.applicationName) !== library.id;
+    this.application = request.applicationName;
+    const reload = this.libraryId !== library.id;
     const fields = [
       'call',
       request.applicationName,
@@ -213,7 +251,7 @@ export class RSession {
       for (const file of library.files) {
         fields.push(file.name, file.content);
       }
-      this.libraries.set(request.applicationName, library.id);
+      this.libraryId = library.id;
     }
     this.calls++;
     return new Promise<SessionCallResult>((resolve, reject) => {
@@ -250,8 +288,7 @@ export class RSession {
         onAbort();
         return;
       }
-      this.current.started = true;
-      this.socket?.write(encodeFrame(fields));
+      this.child.stdin?.write(encodeFrame(fields));
     });
   }
 
@@ -297,53 +334,44 @@ export class RSession {
     if (!this.dead) {
       this.dead = true;
       this.markFailed(new REngineUnavailableError(`R session ${this.id} ended: ${why}`));
-      rmSync(this.dir, { recursive: true, force: true });
-      // Let the connection report how it ended (reset or not) before the call is settled.
-      const socket = this.socket;
-      if (socket && !this.socketClosed) {
-        setTimeout(() => socket.destroy(), SOCKET_CLOSE_GRACE_MS).unref();
+      // A sandbox dies a moment after its launcher: R may still write while the directory goes.
+      void rm(this.dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch(
+        () => undefined,
+      );
+      // Let the answer pipe deliver what R wrote (its "started") before the call is settled.
+      if (!this.answersEnded) {
+        setTimeout(() => this.answers.destroy(), ANSWERS_CLOSE_GRACE_MS).unref();
       }
     }
-    // Settle once both ends are known: how R ended and how its connection ended.
+    // Settle once both ends are known: how R ended and what it had acknowledged.
     const call = this.current;
-    if (call && (this.socketClosed || !this.socket) && this.processExited) {
-      const started = call.started && !this.requestUnread;
-      this.finish(this.diedResult(call.request, started, this.exitDescription || why));
+    if (call && this.answersEnded && this.processExited) {
+      this.finish(this.diedResult(call.request, call.started, this.exitDescription || why));
     }
   }
 
-  private spawnR(options: RSessionOptions): ChildProcess {
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH ?? DEFAULT_PATH,
-      HOME: this.dir,
-      TMPDIR: join(this.dir, 'tmp'),
-      LANG: 'C.UTF-8',
-      LC_ALL: 'C.UTF-8',
-      R_ENVIRON_USER: join(this.dir, 'no-such-renviron'),
-    };
-    if (options.rHome) {
-      env.R_HOME = options.rHome;
-    }
-    for (const name of PASSED_R_VARIABLES) {
-      if (process.env[name] !== undefined) {
-        env[name] = process.env[name];
+  private spawnR(options: RSessionOptions, fifo: string): ChildProcess {
+    const { launcher } = options;
+    const tmp = join(this.dir, 'tmp');
+    // Sandboxed R runs as another user when the service is root: its directory becomes its own.
+    if (launcher.sandboxUid !== null) {
+      for (const path of [this.dir, tmp, fifo]) {
+        chownSync(path, launcher.sandboxUid, launcher.sandboxUid);
       }
     }
-    let command = options.rscript;
-    let args = [
-      '--no-init-file',
-      rSourcePath('session.R'),
-      String(options.port),
-      rSourcePath('call-function.R'),
-    ];
-    if (options.memoryLimitMb > 0 && canExecute(PRLIMIT)) {
-      args = [`--as=${options.memoryLimitMb * 1024 * 1024}`, '--', command, ...args];
-      command = PRLIMIT;
-    }
-    return spawn(command, args, {
+    return launcher.spawn({
+      args: [
+        launcher.rSource('session.R'),
+        fifo,
+        launcher.rSource('call-function.R'),
+        launcher.rSource('progress.R'),
+      ],
       cwd: this.dir,
-      env,
-      detached: true,
+      home: this.dir,
+      tmp,
+      writable: [this.dir],
+      network: options.network,
+      limits: options.limits,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
   }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, posix, resolve, sep } from 'node:path';
-import { WebR } from 'webr';
+import type { WebR } from 'webr';
 import type {
   FunctionCallEngine,
   FunctionCallFailure,
@@ -11,6 +11,7 @@ import type {
 } from './function-call-engine';
 import type { FunctionLibrarySource } from './r-session-pool';
 import { rSourcePath } from './r-sources';
+import { routeOutput } from './job-progress';
 import {
   R_LOG_FILE,
   REngineUnavailableError,
@@ -20,11 +21,23 @@ import {
 } from './r-engine';
 
 /**
- * webR loads R.wasm and its worker script from the package's own `dist/` directory (a file
- * path works as the base URL under Node). `require.resolve` finds it from jest (swc) and from
- * compiled JS alike: the package's "require" export is `dist/webr.cjs`.
+ * webR is an optional dependency (about 180 MB with what it brings): loaded on first use only, so
+ * an install without it (`npm ci --omit=optional`, the Docker image) runs native R. It loads
+ * R.wasm and its worker script from the package's own `dist/` directory (a file path works as
+ * the base URL under Node); the package's "require" export is `dist/webr.cjs`.
  */
-const WEBR_BASE_URL = dirname(require.resolve('webr')) + '/';
+async function loadWebR(): Promise<{ WebR: typeof WebR; baseUrl: string }> {
+  let module: typeof import('webr');
+  try {
+    module = await import('webr');
+  } catch (error) {
+    throw new Error(
+      `the optional package webr is not installed (${messageOf(error).split('\n')[0]}): install R (apt-get install r-base-core) or run npm install webr`,
+    );
+  }
+  return { WebR: module.WebR, baseUrl: dirname(require.resolve('webr')) + '/' };
+}
+
 const INIT_TIMEOUT_MS = 60_000;
 const HEALTH_TIMEOUT_MS = 10_000;
 const JOBS_DIR = '/jobs';
@@ -79,6 +92,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
   readonly kind = 'webr' as const;
   /** One instance runs one script at a time. */
   readonly maxConcurrentRuns = 1;
+  readonly sandbox = 'webassembly' as const;
   private webR: WebR | undefined;
   private starting: Promise<WebR> | undefined;
   private versionString = '';
@@ -92,6 +106,13 @@ export class WebREngine implements REngine, FunctionCallEngine {
   private waitingCalls = 0;
   /** call-function.R, shared with the native sessions; read once. */
   private callFunctionCode: string | undefined;
+  /** progress.R (svc_progress), shared with native R; read once. */
+  private progressSource: string | undefined;
+
+  private progressCode(): string {
+    this.progressSource ??= readFileSync(rSourcePath('progress.R'), 'utf8');
+    return this.progressSource;
+  }
 
   async start(): Promise<void> {
     this.stopped = false;
@@ -157,6 +178,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
         return this.guarded(
           `${request.functionName} of ${request.applicationName}`,
           request.timeoutMs,
+          request.signal,
           (webR) => this.evaluateCall(webR, request, library.files),
           () => ({
             status: 'failed',
@@ -215,7 +237,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
   }
 
   private async create(): Promise<WebR> {
-    const webR = new WebR({ baseUrl: WEBR_BASE_URL, interactive: false });
+    const { WebR, baseUrl } = await loadWebR();
+    const webR = new WebR({ baseUrl, interactive: false });
     try {
       await withTimeout(webR.init(), INIT_TIMEOUT_MS, 'webR start-up');
       this.versionString = await webR.evalRString('R.version.string');
@@ -240,6 +263,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
     return this.guarded(
       `job ${request.jobId}`,
       request.timeoutMs,
+      request.signal,
       (webR, state) => this.execute(webR, request, state),
       () => ({
         status: 'failed',
@@ -252,10 +276,12 @@ export class WebREngine implements REngine, FunctionCallEngine {
   /**
    * Runs work on the instance under a time limit. A run that loses the race against its limit
    * or stop() cannot be interrupted reliably: the instance is discarded (and a new one started).
+   * The same when the caller's `signal` aborts (a cancelled job): the run is given up at once.
    */
   private async guarded<T>(
     what: string,
     timeoutMs: number,
+    signal: AbortSignal | undefined,
     work: (webR: WebR, state: RunState) => Promise<T>,
     onTimeout: () => T,
   ): Promise<T> {
@@ -268,15 +294,27 @@ export class WebREngine implements REngine, FunctionCallEngine {
     const aborted = new Promise<'stopped'>((resolve) => {
       this.abortCurrent = () => resolve('stopped');
     });
+    let giveUp: (() => void) | undefined;
+    const cancelled = new Promise<'cancelled'>((resolve) => {
+      giveUp = () => resolve('cancelled');
+      signal?.addEventListener('abort', giveUp, { once: true });
+      if (signal?.aborted) {
+        resolve('cancelled');
+      }
+    });
     const running = work(webR, state);
     running.catch(() => undefined);
     try {
-      const first = await Promise.race([running, timedOut, aborted]);
-      if (first === 'timeout' || first === 'stopped') {
+      const first = await Promise.race([running, timedOut, aborted, cancelled]);
+      if (first === 'timeout' || first === 'stopped' || first === 'cancelled') {
         state.abandoned = true;
         this.discard(webR);
         if (first === 'stopped') {
           throw new REngineUnavailableError(`the webR engine was stopped while ${what} ran`);
+        }
+        if (first === 'cancelled') {
+          void this.instance().catch(() => undefined);
+          throw new REngineUnavailableError(`${what} was given up while it ran`);
         }
         // Start the replacement now so the next run does not pay for it.
         void this.instance().catch(() => undefined);
@@ -291,6 +329,9 @@ export class WebREngine implements REngine, FunctionCallEngine {
       throw new REngineUnavailableError(`webR failed while running ${what}: ${messageOf(error)}`);
     } finally {
       clearTimeout(timer);
+      if (giveUp) {
+        signal?.removeEventListener('abort', giveUp);
+      }
       this.abortCurrent = undefined;
     }
   }
@@ -306,6 +347,11 @@ export class WebREngine implements REngine, FunctionCallEngine {
     // Nothing is left in the global environment; quit() inside the function ends the instance.
     const code = `local({
       svc <- ${this.callFunctionCode}
+      if (!("svc" %in% search())) {
+        progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
+        attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
+               warn.conflicts = FALSE)
+      }
       lib <- tryCatch(
         svc$load(${app}, ${vector(files.map((f) => f.name))}, ${vector(files.map((f) => f.content))}),
         error = function(e) conditionMessage(e))
@@ -321,6 +367,13 @@ export class WebREngine implements REngine, FunctionCallEngine {
           captureConditions: false,
           captureGraphics: false,
         });
+        // The function's output is not kept; its progress reports are.
+        const output = routeOutput({ onProgress: request.onProgress });
+        for (const { type, data } of captured.output) {
+          if (type === 'stdout' && typeof data === 'string') {
+            data.split('\n').forEach((line) => output?.('stdout', line));
+          }
+        }
         const result = await captured.result.toJs();
         answer =
           result.type === 'character' && 'values' in result
@@ -356,7 +409,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
     request: ScriptRunRequest,
     state: RunState,
   ): Promise<ScriptRunOutcome> {
-    const { workDir, scriptName, onOutput } = request;
+    const { workDir, scriptName } = request;
     if (!(await stat(workDir)).isDirectory()) {
       throw new Error(`job ${request.jobId}: ${workDir} is not a directory`);
     }
@@ -395,8 +448,11 @@ export class WebREngine implements REngine, FunctionCallEngine {
         rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv())
       })
       setwd(${rString(vfsDir)})
+      progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
+      svc <- new.env(parent = globalenv())
+      svc$svc_progress <- progress$make(progress$printed)
       tryCatch({
-        source(${rString(scriptName)}, local = new.env(parent = globalenv()))
+        source(${rString(scriptName)}, local = new.env(parent = svc))
         character(0)
       }, error = function(e) {
         call <- conditionCall(e)
@@ -449,7 +505,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
     }
 
     await writeFile(join(workDir, R_LOG_FILE), lines.map(({ line }) => `${line}\n`).join(''));
-    lines.forEach(({ stream, line }) => onOutput?.(stream, line));
+    const output = routeOutput(request);
+    lines.forEach(({ stream, line }) => output?.(stream, line));
 
     const produced = await webR.evalRRaw(
       `list.files(${rString(vfsDir)}, recursive = TRUE, all.files = TRUE, no.. = TRUE)`,

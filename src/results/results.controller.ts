@@ -15,6 +15,8 @@ import {
   ResultView,
 } from '../common/representation/rest-representation';
 import { ResultMetadata, ResultRepository } from './result.repository';
+import { JobWaiter } from '../queue/job-waiter.service';
+import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
 import { sendResultData } from './result-data.response';
 
 /** Results are read in pages of this size when listed whole, so the list is never all in memory. */
@@ -49,6 +51,7 @@ export class ResultsController {
   constructor(
     private readonly config: AppConfig,
     private readonly results: ResultRepository,
+    private readonly waiter: JobWaiter,
   ) {}
 
   private links(req: Request): RestLinks {
@@ -74,7 +77,7 @@ export class ResultsController {
       null,
       offset,
     );
-    res.status(200).type(`${mediaType}; charset=utf-8`).setHeader('Vary', 'Accept');
+    res.status(200).type(`${mediaType}; charset=utf-8`).vary('Accept');
     const writer = new ResultsStreamWriter(format, (chunk) => res.write(chunk));
     let remaining = limit ?? Number.POSITIVE_INFINITY;
     try {
@@ -102,13 +105,22 @@ export class ResultsController {
     throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 
+  /** `?wait=N`: answers as soon as the result is stored, else as without it after N seconds. */
   @Get('results/:app/:jobId')
   async metadata(
     @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
+    @Query('wait') wait?: unknown,
   ): Promise<RestRepresentation> {
-    const result = await this.results.findMetadata(applicationName, jobId);
+    const waitMs = waitMilliseconds(wait, this.config.resultWaitMaxSeconds);
+    const find = (): Promise<ResultMetadata | null> =>
+      this.results.findMetadata(applicationName, jobId);
+    const result =
+      waitMs === null
+        ? await find()
+        : await this.waiter.waitFor(jobId, find, waitMs, { signal: clientGoneSignal(res) });
     if (!result) {
       throw ApiError.notFound(
         `No result for job ${jobId} of application ${applicationName} (not ready, or unknown).`,

@@ -58,7 +58,7 @@ const PRINCIPALS: Record<string, Principal | null> = {
   adminUser: principal('root', [], 'adminUser'),
 };
 
-type Action = 'script' | 'functionCall' | 'process' | 'read';
+type Action = 'script' | 'functionCall' | 'process' | 'read' | 'cancel';
 function question(action: Action, application: string): AccessQuestion {
   switch (action) {
     case 'script':
@@ -68,6 +68,8 @@ function question(action: Action, application: string): AccessQuestion {
       return { rule: 'functionCall', application };
     case 'read':
       return { rule: 'readResults', application };
+    case 'cancel':
+      return { rule: 'cancelJob', application };
   }
 }
 
@@ -85,6 +87,15 @@ function expected(who: string, action: Action, application: string): AccessDecis
   if (action === 'read') {
     return isUser ? 'allow' : 'hide';
   }
+  if (action === 'cancel') {
+    // Who may submit to the application (either kind), and its admins; others see nothing.
+    if (!isUser) {
+      return 'hide';
+    }
+    return isAdmin || entry.scriptSubmissionAllowed === true || entry.functionCallAllowed === true
+      ? 'allow'
+      : 'forbid';
+  }
   if (!isUser) {
     return 'forbid';
   }
@@ -98,7 +109,7 @@ describe('AccessPolicyService', () => {
     (authMode) => {
       const service = policy({ authMode });
       const cases = Object.keys(PRINCIPALS).flatMap((who) =>
-        (['script', 'functionCall', 'process', 'read'] as const).flatMap((action) =>
+        (['script', 'functionCall', 'process', 'read', 'cancel'] as const).flatMap((action) =>
           [...Object.keys(APPLICATIONS), 'unlisted'].map((app) => [who, action, app] as const),
         ),
       );

@@ -12,6 +12,7 @@ export type AccessQuestion =
   | { rule: 'submitJob'; application: string; kind: SubmissionKind }
   | { rule: 'functionCall'; application: string }
   | { rule: 'readResults'; application: string }
+  | { rule: 'cancelJob'; application: string }
   | { rule: 'applicationAdmin'; application: string }
   | { rule: 'globalAdmin' };
 
@@ -82,6 +83,14 @@ export class AccessPolicyService {
     const isUser = isAdmin || matches(principal, rules.userPrincipals, rules.userRoles);
     if (question.rule === 'readResults') {
       return isUser ? ALLOW : { outcome: 'hide' };
+    }
+    if (question.rule === 'cancelJob') {
+      if (!isUser) {
+        return { outcome: 'hide' };
+      }
+      return isAdmin || rules.scriptSubmissionAllowed === true || rules.functionCallAllowed === true
+        ? ALLOW
+        : forbid(`${principal.name} may not submit jobs to application ${question.application}.`);
     }
     if (!isUser) {
       return forbid(`${principal.name} may not use application ${question.application}.`);

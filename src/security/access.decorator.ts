@@ -9,11 +9,19 @@ import { SetMetadata } from '@nestjs/common';
  *   function call (XML/JSON body) from a script job (ZIP or form) by the Content-Type.
  * - `functionCall`: a synchronous function call for the application named by the request.
  * - `readResults`: read or delete results and job states of the application in the path.
+ * - `cancelJob`: cancel a job of the application in the path: its admins, and its users who
+ *   may submit jobs to it (script or function call); anyone else sees a 404, as for results.
  * - `applicationAdmin`: an admin of the application named by `X-SVC-Application-Name`.
  * - `globalAdmin`: a global admin (system-wide configuration).
  */
 export type AccessRule =
-  'public' | 'submitJob' | 'functionCall' | 'readResults' | 'applicationAdmin' | 'globalAdmin';
+  | 'public'
+  | 'submitJob'
+  | 'functionCall'
+  | 'readResults'
+  | 'cancelJob'
+  | 'applicationAdmin'
+  | 'globalAdmin';
 
 export const ACCESS_RULE = 'svc:access-rule';
 

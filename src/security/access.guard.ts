@@ -95,6 +95,7 @@ export class AccessGuard implements CanActivate {
       case 'applicationAdmin':
         return { rule, application: applicationNameFromHeader(req) };
       case 'readResults':
+      case 'cancelJob':
         return {
           rule,
           application: checkApplicationName(param(req, 'app'), 'The application name in the path'),

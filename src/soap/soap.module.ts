@@ -3,7 +3,6 @@ import { JobsModule } from '../jobs/jobs.module';
 import { QueueModule } from '../queue/queue.module';
 import { ResultsModule } from '../results/results.module';
 import { SecurityModule } from '../security/security.module';
-import { ResultWaiter } from './result-waiter.service';
 import { SoapJobService } from './soap-job.service';
 import { SoapService } from './soap.service';
 import { WsdlService } from './wsdl.service';
@@ -15,7 +14,7 @@ import { WsdlService } from './wsdl.service';
  */
 @Module({
   imports: [JobsModule, QueueModule, ResultsModule, SecurityModule],
-  providers: [WsdlService, ResultWaiter, SoapJobService, SoapService],
+  providers: [WsdlService, SoapJobService, SoapService],
   exports: [WsdlService, SoapService],
 })
 export class SoapModule {}

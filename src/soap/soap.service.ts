@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
+import { JobRepository } from '../jobs/job.repository';
 import { ResultRepository } from '../results/result.repository';
 import { writeMtomResponse } from './mtom-writer';
 import { SoapFault } from './soap-fault';
@@ -14,7 +15,7 @@ import {
   SoapRequestLimits,
 } from './soap-request-reader';
 import { answerPayloads, loadResult, resultEnvelope } from './soap-result';
-import { ResultWaiter } from './result-waiter.service';
+import { JobWaiter } from '../queue/job-waiter.service';
 
 /** The SOAPAction of `Process` as the WSDL declares it. */
 export const PROCESS_ACTION = 'urn:svc:soap:Process';
@@ -40,8 +41,9 @@ export class SoapService {
   constructor(
     private readonly config: AppConfig,
     private readonly soapJobs: SoapJobService,
-    private readonly waiter: ResultWaiter,
+    private readonly waiter: JobWaiter,
     private readonly results: ResultRepository,
+    private readonly jobs: JobRepository,
   ) {}
 
   private get limits(): SoapRequestLimits {
@@ -59,10 +61,10 @@ export class SoapService {
     res.on('close', () => clientGone.abort());
     const timeoutSeconds = this.config.soapTimeoutSeconds;
     const ready = await this.waiter.waitFor(
-      job.applicationName,
       job.jobId,
+      () => this.results.findMetadata(job.applicationName, job.jobId),
       timeoutSeconds * 1000,
-      clientGone.signal,
+      { signal: clientGone.signal },
     );
     if (clientGone.signal.aborted) {
       this.logger.log(`job ${job.jobId}: the SOAP client left before its result was ready`);
@@ -80,6 +82,16 @@ export class SoapService {
           `${timeoutSeconds} s (SOAP_TIMEOUT_SECONDS). It stays queued or running; ` +
           `fetch its result later at ${resultUri}.`,
       );
+    }
+    if (!result.success) {
+      const stored = await this.jobs.findOne(job.applicationName, job.jobId);
+      if (stored?.cancelledAt) {
+        throw new SoapFault(
+          'Server',
+          `Job ${job.jobId} of application ${job.applicationName} was cancelled by ` +
+            `${stored.cancelledBy ?? 'anonymous'} at ${stored.cancelledAt.toISOString()}.`,
+        );
+      }
     }
     const answer = await answerPayloads(result, job.singleZip);
     try {

@@ -68,7 +68,7 @@ export class PendingMigrationsError extends Error {
   constructor(pending: string[]) {
     super(
       `The database has ${pending.length} pending migration(s) (${pending.join(', ')}). ` +
-        'Run `npm run migration:run` against it, or set MIGRATIONS_RUN=true to apply them at start-up.',
+        'Run `svc migrate run` (or `npm run migration:run`) against it, or set MIGRATIONS_RUN=true to apply them at start-up.',
     );
   }
 }

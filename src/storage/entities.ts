@@ -1,6 +1,7 @@
 import { CatalogFileEntity } from '../catalog/catalog-file.entity';
 import { JobFileChunkEntity } from '../jobs/job-file-chunk.entity';
 import { JobFileEntity } from '../jobs/job-file.entity';
+import { JobLogLineEntity } from '../jobs/job-log-line.entity';
 import { JobEntity } from '../jobs/job.entity';
 import { ResultChunkEntity } from '../results/result-chunk.entity';
 import { ResultEntity } from '../results/result.entity';
@@ -9,6 +10,7 @@ export const ENTITIES = [
   JobEntity,
   JobFileEntity,
   JobFileChunkEntity,
+  JobLogLineEntity,
   ResultEntity,
   ResultChunkEntity,
   CatalogFileEntity,

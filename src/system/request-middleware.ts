@@ -1,18 +1,30 @@
-import { Injectable, NestMiddleware } from '@nestjs/common';
+import { Injectable, Logger, NestMiddleware } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
 import type { NextFunction, Request, Response } from 'express';
 import { requestIdMiddleware } from '../common/log-context';
 import { HttpMetricsMiddleware } from '../metrics/http-metrics.middleware';
+import { followRequest } from './access-log';
 
 /**
- * The two request-wide middlewares as one: the request id of the log lines, then (inside its log
- * context) the HTTP timing of the metrics. Registered once, so Express matches one layer per
+ * The request-wide middlewares as one: the request id of the log lines, then (inside its log
+ * context) the access log line (ACCESS_LOG) and the HTTP timing of the metrics. Registered once, so Express matches one layer per
  * request instead of two (each registered middleware is a router layer of its own).
  */
 @Injectable()
 export class RequestMiddleware implements NestMiddleware {
-  constructor(private readonly metrics: HttpMetricsMiddleware) {}
+  private readonly accessLog = new Logger('Access');
+
+  constructor(
+    private readonly metrics: HttpMetricsMiddleware,
+    private readonly config: AppConfig,
+  ) {}
 
   use(req: Request, res: Response, next: NextFunction): void {
-    requestIdMiddleware(req, res, () => this.metrics.use(req, res, next));
+    requestIdMiddleware(req, res, () => {
+      if (this.config.accessLog) {
+        followRequest(req, res, (fields) => this.accessLog.log(fields));
+      }
+      this.metrics.use(req, res, next);
+    });
   }
 }

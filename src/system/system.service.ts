@@ -132,6 +132,7 @@ export class SystemService implements BeforeApplicationShutdown {
       version: VERSION,
       rEngine: this.engine?.kind ?? this.configuredEngine(),
       rVersion,
+      rSandbox: this.engine?.sandbox ?? 'none',
       maxMemory: totalmem(),
       freeMemory: freemem(),
       osLoadAverage: loadavg()[0],

@@ -613,6 +613,12 @@ describe('bad input to the REST API (SPEC §3, §4, §5.1, §12)', () => {
         title: 'POST /jobs/demo/<uuid>',
         status: 405,
         request: call('POST', `/jobs/demo/${UNKNOWN_JOB}`),
+        allow: 'GET, HEAD, DELETE',
+      },
+      {
+        title: 'POST /jobs/demo/<uuid>/log',
+        status: 405,
+        request: call('POST', `/jobs/demo/${UNKNOWN_JOB}/log`),
         allow: 'GET, HEAD',
       },
       {

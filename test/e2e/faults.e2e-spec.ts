@@ -149,7 +149,13 @@ describeWithNativeR('an R job orphaned by a killed service (SPEC §10 limits)', 
   it('is ended by the kernel CPU limit even though the service’s timers died with it', async () => {
     const database = await createTestDatabase();
     const service = await spawnService(
-      testEnvironment(database, { R_ENGINE: 'native', JOB_TIMEOUT_SECONDS: '1' }),
+      // Without the sandbox: the test follows R's pid on the host. In the sandbox, R dies with
+      // the service at once (bubblewrap's --die-with-parent), before any limit.
+      testEnvironment(database, {
+        R_ENGINE: 'native',
+        JOB_TIMEOUT_SECONDS: '1',
+        R_SANDBOX: 'none',
+      }),
     );
     try {
       const zip = await makeZip([

@@ -100,13 +100,105 @@ describe('log lines carry the request id and the job id', () => {
     // R's output, which arrives through the engine's callbacks, is among them.
     expect(jobLines.map((l) => l.msg)).toContain('R stdout: hello from R');
     // Every line about the job (its own context, R's output) has the id as a field.
+    // (The access log's lines of the client's polls are the requests', not the job's.)
     const aboutJob = lines().filter(
-      (l) => l.context === `job ${token.jobId}` || l.msg.includes(token.jobId),
+      (l) =>
+        l.context !== 'Access' &&
+        (l.context === `job ${token.jobId}` || l.msg.includes(token.jobId)),
     );
     expect(aboutJob.length).toBeGreaterThanOrEqual(2);
     for (const line of aboutJob) {
       expect(line).toMatchObject({ jobId: token.jobId });
       expect(line.requestId).toBeUndefined();
     }
+  });
+});
+
+interface AccessLine extends LogLine {
+  method: string;
+  path: string;
+  status: number;
+  bytes: number;
+  durationMs: number;
+  application?: string;
+}
+
+/** The access log (ACCESS_LOG): one structured line per HTTP request, credentials masked. */
+describe('the access log', () => {
+  let database: TestDatabase;
+  const services: ServiceProcess[] = [];
+
+  const accessLines = (service: ServiceProcess): AccessLine[] =>
+    service
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as AccessLine)
+      .filter((line) => line.context === 'Access');
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    const env = testEnvironment(database, { ...ADMIN_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'json' });
+    services.push(await spawnService(env));
+    services.push(await spawnService({ ...env, ACCESS_LOG: 'false', MIGRATIONS_RUN: 'false' }));
+  });
+  afterAll(async () => {
+    for (const service of services) {
+      service.child.kill('SIGTERM');
+      await service.exited();
+    }
+    await database?.drop();
+  });
+
+  it('writes one line per request with its method, path, status, bytes, time and application', async () => {
+    const [service] = services;
+    const answer = await request(
+      `${service.url}${REST}/results/accessapp?limit=5&api_key=k-secret-1&password=p-secret-2`,
+      {
+        headers: {
+          Authorization: ADMIN_AUTHORIZATION,
+          'X-Request-Id': 'access-log-1',
+        },
+      },
+    );
+    expect(answer.status).toBe(200);
+    const line = await waitFor(
+      async () => Promise.resolve(accessLines(service).find((l) => l.requestId === 'access-log-1')),
+      5000,
+      'the access line',
+    );
+    expect(line).toMatchObject({
+      level: 30,
+      method: 'GET',
+      path: '/svc/api/rest/results/accessapp?limit=5&api_key=[redacted]&password=[redacted]',
+      status: 200,
+      application: 'accessapp',
+    });
+    expect(line.bytes).toBeGreaterThan(answer.body.length);
+    expect(typeof line.durationMs).toBe('number');
+    expect(accessLines(service).filter((l) => l.requestId === 'access-log-1')).toHaveLength(1);
+    const output = service.output();
+    for (const secret of ['k-secret-1', 'p-secret-2', ADMIN_AUTHORIZATION]) {
+      expect(output).not.toContain(secret);
+    }
+  });
+
+  it('logs errors too, and nothing with ACCESS_LOG=false', async () => {
+    const [on, off] = services;
+    for (const service of services) {
+      const answer = await request(`${service.url}${REST}/jobs/demo/not-a-uuid`, {
+        headers: { 'X-Request-Id': 'access-log-2' },
+      });
+      expect(answer.status).toBe(400);
+    }
+    await waitFor(
+      async () =>
+        Promise.resolve(
+          accessLines(on).find((l) => l.requestId === 'access-log-2' && l.status === 400),
+        ),
+      5000,
+      'the access line of the 400',
+    );
+    expect(accessLines(off)).toEqual([]);
   });
 });

@@ -7,11 +7,12 @@ import { RSessionPool } from '../../src/r-engine/r-session-pool';
 import { parseXml, REST, request } from '../support/rest-client';
 import {
   functionCallEngine,
+  LEAVING_FUNCTIONS,
   loadTestCatalog,
   post,
   waitUntilBusy,
 } from '../support/function-calls';
-import { runCli } from '../support/service-process';
+import { runSvc } from '../support/service-process';
 import { startTestService, TestService, testEnvironment, waitFor } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
 
@@ -167,11 +168,7 @@ describe('POST /process (SPEC §5.3)', () => {
       try {
         mkdirSync(join(dir, 'reload', 'R_FUNCTIONS'), { recursive: true });
         writeFileSync(join(dir, 'reload', 'R_FUNCTIONS', 'f.R'), version(2));
-        const loaded = await runCli(
-          'cli/catalog-load.js',
-          [dir],
-          testEnvironment(service.database),
-        );
+        const loaded = await runSvc(['catalog', 'load', dir], testEnvironment(service.database));
         expect(loaded.output).toMatch(/updated reload\/R_FUNCTIONS\/f.R/);
         expect(loaded.code).toBe(0);
       } finally {
@@ -182,6 +179,30 @@ describe('POST /process (SPEC §5.3)', () => {
   });
 
   itWithSessions(
+    'an application sees nothing another application left in R (globals, options, files …)',
+    async () => {
+      const catalog = service.app.get(CatalogService);
+      for (const app of ['leaver', 'looker']) {
+        await catalog.putFile(app, 'R_FUNCTIONS', 'leave.R', Buffer.from(LEAVING_FUNCTIONS));
+      }
+      const as = async (app: string, body: string): Promise<string> => {
+        const answer = await post(service, 'process', 'application/json', body, {
+          'X-SVC-Application-Name': app,
+        });
+        expect(answer.status).toBe(200);
+        return answer.text;
+      };
+      const paths = await as('leaver', 'leave');
+      expect(await as('leaver', `look ${paths}`)).toBe(
+        'global,fun,option,env,namespace,cwdFile,files',
+      );
+      for (let i = 0; i < 3; i++) {
+        expect(await as('looker', `look ${paths}`)).toBe('');
+      }
+    },
+  );
+
+  itWithSessions(
     'a session killed mid-call: that call fails cleanly (400), the next one succeeds',
     async () => {
       const engine = functionCallEngine(service);
@@ -189,7 +210,8 @@ describe('POST /process (SPEC §5.3)', () => {
         throw new Error('R_ENGINE is not webr, so the engine should be the native session pool');
       }
       const running = post(service, 'process', 'application/json', 'sleep', CALLS);
-      await waitUntilBusy(service);
+      // Killed before R acknowledged it, the call would rightly run again on another session.
+      await waitFor(() => Promise.resolve(engine.runningCalls() > 0), 30000, 'R running the call');
       const before = engine.pids();
       for (const pid of before) {
         process.kill(-pid, 'SIGKILL');

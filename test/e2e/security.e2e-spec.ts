@@ -699,11 +699,13 @@ describe('deny by default', () => {
   });
 });
 
-describe('npm run hash-secret', () => {
-  const cli = join(__dirname, '..', '..', 'dist', 'src', 'cli', 'hash-secret.js');
+describe('svc hash-secret', () => {
+  const cli = join(__dirname, '..', '..', 'bin', 'svc.js');
   function run(args: string[], input: string): Promise<{ code: number; stdout: string }> {
     return new Promise((resolve) => {
-      const child = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [cli, 'hash-secret', ...args], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       let stdout = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
       child.once('exit', (code) => resolve({ code: code ?? -1, stdout }));

@@ -13,6 +13,7 @@ import {
   waitFor,
 } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
+import { findBwrap } from '../../src/r-engine/r-launcher';
 import { makeZip } from '../support/zip-fixtures';
 
 const SYSTEM = `${REST}/system`;
@@ -35,7 +36,10 @@ describe('system endpoints (SPEC §9)', () => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService();
+    // metricsapp is known by its settings (others by their catalog files); other names are not.
+    service = await startTestService({
+      APPLICATION_SETTINGS: JSON.stringify({ metricsapp: {} }),
+    });
   });
   afterAll(async () => {
     await service?.stop();
@@ -75,6 +79,7 @@ describe('system endpoints (SPEC §9)', () => {
         'version',
         'rEngine',
         'rVersion',
+        'rSandbox',
         'maxMemory',
         'freeMemory',
         'osLoadAverage',
@@ -86,6 +91,12 @@ describe('system endpoints (SPEC §9)', () => {
       rVersion: expect.stringMatching(/^R version \d+\.\d+/),
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
     });
+    // webR isolates by WebAssembly; native R on a machine with bubblewrap (CI) by bwrap.
+    expect(info.rSandbox).toBe(
+      info.rEngine === 'webr' ? 'webassembly' : findBwrap() ? 'bwrap' : 'none',
+    );
+    const metrics = await request(`${service.url}/metrics`);
+    expect(metrics.text).toContain(`svc_r_sandbox{sandbox="${String(info.rSandbox)}"} 1`);
     for (const key of ['uptime', 'maxMemory', 'freeMemory', 'osLoadAverage']) {
       expect([key, typeof info[key]]).toEqual([key, 'number']);
     }
@@ -140,6 +151,29 @@ describe('system endpoints (SPEC §9)', () => {
     expect(size).toBeGreaterThanOrEqual(1);
     expect({ busy, idle, waiting }).toEqual({ busy: 0, idle: size, waiting: 0 });
   });
+
+  it('metrics: application names the service does not know are counted as other', async () => {
+    const counted = async (application: string): Promise<string | undefined> => {
+      const families = parseMetrics((await request(`${service.url}/metrics`)).text);
+      return sample(families, 'svc_jobs_finished_total', { application, source: 'rest' })?.value;
+    };
+    const otherBefore = Number((await counted('other')) ?? 0);
+    const knownBefore = Number((await counted('metricsapp')) ?? 0);
+    const invented = ['invented_a1', 'invented_b2', 'invented_c3'];
+    for (const application of [...invented, 'metricsapp']) {
+      expect(await runJob(service.url, application, 'writeLines("ok", "ok.txt")\n')).toBe('true');
+    }
+    await waitFor(
+      async () => Number(await counted('metricsapp')) === knownBefore + 1,
+      10000,
+      'the metricsapp counter',
+    );
+    expect(Number(await counted('other'))).toBe(otherBefore + 3);
+    const text = (await request(`${service.url}/metrics`)).text;
+    for (const application of invented) {
+      expect(text).not.toContain(application);
+    }
+  });
 });
 
 describe('system endpoints on a node of role api (R for /process only)', () => {
@@ -167,7 +201,11 @@ describe('metrics of a node of role worker (no API server)', () => {
 
   beforeAll(async () => {
     port = await freePort();
-    service = await startTestService({ ROLE: 'worker', WORKER_METRICS_PORT: String(port) });
+    service = await startTestService({
+      ROLE: 'worker',
+      WORKER_METRICS_PORT: String(port),
+      APPLICATION_SETTINGS: JSON.stringify({ workerapp: {} }),
+    });
   });
   afterAll(async () => {
     await service?.stop();

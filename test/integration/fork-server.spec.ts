@@ -5,6 +5,9 @@ import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engi
 import { REngineUnavailableError, type ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 const config: NativeRConfig = {
+  // The engine's own mechanics (pids, process groups, files read while R runs) are checked
+  // without a sandbox; test/integration/r-sandbox.native.spec.ts checks them inside bubblewrap.
+  rSandbox: 'none',
   rHome: null,
   rscriptPath: null,
   rMemoryLimitMb: 600,
@@ -149,8 +152,8 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     const server = engine.forkServerPid;
     const workDir = await job('x <- list()\nrepeat x[[length(x) + 1L]] <- numeric(1e7)');
     const outcome = await run(workDir);
-    expect(outcome).toMatchObject({ status: 'failed', reason: 'r-error' });
-    expect(outcome.status === 'failed' && outcome.message).toMatch(/cannot allocate/);
+    expect(outcome).toMatchObject({ status: 'failed', reason: 'limit' });
+    expect(outcome.status === 'failed' && outcome.message).toMatch(/memory limit.*cannot allocate/);
     expect(engine.forkServerPid).toBe(server);
     expect(await engine.healthy()).toBe(true);
   });

@@ -230,13 +230,33 @@ describe('queue repository', () => {
     const id = await submit();
     await queue.claim('w', 1, 30, null);
     await queue.complete(id, 'w', ok);
-    expect(await queue.deleteResultsOlderThan(1)).toBe(0);
+    expect(await queue.deleteExpiredResults(1)).toBe(0);
     await dataSource.query(
       `UPDATE result SET result_time = now() - interval '2 hours' WHERE job_id = $1`,
       [id],
     );
-    expect(await queue.deleteResultsOlderThan(1)).toBe(1);
+    expect(await queue.deleteExpiredResults(0)).toBe(0);
+    expect(await queue.deleteExpiredResults(1)).toBe(1);
     expect(await dataSource.query('SELECT id FROM job WHERE id = $1', [id])).toEqual([]);
+  });
+
+  it("applies an application's own retention before the default", async () => {
+    const id = await submit();
+    await queue.claim('w', 1, 30, null);
+    await queue.complete(id, 'w', ok);
+    await dataSource.query(
+      `UPDATE result SET result_time = now() - interval '2 hours' WHERE job_id = $1`,
+      [id],
+    );
+    const [{ application_name: app }] = await dataSource.query<Array<{ application_name: string }>>(
+      'SELECT application_name FROM job WHERE id = $1',
+      [id],
+    );
+    // Kept by its application's 0 (and by a longer period) although the default would delete it.
+    expect(await queue.deleteExpiredResults(1, { [app]: 0 })).toBe(0);
+    expect(await queue.deleteExpiredResults(1, { [app]: 3 })).toBe(0);
+    // Deleted by its application's period although the default keeps results.
+    expect(await queue.deleteExpiredResults(0, { other: 1, [app]: 1 })).toBe(1);
   });
 
   describe('QueueNotifier.onResultReady', () => {

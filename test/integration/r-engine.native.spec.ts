@@ -6,6 +6,9 @@ import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engi
 import { R_LOG_FILE, REngineUnavailableError } from '../../src/r-engine/r-engine';
 
 const config: NativeRConfig = {
+  // The engine's own mechanics (pids, process groups, files read while R runs) are checked
+  // without a sandbox; test/integration/r-sandbox.native.spec.ts checks them inside bubblewrap.
+  rSandbox: 'none',
   rHome: null,
   rscriptPath: null,
   rMemoryLimitMb: 0,
@@ -220,8 +223,8 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
     });
     expect(outcome.status).toBe('failed');
     expect(outcome).toMatchObject({
-      reason: 'r-error',
-      message: expect.stringMatching(/cannot allocate/),
+      reason: 'limit',
+      message: expect.stringMatching(/memory limit of 200 MiB.*cannot allocate/),
     });
     expect(existsSync(join(big, 'big.txt'))).toBe(false);
   });

@@ -90,6 +90,39 @@ const cases: [string, RestRepresentation][] = [
     },
   ],
   [
+    'jobStatus, running, with progress',
+    {
+      element: 'jobStatus',
+      value: {
+        jobId: JOB_ID,
+        applicationName: 'demo',
+        state: 'RUNNING',
+        submissionTime: T,
+        startTime: new Date(T.getTime() + 5),
+        attempts: 1,
+        resultUri: `${BASE}/results/demo/${JOB_ID}`,
+        progress: { fraction: 0.4, message: 'fitting the model <&>' },
+      },
+    },
+  ],
+  [
+    'jobStatus, cancelled',
+    {
+      element: 'jobStatus',
+      value: {
+        jobId: JOB_ID,
+        applicationName: 'demo',
+        state: 'DONE',
+        submissionTime: T,
+        startTime: new Date(T.getTime() + 5),
+        finishTime: new Date(T.getTime() + 700),
+        attempts: 1,
+        resultUri: `${BASE}/results/demo/${JOB_ID}`,
+        cancellation: { by: 'alice <&>', time: new Date(T.getTime() + 700) },
+      },
+    },
+  ],
+  [
     'errorResult, with characters XML cannot carry',
     {
       element: 'errorResult',
@@ -114,6 +147,7 @@ const cases: [string, RestRepresentation][] = [
         version: '0.1.0',
         rEngine: 'native',
         rVersion: 'R version 4.4.1 (2024-06-14)',
+        rSandbox: 'bwrap',
         maxMemory: 8_589_934_592,
         freeMemory: 123_456_789,
         osLoadAverage: 1.5,

@@ -23,6 +23,40 @@ svcJsonService <- function(payload) {
 }
 `;
 
+/**
+ * R functions that probe the isolation of applications: payload `leave` leaves every kind of
+ * state an application can leave in R behind (a global variable and function, an option, an
+ * environment variable, a loaded namespace, files in the working and temp directories) and
+ * answers the files' paths, one per line; `look <paths>` answers, comma-separated, which of it
+ * the calling session sees ("" when none).
+ */
+export const LEAVING_FUNCTIONS = `
+svcJsonService <- function(payload) {
+  if (payload == "leave") {
+    assign("leaked", "A", envir = globalenv())
+    assign("svcLeak", function() "A", envir = globalenv())
+    options(svc.leak = "A")
+    Sys.setenv(SVC_LEAK = "A")
+    loadNamespace("splines")
+    writeLines("A", "leak.txt")
+    writeLines("A", file.path(tempdir(), "leak.txt"))
+    writeLines("A", file.path(Sys.getenv("TMPDIR"), "leak.txt"))
+    return(paste(c(file.path(getwd(), "leak.txt"), file.path(tempdir(), "leak.txt"),
+                   file.path(Sys.getenv("TMPDIR"), "leak.txt")), collapse = "\n"))
+  }
+  paths <- strsplit(sub("^look ", "", payload), "\n")[[1L]]
+  seen <- c(
+    global = exists("leaked", envir = globalenv()),
+    fun = exists("svcLeak", envir = globalenv()),
+    option = !is.null(getOption("svc.leak")),
+    env = nzchar(Sys.getenv("SVC_LEAK")),
+    namespace = "splines" %in% loadedNamespaces(),
+    cwdFile = file.exists("leak.txt"),
+    files = any(file.exists(paths)))
+  paste(names(seen)[seen], collapse = ",")
+}
+`;
+
 /** Loads the repository's demo catalog (a server database starts empty) and the test application. */
 export async function loadTestCatalog(service: TestService): Promise<void> {
   const catalog = service.app.get(CatalogService);

@@ -88,17 +88,31 @@ export async function runCli(
   args: string[],
   env: NodeJS.ProcessEnv,
 ): Promise<{ code: number; output: string }> {
-  const child = spawn(
-    process.execPath,
-    [join(__dirname, '..', '..', 'dist', 'src', script), ...args],
-    {
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  return runNode(join(__dirname, '..', '..', 'dist', 'src', script), args, env);
+}
+
+/** Runs the `svc` command line as an operator would (package.json's bin, on the built dist). */
+export async function runSvc(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; output: string; stdout: string }> {
+  return runNode(join(__dirname, '..', '..', 'bin', 'svc.js'), args, env);
+}
+
+async function runNode(
+  file: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; output: string; stdout: string }> {
+  const child = spawn(process.execPath, [file, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? -1)));
-  return { code, output };
+  const code = await new Promise<number>((resolve) => child.once('close', (c) => resolve(c ?? -1)));
+  return { code, output, stdout };
 }

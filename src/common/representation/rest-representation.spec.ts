@@ -44,6 +44,7 @@ const nodeInfo: NodeInformationView = {
   serverInfo: 'svc/0.1.0 (Node.js v20)',
   version: '0.1.0',
   rEngine: 'webr',
+  rSandbox: 'webassembly',
   rVersion: 'R version 4.4.1',
   maxMemory: 4294967296,
   freeMemory: 1073741824,

@@ -48,6 +48,10 @@ export interface JobStatusView {
   finishTime?: Date | null;
   attempts: number;
   resultUri: string;
+  /** Set when the job was cancelled: who (principal or "anonymous") and when. */
+  cancellation?: { by: string; time: Date } | null;
+  /** The last progress its R code reported with svc_progress. */
+  progress?: { fraction: number; message: string } | null;
 }
 
 export interface ErrorResultView {
@@ -67,6 +71,8 @@ export interface NodeInformationView {
   version: string;
   rEngine: 'native' | 'webr';
   rVersion: string;
+  /** What isolates R code on this node: bwrap, none, or webassembly (webR). */
+  rSandbox: 'bwrap' | 'none' | 'webassembly';
   /** Bytes. */
   maxMemory: number;
   /** Bytes. */
@@ -214,6 +220,24 @@ function toNode(rep: RestRepresentation): Node {
           attempts: v.attempts,
           resultUri: v.resultUri,
         },
+        children: [
+          ...(v.progress
+            ? [
+                {
+                  name: 'progress',
+                  attributes: { fraction: v.progress.fraction, message: v.progress.message },
+                },
+              ]
+            : []),
+          ...(v.cancellation
+            ? [
+                {
+                  name: 'cancellation',
+                  attributes: { by: v.cancellation.by, time: v.cancellation.time },
+                },
+              ]
+            : []),
+        ],
       };
     }
     case 'errorResult':
@@ -232,6 +256,7 @@ function toNode(rep: RestRepresentation): Node {
           version: v.version,
           rEngine: v.rEngine,
           rVersion: v.rVersion,
+          rSandbox: v.rSandbox,
           maxMemory: Math.trunc(v.maxMemory),
           freeMemory: Math.trunc(v.freeMemory),
           osLoadAverage: v.osLoadAverage,

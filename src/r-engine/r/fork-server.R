@@ -4,6 +4,7 @@
 # Protocol, one line per message:
 #   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir>   (fields URL-encoded)
 #                            PING
+#                            KILL <token>   (sandboxed: kill the job and everything it left)
 #   server -> svc (stdout):  READY <pid> <R.version.string>
 #                            STARTED <token> <child pid>
 #                            ENDED <token> ok | r-error | exit <status> | died
@@ -23,8 +24,16 @@ local({
   closeStdout <- get("closeStdout", asNamespace("parallel"))
   closeStderr <- get("closeStderr", asNamespace("parallel"))
   cpuLimit <- as.numeric(Sys.getenv("SVC_FORK_CPU_LIMIT", "0"))
-  Sys.unsetenv("SVC_FORK_CPU_LIMIT")
+  # Alone in a sandbox (its own PID namespace, one job at a time): every process there but this
+  # server, its reader and the sandbox's init (pid 1) belongs to the job that runs or ran last.
+  sandboxed <- identical(Sys.getenv("SVC_FORK_SANDBOXED"), "1")
+  Sys.unsetenv(c("SVC_FORK_CPU_LIMIT", "SVC_FORK_SANDBOXED"))
   defaultJit <- compiler::enableJIT(-1L)
+  # svc_progress for the jobs, on the search path that every child inherits.
+  progress <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[1L]], keep.source = FALSE))
+  attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
+         warn.conflicts = FALSE)
+  rm(progress)
 
   say <- function(...) {
     cat(paste(...), "\n", sep = "")
@@ -67,6 +76,11 @@ local({
       try(flush.console(), silent = TRUE)
       # Not closeAllConnections(): its full gc() would touch, and so copy, the whole shared heap.
       for (con in getAllConnections()[-(1:3)]) try(close(getConnection(con)), silent = TRUE)
+      # Bytes written by the job (R and the programs it waited for): svc checks them against
+      # the job's limit.
+      io <- tryCatch(readLines("/proc/self/io"), error = function(e) character(0L))
+      try(writeLines(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)),
+                     file.path(privateDir, "written.txt")), silent = TRUE)
       exitChild(code, send = status)
     }
     tryCatch(
@@ -93,6 +107,8 @@ local({
         replace("quit", stopR)
         replace("q", stopR)
         compiler::enableJIT(defaultJit)
+        # The CPU limit as an R error that names it; the kernel's limit stays the backstop.
+        if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
       },
       error = function(e) finish(paste("setup", conditionMessage(e)), 70L)
     )
@@ -136,6 +152,13 @@ local({
   })
   invisible(gc())
 
+  # Kills every process of the job (and what it left behind): all but ourselves.
+  sweep <- function() {
+    pids <- suppressWarnings(as.integer(list.files("/proc", pattern = "^[0-9]+$")))
+    victims <- setdiff(pids, c(1L, Sys.getpid(), reader$pid))
+    if (length(victims) > 0L) tools::pskill(victims, tools::SIGKILL)
+  }
+
   jobs <- list() # child pid (as a name) -> list(token)
   say("READY", Sys.getpid(), R.version.string)
 
@@ -143,6 +166,8 @@ local({
     fields <- strsplit(line, " ", fixed = TRUE)[[1L]]
     if (identical(fields[[1L]], "PING")) {
       say("PONG", 1 + 1)
+    } else if (identical(fields[[1L]], "KILL") && sandboxed) {
+      sweep()
     } else if (identical(fields[[1L]], "RUN") && length(fields) == 5L) {
       args <- vapply(fields[-1L], utils::URLdecode, "")
       child <- tryCatch(fork(), error = function(e) e)
@@ -182,7 +207,10 @@ local({
       } else if (!is.null(jobs[[key]])) {
         # The status comes just before the child's exit: a background process the job started
         # may hold the child's pipe open long after, so the job ends with the status message.
-        say("ENDED", jobs[[key]]$token, if (is.raw(message)) unserialize(message) else "died")
+        status <- if (is.raw(message)) unserialize(message) else "died"
+        # Nothing a job started outlives it: the next job on this slot must not be watched.
+        if (sandboxed) sweep()
+        say("ENDED", jobs[[key]]$token, status)
         jobs[[key]] <- NULL
       }
     }

@@ -1,31 +1,34 @@
 # A warm R session of the function-call pool (src/r-engine/r-session.ts).
 #
-# Reads a token from stdin, connects to the pool on 127.0.0.1:<port> (first argument), says
-# hello, then serves calls one at a time until the connection closes. The protocol runs on that
-# connection only; R's own console output (print, cat, message, warnings) stays on stdout and
-# stderr, which the service logs. Frames are described in r-session-frame.ts; the call itself
-# is call-function.R (second argument).
+# Needs no network: requests arrive on stdin, answers go to a FIFO in the session's directory
+# (first argument), opened once. The protocol runs on those two pipes only; R's own console
+# output (print, cat, message, warnings, and whatever C code or a child process writes) stays on
+# stdout and stderr, which the service logs. Frames are described in r-session-frame.ts; the call
+# itself is call-function.R (second argument).
 #
+# Hello:    "hello", pid, once the FIFO is open.
 # Request:  "call", app, function name, payload, reload ("1" or "0"), then name/content pairs
 #           of the application's R_FUNCTIONS files when reload is "1".
-# Answer:   "ok", value  or  "fail", reason, message, written with one call: R cannot turn off
-#           Nagle's algorithm on its socket, and a second small write would wait for the
-#           delayed ACK of the first (about 40 ms).
+# Answers:  "started" as soon as a whole request has been read (before any application code
+#           runs: a session that dies before it is seen never ran the call), then any number
+#           of "progress", fraction, message (svc_progress in the function), then
+#           "ok", value  or  "fail", reason, message. Each frame is written with one call.
+#
+# A session belongs to the first application it serves (the pool never sends it another one,
+# and it refuses one anyway): what a call leaves behind (globals, options, environment
+# variables, loaded packages, files) is only ever seen by calls of the same application.
 local({
-  port <- as.integer(commandArgs(trailingOnly = TRUE)[[1L]])
-  input <- file("stdin")
-  token <- readLines(input, n = 1L, warn = FALSE)
-  close(input)
-  con <- socketConnection("127.0.0.1", port, blocking = TRUE, open = "r+b",
-                          timeout = 2147483L)
-  libraries <- new.env(parent = emptyenv())
+  con <- file("stdin", "rb")
+  answers <- file(commandArgs(trailingOnly = TRUE)[[1L]], "wb", raw = TRUE)
+  owner <- NULL
+  held <- NULL
 
   read_exactly <- function(n) {
     out <- raw(0L)
     while (length(out) < n) {
       chunk <- readBin(con, "raw", n - length(out))
       if (length(chunk) == 0L) {
-        quit(save = "no", status = 0L)  # the service closed the connection
+        quit(save = "no", status = 0L)  # the service closed stdin
       }
       out <- c(out, chunk)
     }
@@ -57,30 +60,41 @@ local({
       c(u32_bytes(length(bytes)), bytes)
     })
     body <- unlist(parts, use.names = FALSE)
-    writeBin(c(u32_bytes(length(body)), body), con)
-    flush(con)
+    writeBin(c(u32_bytes(length(body)), body), answers)
+    flush(answers)
   }
   svc <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[2L]], keep.source = FALSE))
+  # svc_progress for the functions: a "progress" frame while the call runs.
+  progress <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[3L]], keep.source = FALSE))
+  attach(list(svc_progress = progress$make(function(fraction, message) {
+    send(c("progress", format(fraction, digits = 6L), message))
+  })), name = "svc", warn.conflicts = FALSE)
+  rm(progress)
 
   serve <- function(fields) {
     app <- fields[[2L]]
+    if (is.null(owner)) {
+      owner <<- app
+    } else if (!identical(owner, app)) {
+      return(c("fail", "r-error", "this R session belongs to another application"))
+    }
     if (fields[[5L]] == "1") {
-      if (exists(app, envir = libraries, inherits = FALSE)) rm(list = app, envir = libraries)
+      held <<- NULL
       files <- fields[-(1:5)]
       odd <- which(seq_along(files) %% 2L == 1L)
       lib <- tryCatch(svc$load(app, files[odd], files[odd + 1L]),
                       error = function(e) conditionMessage(e))
       if (is.character(lib)) return(c("fail", "r-error", lib))
-      assign(app, lib, envir = libraries)
+      held <<- lib
     }
-    lib <- if (exists(app, envir = libraries, inherits = FALSE)) get(app, envir = libraries)
-    svc$call(lib, app, fields[[3L]], fields[[4L]])
+    svc$call(held, app, fields[[3L]], fields[[4L]])
   }
 
   options(warn = 1L)
-  send(c("hello", token, as.character(Sys.getpid())))
+  send(c("hello", as.character(Sys.getpid())))
   repeat {
     fields <- tryCatch(read_message(), error = function(e) conditionMessage(e))
+    send("started")
     if (length(fields) == 1L) {
       send(c("fail", "r-error", paste("the request cannot be an R string:", fields)))
     } else if (length(fields) >= 5L && fields[[1L]] == "call") {

@@ -1,0 +1,68 @@
+import { Injectable } from '@nestjs/common';
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { QueueRepository } from '../queue/queue.repository';
+import { JobState } from './job.entity';
+import { resultData } from './job-result';
+
+/** Who cancels when no one is authenticated (AUTH_MODE=none). */
+export const ANONYMOUS = 'anonymous';
+
+/**
+ * What a cancel did: `stopped` a queued job (it will never run: nothing is left to do),
+ * `stopping` a running one (its result is stored; its node is stopping R), or nothing because
+ * the job had `finished` already or is `unknown`.
+ */
+export type CancelOutcome = 'stopped' | 'stopping' | 'finished' | 'unknown';
+
+/** The text of a cancelled job's result (success=false, type txt). */
+export function cancellationText(
+  applicationName: string,
+  jobId: string,
+  cancelledBy: string,
+  cancelledAt: Date,
+): string {
+  return (
+    `Job ${jobId} of application ${applicationName} was cancelled by ${cancelledBy} ` +
+    `at ${cancelledAt.toISOString()}.\n`
+  );
+}
+
+/**
+ * Cancels jobs for every front end. The job ends at once in the database (DONE, with the
+ * cancellation result); the worker holding it learns of it from the result-ready notification
+ * (WorkerService) and aborts its run.
+ */
+@Injectable()
+export class JobCancellationService {
+  constructor(
+    private readonly queue: QueueRepository,
+    private readonly notifier: QueueNotifier,
+  ) {}
+
+  async cancel(
+    applicationName: string,
+    jobId: string,
+    cancelledBy: string | null,
+  ): Promise<CancelOutcome> {
+    const by = cancelledBy ?? ANONYMOUS;
+    // Millisecond precision, as the database stores it, so the text and cancelledAt agree.
+    const at = new Date();
+    const text = cancellationText(applicationName, jobId, by, at);
+    const before = await this.queue.cancel(
+      applicationName,
+      jobId,
+      by,
+      at,
+      resultData(false, 'txt', 'text/plain; charset=utf-8', Buffer.from(text, 'utf8')),
+    );
+    if (before === null) {
+      return 'unknown';
+    }
+    if (before === JobState.DONE) {
+      return 'finished';
+    }
+    // This node's waiters and its worker hear of it at once; other nodes through the NOTIFY.
+    this.notifier.resultStored(jobId);
+    return before === JobState.QUEUED ? 'stopped' : 'stopping';
+  }
+}

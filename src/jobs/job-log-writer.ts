@@ -1,0 +1,96 @@
+import { Logger } from '@nestjs/common';
+import type { JobProgress } from '../r-engine/job-progress';
+import { JobLogRepository, LogLine } from './job-log.repository';
+
+/** How often buffered lines are written while R runs. */
+export const LOG_FLUSH_MS = 250;
+
+/**
+ * Collects one run's output lines and writes them in batches (every LOG_FLUSH_MS), so they reach
+ * the database as R prints them without a statement per line. Past `maxBytes` of line text the
+ * rest is cut, with one note line saying so.
+ */
+export class JobLogWriter {
+  private readonly logger = new Logger(JobLogWriter.name);
+  private pending: LogLine[] = [];
+  private bytes = 0;
+  private cut = false;
+  /** The last progress report not yet written. */
+  private latestProgress: JobProgress | undefined;
+  private timer: NodeJS.Timeout | null = null;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly repository: JobLogRepository,
+    private readonly jobId: string,
+    private nextSeq: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  static async open(
+    repository: JobLogRepository,
+    jobId: string,
+    maxBytes: number,
+  ): Promise<JobLogWriter> {
+    return new JobLogWriter(repository, jobId, await repository.nextSeq(jobId), maxBytes);
+  }
+
+  add(stream: 'stdout' | 'stderr', line: string): void {
+    if (this.cut) {
+      return;
+    }
+    const size = Buffer.byteLength(line, 'utf8');
+    if (this.bytes + size > this.maxBytes) {
+      this.cut = true;
+      this.push(
+        'svc',
+        `[output cut: the log of a job keeps at most ${this.maxBytes} bytes (JOB_LOG_MAX_BYTES)]`,
+      );
+      return;
+    }
+    this.bytes += size;
+    this.push(stream, line);
+  }
+
+  /**
+   * A progress report: a `progress` line in the log (not counted against the cap) and the job's
+   * last progress, both written with the next batch.
+   */
+  progress(progress: JobProgress): void {
+    this.latestProgress = progress;
+    this.push('progress', JSON.stringify(progress));
+  }
+
+  private push(stream: LogLine['stream'], line: string): void {
+    this.pending.push({ seq: this.nextSeq++, stream, time: new Date(), line });
+    this.timer ??= setTimeout(() => {
+      this.timer = null;
+      void this.flush();
+    }, LOG_FLUSH_MS);
+  }
+
+  /** Writes what is buffered; batches are written in order. */
+  flush(): Promise<void> {
+    const batch = this.pending;
+    const progress = this.latestProgress;
+    this.pending = [];
+    this.latestProgress = undefined;
+    this.writing = this.writing.then(() =>
+      this.repository.append(this.jobId, batch, progress).catch((error: Error) => {
+        this.logger.warn(
+          `job ${this.jobId}: could not store ${batch.length} log line(s): ${error.message}`,
+        );
+      }),
+    );
+    return this.writing;
+  }
+
+  /** The run is over: writes the rest. */
+  async close(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    await this.flush();
+  }
+}

@@ -1,0 +1,347 @@
+import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { chown, lstat, readdir } from 'node:fs/promises';
+import { delimiter, dirname, join } from 'node:path';
+import { rSourcePath } from './r-sources';
+
+/** What isolates native R: bubblewrap namespaces, or nothing but the process boundary. */
+export type SandboxKind = 'bwrap' | 'none';
+export const R_SANDBOX_SETTINGS = ['auto', 'bwrap', 'none'] as const;
+export type RSandboxSetting = (typeof R_SANDBOX_SETTINGS)[number];
+
+/** Per-process limits of an R run, set with prlimit; 0 leaves one unset. */
+export interface RLimits {
+  cpuSeconds: number;
+  memoryBytes: number;
+  /** Processes and threads of the sandbox's user (RLIMIT_NPROC); enforced inside the sandbox only. */
+  processes: number;
+  /** Largest file R or a program it starts may write (RLIMIT_FSIZE). */
+  fileBytes: number;
+}
+
+export interface RLaunchRequest {
+  /** Arguments after `Rscript --no-init-file`. */
+  args: string[];
+  /** Working directory (must be one of `writable`, or below one, when sandboxed). */
+  cwd: string;
+  home: string;
+  /** TMPDIR for R and the programs it starts. */
+  tmp: string;
+  /** Host directories R may write, mounted at the same path. Nothing else is writable. */
+  writable: string[];
+  /** Host directories R may read besides the system (e.g. the service's R sources). */
+  readable?: string[];
+  /** Share the host's network; otherwise R has only a loopback of its own. */
+  network: boolean;
+  limits: RLimits | null;
+  /** Variables for R besides the minimal environment (never secrets). */
+  env?: Record<string, string>;
+  stdio: StdioOptions;
+}
+
+export interface RLauncherOptions {
+  rscript: string;
+  rHome: string | null;
+  sandbox: SandboxKind;
+  /**
+   * A copy of the service's own R programs (r/) that R reads, outside the checkout: a sandbox
+   * binds this directory, so no path of the service's installation is visible to R.
+   */
+  sourcesDir?: string | null;
+}
+
+const PRLIMIT = '/usr/bin/prlimit';
+const SETPRIV = '/usr/bin/setpriv';
+const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
+/** Library locations the operator may point R at; paths, never secrets. */
+const PASSED_R_VARIABLES = ['R_LIBS', 'R_LIBS_SITE', 'R_LIBS_USER'] as const;
+/** The unprivileged user R runs as when the service runs as root (nobody). */
+const SANDBOX_UID = 65534;
+/**
+ * The parts of /etc that R and the libraries it loads read: R's own settings, the BLAS/LAPACK
+ * alternatives, fonts, the linker cache, the time zone. Not the rest of /etc (it may hold
+ * credentials such as /etc/postgresql or a .pgpass-like file of the operator).
+ */
+const ETC_FOR_R = [
+  '/etc/R',
+  '/etc/alternatives',
+  '/etc/fonts',
+  '/etc/ld.so.cache',
+  '/etc/ld.so.conf',
+  '/etc/ld.so.conf.d',
+  '/etc/localtime',
+  '/etc/timezone',
+  '/etc/mime.types',
+];
+/** What name resolution and TLS need, for applications allowed the network. */
+const ETC_FOR_NETWORK = [
+  '/etc/resolv.conf',
+  '/etc/hosts',
+  '/etc/nsswitch.conf',
+  '/etc/host.conf',
+  '/etc/gai.conf',
+  '/etc/ssl',
+  '/etc/ca-certificates',
+  '/etc/services',
+  '/etc/protocols',
+];
+
+export function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** bwrap on the PATH, or null. */
+export function findBwrap(): string | null {
+  for (const dir of (process.env.PATH ?? DEFAULT_PATH).split(delimiter)) {
+    if (dir && isExecutable(join(dir, 'bwrap'))) {
+      return join(dir, 'bwrap');
+    }
+  }
+  return null;
+}
+
+/** Kills a process group (a launched R and whatever it started outside a sandbox). */
+export function killProcessGroup(child: ChildProcess): void {
+  if (child.pid === undefined) {
+    return;
+  }
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/**
+ * The one place native R processes start: script jobs (spawn mode), the fork servers, the
+ * function-call sessions and the engine's probes. It gives R a minimal environment (never the
+ * service's), prlimit limits, its own process group, and with `bwrap` a sandbox: its own mount,
+ * PID, IPC, UTS, cgroup, user and (unless allowed) network namespaces, a read-only view of the
+ * system (/usr and the parts of /etc that R needs), and nothing writable but the directories the
+ * caller names. When the service runs as root, R runs as the unprivileged user nobody, so that
+ * the process limit (RLIMIT_NPROC) applies and the files it creates are not root's.
+ */
+export class RLauncher {
+  readonly sandbox: SandboxKind;
+  private readonly bwrap: string | null;
+  /** The uid R runs as in the sandbox when it differs from the service's (service is root). */
+  readonly sandboxUid: number | null;
+
+  constructor(private readonly options: RLauncherOptions) {
+    this.sandbox = options.sandbox;
+    this.bwrap = options.sandbox === 'bwrap' ? findBwrap() : null;
+    this.sandboxUid =
+      options.sandbox === 'bwrap' && process.getuid?.() === 0 && isExecutable(SETPRIV)
+        ? SANDBOX_UID
+        : null;
+  }
+
+  get rscript(): string {
+    return this.options.rscript;
+  }
+
+  /** The path R reads one of the service's R programs from (fork-server.R, session.R, …). */
+  rSource(name: string): string {
+    return this.options.sourcesDir ? join(this.options.sourcesDir, name) : rSourcePath(name);
+  }
+
+  /** Starts R; throws synchronously when the program cannot be spawned. */
+  spawn(request: RLaunchRequest): ChildProcess {
+    const { command, args } = this.commandLine(request);
+    return spawn(command, args, {
+      cwd: request.cwd,
+      env: this.environment(request),
+      detached: true,
+      stdio: request.stdio,
+    });
+  }
+
+  /**
+   * Makes a directory (and what is in it) writable by sandboxed R: when R runs as another user
+   * than the service, the directory is handed to that user. The service, root, still reads and
+   * removes it.
+   */
+  async makeWritable(dir: string): Promise<void> {
+    const uid = this.sandboxUid;
+    if (uid === null) {
+      return;
+    }
+    const walk = async (path: string): Promise<void> => {
+      await chown(path, uid, uid);
+      if ((await lstat(path)).isDirectory()) {
+        for (const entry of await readdir(path)) {
+          await walk(join(path, entry));
+        }
+      }
+    };
+    await walk(dir);
+  }
+
+  /** The program and arguments that start R for this request (prlimit, setpriv, bwrap). */
+  commandLine(request: RLaunchRequest): { command: string; args: string[] } {
+    const r = [this.options.rscript, '--no-init-file', ...request.args];
+    const limits = request.limits ? limitArguments(request.limits) : [];
+    const limited =
+      limits.length > 0 && isExecutable(PRLIMIT) ? [PRLIMIT, ...limits, '--', ...r] : r;
+    if (this.sandbox !== 'bwrap' || !this.bwrap) {
+      return { command: limited[0], args: limited.slice(1) };
+    }
+    const sandboxed = [this.bwrap, ...this.bwrapArguments(request), '--', ...limited];
+    // As root, bwrap would keep uid 0 (limits such as RLIMIT_NPROC do not apply to root).
+    const command =
+      this.sandboxUid !== null
+        ? [
+            SETPRIV,
+            `--reuid=${this.sandboxUid}`,
+            `--regid=${this.sandboxUid}`,
+            '--clear-groups',
+            '--',
+            ...sandboxed,
+          ]
+        : sandboxed;
+    return { command: command[0], args: command.slice(1) };
+  }
+
+  private bwrapArguments(request: RLaunchRequest): string[] {
+    const args = [
+      '--unshare-all',
+      ...(request.network ? ['--share-net'] : []),
+      '--die-with-parent',
+      // A new session: R cannot push characters into the terminal of the service (TIOCSTI).
+      '--new-session',
+      '--ro-bind',
+      '/usr',
+      '/usr',
+      '--symlink',
+      'usr/lib',
+      '/lib',
+      '--symlink',
+      'usr/lib64',
+      '/lib64',
+      '--symlink',
+      'usr/bin',
+      '/bin',
+      '--symlink',
+      'usr/sbin',
+      '/sbin',
+    ];
+    const readable = new Set<string>(request.readable ?? []);
+    readable.add(dirname(this.rSource('session.R')));
+    if (this.options.rHome && !this.options.rHome.startsWith('/usr/')) {
+      readable.add(this.options.rHome);
+    }
+    if (!this.options.rscript.startsWith('/usr/')) {
+      readable.add(dirname(dirname(this.options.rscript)));
+    }
+    for (const path of [...ETC_FOR_R, ...(request.network ? ETC_FOR_NETWORK : [])]) {
+      args.push('--ro-bind-try', path, path);
+    }
+    for (const path of readable) {
+      args.push('--ro-bind', path, path);
+    }
+    args.push('--proc', '/proc', '--dev', '/dev');
+    // A read-only /tmp: R's temporary files go to the private directory (TMPDIR).
+    args.push('--perms', '0555', '--dir', '/tmp');
+    for (const path of request.writable) {
+      args.push('--bind', path, path);
+    }
+    // Nothing of the sandbox's own skeleton (/, /dev, /dev/shm) stays writable: jobs that share
+    // a sandbox in turn (a fork server's slot) could leave files there for the next one.
+    args.push('--remount-ro', '/dev', '--remount-ro', '/');
+    args.push('--chdir', request.cwd);
+    return args;
+  }
+
+  private environment(request: RLaunchRequest): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH ?? DEFAULT_PATH,
+      HOME: request.home,
+      TMPDIR: request.tmp,
+      LANG: 'C.UTF-8',
+      LC_ALL: 'C.UTF-8',
+      // A job file named .Renviron must not configure the job's R.
+      R_ENVIRON_USER: join(request.tmp, 'no-such-renviron'),
+      ...request.env,
+    };
+    if (this.options.rHome) {
+      env.R_HOME = this.options.rHome;
+    }
+    for (const name of PASSED_R_VARIABLES) {
+      if (process.env[name] !== undefined) {
+        env[name] = process.env[name];
+      }
+    }
+    return env;
+  }
+}
+
+/** A line of R evaluated in a scratch directory of its own, no network, no limits (probes). */
+export function evaluation(code: string, dir: string): RLaunchRequest {
+  return {
+    args: ['-e', code],
+    cwd: dir,
+    home: dir,
+    tmp: dir,
+    writable: [dir],
+    network: false,
+    limits: null,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  };
+}
+
+function limitArguments(limits: RLimits): string[] {
+  const args: string[] = [];
+  if (limits.cpuSeconds > 0) {
+    // R's own time limit (setTimeLimit) fires first and names the limit; the kernel's, a second
+    // later (SIGXCPU, then SIGKILL), ends code that never returns to R's interpreter.
+    args.push(`--cpu=${limits.cpuSeconds + 1}:${limits.cpuSeconds + 2}`);
+  }
+  if (limits.memoryBytes > 0) {
+    args.push(`--as=${limits.memoryBytes}`);
+  }
+  if (limits.processes > 0) {
+    args.push(`--nproc=${limits.processes}`);
+  }
+  if (limits.fileBytes > 0) {
+    args.push(`--fsize=${limits.fileBytes}`);
+  }
+  return args;
+}
+
+/**
+ * Whether R runs in bubblewrap here: starts R once in the sandbox and checks its answer.
+ * Returns null when it works, else the reason (one line).
+ */
+export function probeSandbox(
+  options: Omit<RLauncherOptions, 'sandbox'>,
+  dir: string,
+): string | null {
+  if (!findBwrap()) {
+    return 'bwrap (Debian/Ubuntu package bubblewrap) is not installed';
+  }
+  const launcher = new RLauncher({ ...options, sandbox: 'bwrap' });
+  const request = evaluation('cat(1 + 1)', dir);
+  if (launcher.sandboxUid !== null) {
+    spawnSync('chown', [String(launcher.sandboxUid), dir]);
+  }
+  const { command, args } = launcher.commandLine(request);
+  const result = spawnSync(command, args, {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? DEFAULT_PATH, HOME: dir, TMPDIR: dir, LANG: 'C.UTF-8' },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  if (result.error) {
+    return result.error.message;
+  }
+  if (result.status === 0 && result.stdout.trim() === '2') {
+    return null;
+  }
+  const detail = (result.stderr || result.stdout).trim().split('\n').pop() ?? '';
+  return `R did not run in bubblewrap (exit status ${String(result.status)}${detail ? `: ${detail}` : ''})`;
+}

@@ -1,0 +1,90 @@
+import type { Request, Response } from 'express';
+
+/** Query parameters whose values never reach a log line. */
+const SECRET_PARAMETER = /pass|secret|token|key|auth|credential/i;
+/** The application of a REST path: `/svc/api/rest/{jobs|results|result}/{app}/...`. */
+const APPLICATION_IN_PATH = /^\/svc\/api\/rest\/(?:jobs|results|result)\/(\w{1,64})(?:\/|$)/;
+
+/** One access log line's fields (the request id comes from the log context). */
+export interface AccessLogFields {
+  msg: string;
+  method: string;
+  path: string;
+  status: number;
+  /** Bytes sent on the connection for this answer, headers included. */
+  bytes: number;
+  durationMs: number;
+  application?: string;
+  /** The client closed the connection before the answer was complete. */
+  aborted?: true;
+}
+
+/** The request's path and query, with the values of credential-like parameters masked. */
+export function maskedPath(originalUrl: string): string {
+  const question = originalUrl.indexOf('?');
+  if (question < 0) {
+    return originalUrl;
+  }
+  const query = originalUrl
+    .slice(question + 1)
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      const name = equals < 0 ? pair : pair.slice(0, equals);
+      return equals >= 0 && SECRET_PARAMETER.test(decodeURIComponentSafe(name))
+        ? `${name}=[redacted]`
+        : pair;
+    })
+    .join('&');
+  return `${originalUrl.slice(0, question)}?${query}`;
+}
+
+function decodeURIComponentSafe(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+/**
+ * Starts the access log of one request: `write` gets its line once, when the answer is sent or
+ * the connection closes first.
+ */
+export function followRequest(
+  req: Request,
+  res: Response,
+  write: (fields: AccessLogFields) => void,
+): void {
+  const started = process.hrtime.bigint();
+  const bytesBefore = req.socket.bytesWritten;
+  let written = false;
+  const done = (): void => {
+    if (written) {
+      return;
+    }
+    written = true;
+    const header = req.headers['x-svc-application-name'];
+    const application =
+      (typeof header === 'string' && /^\w{1,64}$/.test(header) ? header : undefined) ??
+      APPLICATION_IN_PATH.exec(req.path)?.[1];
+    const path = maskedPath(req.originalUrl);
+    const fields: AccessLogFields = {
+      msg: `${req.method} ${path} ${res.statusCode}`,
+      method: req.method,
+      path,
+      status: res.statusCode,
+      bytes: req.socket.bytesWritten - bytesBefore,
+      durationMs: Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100,
+    };
+    if (application !== undefined) {
+      fields.application = application;
+    }
+    if (!res.writableFinished) {
+      fields.aborted = true;
+    }
+    write(fields);
+  };
+  res.once('finish', done);
+  res.once('close', done);
+}
