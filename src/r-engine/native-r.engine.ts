@@ -407,7 +407,10 @@ export class NativeREngine implements REngine {
         await rename(workDir, runWork);
         moved = true;
       }
-      await this.launcherInstance.makeWritable(parent);
+      // Only what the run brings is handed over: a slot's server-tmp is the server's already.
+      await this.launcherInstance.makeWritable(parent, { recursive: false });
+      await this.launcherInstance.makeWritable(runWork);
+      await this.launcherInstance.makeWritable(privateDir);
       return await body(runWork, join(privateDir, 'tmp'), join(privateDir, 'error.txt'));
     } finally {
       if (moved) {

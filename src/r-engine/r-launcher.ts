@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
-import { chown, lstat, readdir } from 'node:fs/promises';
+import { chown, lchown, readdir } from 'node:fs/promises';
 import { delimiter, dirname, join } from 'node:path';
 import { rSourcePath } from './r-sources';
 
@@ -164,22 +164,22 @@ export class RLauncher {
   /**
    * Makes a directory (and what is in it) writable by sandboxed R: when R runs as another user
    * than the service, the directory is handed to that user. The service, root, still reads and
-   * removes it.
+   * removes it. `recursive: false` hands over the directory alone (a run's parent directory).
    */
-  async makeWritable(dir: string): Promise<void> {
+  async makeWritable(dir: string, options: { recursive?: boolean } = {}): Promise<void> {
     const uid = this.sandboxUid;
     if (uid === null) {
       return;
     }
+    // readdir's entry types save a stat per file; links are handed over, never followed.
     const walk = async (path: string): Promise<void> => {
       await chown(path, uid, uid);
-      if ((await lstat(path)).isDirectory()) {
-        for (const entry of await readdir(path)) {
-          await walk(join(path, entry));
-        }
+      for (const entry of await readdir(path, { withFileTypes: true })) {
+        const child = join(path, entry.name);
+        await (entry.isDirectory() ? walk(child) : lchown(child, uid, uid));
       }
     };
-    await walk(dir);
+    await (options.recursive === false ? chown(dir, uid, uid) : walk(dir));
   }
 
   /** The program and arguments that start R for this request (prlimit, setpriv, bwrap). */
