@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Controller, Get, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { RawData } from '../common/negotiation.guard';
@@ -18,6 +18,18 @@ function load(name: string, type: string): StaticFile {
 }
 
 /**
+ * fflate's browser build (the page opens result ZIPs with it for the preview), served from the
+ * installed package; its exports name no path to that file, so it is found from package.json.
+ */
+function loadFflate(): StaticFile {
+  const root = dirname(require.resolve('fflate/package.json'));
+  return {
+    type: 'text/javascript; charset=utf-8',
+    body: readFileSync(join(root, 'umd', 'index.js')),
+  };
+}
+
+/**
  * The upload page (SPEC §6): plain files served by the service itself (the machine may have no
  * internet), so the page works offline and needs no build step. Accept does not apply.
  */
@@ -27,6 +39,7 @@ export class UploadPageController {
   private readonly page = load('index.html', 'text/html; charset=utf-8');
   private readonly script = load('app.js', 'text/javascript; charset=utf-8');
   private readonly style = load('app.css', 'text/css; charset=utf-8');
+  private readonly fflate = loadFflate();
 
   @Get(['', 'index.html'])
   @RawData()
@@ -45,6 +58,12 @@ export class UploadPageController {
   appStyle(@Res() res: Response): void {
     send(res, this.style);
   }
+
+  @Get('vendor/fflate.js')
+  @RawData()
+  fflateScript(@Res() res: Response): void {
+    send(res, this.fflate);
+  }
 }
 
 function send(res: Response, file: StaticFile): void {
@@ -53,10 +72,12 @@ function send(res: Response, file: StaticFile): void {
     .setHeader('Content-Type', file.type)
     .setHeader('Cache-Control', 'no-cache')
     .setHeader('X-Content-Type-Options', 'nosniff')
-    // Everything comes from the service; no inline script, no other origin.
+    // Everything comes from the service; no inline script, no other origin. blob: URLs are the
+    // result preview's images and PDFs, made by the page from the result it downloaded.
     .setHeader(
       'Content-Security-Policy',
-      "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+      "default-src 'self'; img-src 'self' data: blob:; frame-src blob:; " +
+        "frame-ancestors 'none'; form-action 'self'",
     )
     .send(file.body);
 }

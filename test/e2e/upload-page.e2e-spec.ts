@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
 import { explodeZip } from '../../src/jobs/job-archive';
@@ -30,6 +31,25 @@ const JOB_FILES = [
   { name: 'report.R', mimeType: 'text/plain', buffer: Buffer.from(REPORT_SCRIPT) },
   { name: 'data.csv', mimeType: 'text/csv', buffer: Buffer.from('x,y\n1,2\n3,4\n') },
 ];
+
+/** Prints, reports progress, sleeps (the page must show the first line meanwhile), writes files. */
+const WATCH_SCRIPT = `
+cat("first line\\n")
+svc_progress(0.5, "half way")
+Sys.sleep(${process.env.R_ENGINE === 'webr' ? 0 : 4})
+cat("second line\\n")
+writeLines(c("a,b", "1,2"), "table.csv")
+writeLines('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="80"><rect width="120" height="80" fill="#1f5fbf"/></svg>', "chart.svg")
+pdf("plot.pdf")
+plot(1:10)
+invisible(dev.off())
+svc_progress(1, "done")
+`;
+
+const SIZE_SCRIPT = 'writeLines(format(file.size("big.dat")), "size.txt")\n';
+
+/** webR hands a job's output over when the run ends: no live lines there. */
+const LIVE_OUTPUT = process.env.R_ENGINE !== 'webr';
 
 /** Records every state the job panel shows, in order, from before the submission. */
 const WATCH_STATES = `(() => {
@@ -104,6 +124,7 @@ describe('the upload page in Chromium (SPEC §6)', () => {
       ['/svc/index.html', 'text/html'],
       ['/svc/app.js', 'text/javascript'],
       ['/svc/app.css', 'text/css'],
+      ['/svc/vendor/fflate.js', 'text/javascript'],
     ]) {
       // A browser's Accept, and one the REST API would refuse: the page ignores Accept.
       const answer = await request(`${base}${path}`, { headers: { Accept: 'text/html' } });
@@ -229,6 +250,123 @@ describe('the upload page in Chromium (SPEC §6)', () => {
       await screenshot(page, 'upload-page-failed');
     });
 
+    it('shows the live log and progress while the job runs, then its files inline', async () => {
+      const pageErrors: string[] = [];
+      page.on('pageerror', (error) => pageErrors.push(error.message));
+      await page.goto(`${base}/svc/`);
+      await page.fill('#applicationName', 'demo');
+      await page.setInputFiles('#jobFiles', [
+        { name: 'watch.R', mimeType: 'text/plain', buffer: Buffer.from(WATCH_SCRIPT) },
+      ]);
+      await page.click('#jobSubmitButton');
+      if (LIVE_OUTPUT) {
+        // The first line is on the page while R still sleeps before printing the second.
+        await waitFor(
+          async () => (await text(page, '#jobLog')).includes('first line'),
+          JOB_WAIT_MS,
+          'the first line in the page',
+        );
+        expect(await text(page, '#jobLog')).not.toContain('second line');
+        expect(await page.locator('#jobPanel').getAttribute('data-state')).toBe('RUNNING');
+        expect(await page.locator('#jobCancelButton').isVisible()).toBe(true);
+        await waitFor(
+          async () => (await text(page, '#jobProgressText')) === '50 %: half way',
+          JOB_WAIT_MS,
+          'the progress bar at half way',
+        );
+        expect(
+          await page
+            .locator('#jobProgress')
+            .evaluate((bar: { value: number; max: number }) => bar.value),
+        ).toBe(0.5);
+        await screenshot(page, 'upload-page-running');
+      }
+      await page.locator('#jobPreview').waitFor({ state: 'visible', timeout: JOB_WAIT_MS });
+      await waitFor(
+        async () => (await page.locator('#previewFiles li').count()) === 3,
+        JOB_WAIT_MS,
+        'the three result files in the preview',
+      );
+      expect(await text(page, '#jobLog')).toBe('first line\nsecond line');
+      expect(await text(page, '#jobProgressText')).toBe('100 %: done');
+      expect(await page.locator('#jobCancelButton').isHidden()).toBe(true);
+      expect(await text(page, '#previewMessage')).toBe(
+        '3 files; text files, images and PDFs are shown below.',
+      );
+      const names = await page
+        .locator('#previewFiles li')
+        .evaluateAll((items) =>
+          items.map((item) => (item as { dataset: { name?: string } }).dataset.name),
+        );
+      expect(names.sort()).toEqual(['chart.svg', 'plot.pdf', 'table.csv']);
+      expect(await text(page, '#previewFiles li[data-name="table.csv"] pre')).toBe('a,b\n1,2');
+      const image = page.locator('#previewFiles li[data-name="chart.svg"] img');
+      await waitFor(
+        async () =>
+          (await image.evaluate((img: { naturalWidth: number }) => img.naturalWidth)) === 120,
+        JOB_WAIT_MS,
+        'the SVG image drawn',
+      );
+      const frame = page.locator('#previewFiles li[data-name="plot.pdf"] iframe');
+      expect(await frame.getAttribute('src')).toMatch(/^blob:/);
+      expect(await frame.getAttribute('title')).toBe('The PDF plot.pdf from the result');
+      await screenshot(page, 'upload-page-preview');
+      expect(pageErrors).toEqual([]);
+    });
+
+    it('cancels a running job with its Cancel button', async () => {
+      await page.goto(`${base}/svc/`);
+      await page.fill('#applicationName', 'demo');
+      await page.setInputFiles('#jobFiles', [
+        {
+          name: 'long.R',
+          mimeType: 'text/plain',
+          buffer: Buffer.from('cat("started\\n")\nSys.sleep(300)\n'),
+        },
+      ]);
+      await page.click('#jobSubmitButton');
+      await waitFor(
+        async () => (await page.locator('#jobPanel').getAttribute('data-state')) === 'RUNNING',
+        JOB_WAIT_MS,
+        'the job to run',
+      );
+      await page.click('#jobCancelButton');
+      await page.locator('#jobFailure').waitFor({ state: 'visible', timeout: JOB_WAIT_MS });
+      expect(await text(page, '#jobOutcomeText')).toBe('The job was cancelled.');
+      expect(await text(page, '#jobFailure')).toMatch(/ was cancelled by anonymous at /);
+      expect(await page.locator('#jobCancelButton').isHidden()).toBe(true);
+      await screenshot(page, 'upload-page-cancelled');
+    });
+
+    it('shows how much of a large upload was sent', async () => {
+      await page.goto(`${base}/svc/`);
+      await page.fill('#applicationName', 'demo');
+      // From a file on disk: the browser reads it itself (a buffer would cross the protocol).
+      const dir = mkdtempSync(join(tmpdir(), 'upload-'));
+      const big = join(dir, 'big.dat');
+      writeFileSync(big, Buffer.alloc(30e6, 'x'));
+      writeFileSync(join(dir, 'size.R'), SIZE_SCRIPT);
+      await page.setInputFiles('#jobFiles', [join(dir, 'size.R'), big]);
+      await page.click('#jobSubmitButton');
+      await page.locator('#jobPreview').waitFor({ state: 'visible', timeout: JOB_WAIT_MS });
+      expect(await page.locator('#uploadStatus').isVisible()).toBe(true);
+      const sent = await page
+        .locator('#uploadProgress')
+        .evaluate((bar: { value: number; max: number }) => [bar.value, bar.max]);
+      expect(sent[0]).toBe(sent[1]);
+      // The form's multipart body: the file, the script and the boundaries.
+      expect(sent[1]).toBeGreaterThan(30e6);
+      expect(await text(page, '#uploadProgressText')).toMatch(
+        /^Sent 30\.\d MB of 30\.\d MB \(100 %\)$/,
+      );
+      await waitFor(
+        async () => (await text(page, '#previewFiles li[data-name="size.txt"] pre')) === '3e+07',
+        JOB_WAIT_MS,
+        'the size the job saw',
+      );
+      rmSync(dir, { recursive: true, force: true });
+    });
+
     it('shows a clear message when the service refuses the application name', async () => {
       await page.goto(`${base}/svc/`);
       await page.fill('#applicationName', 'my analysis!');
@@ -306,7 +444,7 @@ describe('the built service (npm start)', () => {
       try {
         const port = new URL(node.url).port;
         expect(node.output()).toContain(`Upload page: http://localhost:${port}/svc/`);
-        for (const path of ['/svc/', '/svc/app.js', '/svc/app.css']) {
+        for (const path of ['/svc/', '/svc/app.js', '/svc/app.css', '/svc/vendor/fflate.js']) {
           expect([path, (await request(`${node.url}${path}`)).status]).toEqual([path, 200]);
         }
       } finally {

@@ -5,7 +5,6 @@
 (function () {
   const REST = '/svc/api/rest';
   const VND_JSON = 'application/vnd.svc+json';
-  const POLL_FIRST_MS = 300;
   const POLL_MAX_MS = 2000;
 
   const $ = (id) => document.getElementById(id);
@@ -32,12 +31,7 @@
   // ---- answers ----------------------------------------------------------------------------
 
   async function readJson(response) {
-    const text = await response.text();
-    try {
-      return JSON.parse(text);
-    } catch {
-      return null;
-    }
+    return parseJson(await response.text());
   }
 
   const STATUS_HINTS = {
@@ -86,6 +80,14 @@
     time.dateTime = iso;
     time.textContent = formatTime(iso);
     return time;
+  }
+
+  function parseJson(text) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return null;
+    }
   }
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -180,13 +182,9 @@
     submitButton.disabled = true;
     submitButton.textContent = 'Sending…';
     try {
-      let response;
+      let answer;
       try {
-        response = await fetch(form.action, {
-          method: 'POST',
-          body: new FormData(form),
-          headers: { Accept: 'application/json' },
-        });
+        answer = await sendForm(form);
       } catch (error) {
         showMessage(
           formMessage,
@@ -195,9 +193,9 @@
         );
         return;
       }
-      const body = await readJson(response);
-      if (!response.ok || !body || !body.jobToken) {
-        showMessage(formMessage, errorText(response, body), true);
+      const body = parseJson(answer.text);
+      if (answer.status !== 202 || !body || !body.jobToken) {
+        showMessage(formMessage, errorText(answer, body), true);
         return;
       }
       showMessage(formMessage, '', false);
@@ -208,6 +206,49 @@
     }
   }
 
+  /**
+   * Posts the form with XMLHttpRequest: fetch cannot report how much of a large upload was sent.
+   * Resolves with the status and the answer's text; rejects when the service cannot be reached.
+   */
+  function sendForm(formElement) {
+    const status = $('uploadStatus');
+    const bar = $('uploadProgress');
+    const label = $('uploadProgressText');
+    bar.value = 0;
+    bar.max = 1;
+    label.textContent = '';
+    status.hidden = false;
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open('POST', formElement.action);
+      xhr.setRequestHeader('Accept', 'application/json');
+      xhr.upload.addEventListener('progress', (event) => {
+        if (event.lengthComputable && event.total > 0) {
+          bar.max = event.total;
+          bar.value = event.loaded;
+          label.textContent = `Sent ${megabytes(event.loaded)} of ${megabytes(event.total)} (${Math.floor((100 * event.loaded) / event.total)} %)`;
+        }
+      });
+      xhr.addEventListener('load', () => resolve({ status: xhr.status, text: xhr.responseText }));
+      xhr.addEventListener('error', () => {
+        status.hidden = true;
+        reject(new Error('the connection failed'));
+      });
+      xhr.addEventListener('abort', () => {
+        status.hidden = true;
+        reject(new Error('the upload was stopped'));
+      });
+      xhr.send(new FormData(formElement));
+    });
+  }
+
+  function megabytes(bytes) {
+    if (bytes < 1e3) {
+      return `${bytes} byte${bytes === 1 ? '' : 's'}`;
+    }
+    return bytes < 1e6 ? `${(bytes / 1e3).toFixed(1)} kB` : `${(bytes / 1e6).toFixed(1)} MB`;
+  }
+
   // ---- the job -----------------------------------------------------------------------------
 
   const STATE_TEXT = {
@@ -215,6 +256,10 @@
     RUNNING: 'Running in R…',
     DONE: 'Done.',
   };
+  /** How long one status request may wait for a change of state (the service allows up to 60). */
+  const STATUS_WAIT_S = 25;
+  /** The log shown keeps this many lines; the whole log stays with the result. */
+  const LOG_MAX_LINES = 2000;
 
   function showState(state) {
     $('jobState').textContent = STATE_TEXT[state] || state;
@@ -231,7 +276,84 @@
         step.removeAttribute('aria-current');
       }
     }
+    $('jobCancelButton').hidden = state === 'DONE';
   }
+
+  function showProgress(progress) {
+    if (!progress || typeof progress.fraction !== 'number') {
+      return;
+    }
+    $('jobProgressBox').hidden = false;
+    $('jobProgress').value = progress.fraction;
+    const percent = `${Math.round(progress.fraction * 100)} %`;
+    $('jobProgressText').textContent = progress.message
+      ? `${percent}: ${progress.message}`
+      : percent;
+  }
+
+  /** The job's live log: one line per `line` event, the bar per `progress` event. */
+  let logStream = null;
+
+  function followLog(statusUri, mine) {
+    if (logStream) {
+      logStream.close();
+    }
+    const log = $('jobLog');
+    const count = $('jobLogCount');
+    let lines = 0;
+    log.textContent = '';
+    count.textContent = '';
+    $('jobLogBox').hidden = true;
+    const stream = new EventSource(`${statusUri}/log`);
+    logStream = stream;
+    stream.addEventListener('line', (event) => {
+      const data = parseJson(event.data);
+      if (mine !== currentJob || !data) {
+        return;
+      }
+      lines += 1;
+      log.append(`${data.stream === 'stderr' ? '! ' : ''}${data.line}\n`);
+      while (log.childNodes.length > LOG_MAX_LINES) {
+        log.firstChild.remove();
+      }
+      count.textContent = `(${lines} line${lines === 1 ? '' : 's'})`;
+      $('jobLogBox').hidden = false;
+      log.scrollTop = log.scrollHeight;
+    });
+    stream.addEventListener('progress', (event) => {
+      if (mine === currentJob) {
+        showProgress(parseJson(event.data));
+      }
+    });
+    // The stream ends once the job is done and every line was sent; no reconnect after that.
+    stream.addEventListener('end', () => stream.close());
+  }
+
+  async function cancelJob(statusUri) {
+    const message = $('jobCancelMessage');
+    const button = $('jobCancelButton');
+    button.disabled = true;
+    try {
+      const response = await fetch(statusUri, {
+        method: 'DELETE',
+        headers: { Accept: VND_JSON },
+      });
+      if (response.status === 202 || response.status === 204) {
+        showMessage(message, 'Cancelling the job…', false);
+      } else if (response.status === 409) {
+        showMessage(message, 'The job had already finished.', false);
+      } else {
+        showMessage(message, errorText(response, await readJson(response)), true);
+      }
+    } catch (error) {
+      showMessage(message, `The service could not be reached (${error.message}).`, true);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  let cancelCurrentJob = null;
+  $('jobCancelButton').addEventListener('click', () => cancelCurrentJob && void cancelCurrentJob());
 
   async function followJob(token) {
     currentJob += 1;
@@ -243,39 +365,53 @@
     submitted.dateTime = token.submissionTime;
     submitted.textContent = formatTime(token.submissionTime);
     $('jobOutcome').hidden = true;
+    $('jobProgressBox').hidden = true;
+    $('jobProgress').value = 0;
+    $('jobProgressText').textContent = '';
+    showMessage($('jobCancelMessage'), '', false);
     showState('QUEUED');
     jobPanel.scrollIntoView({ block: 'nearest' });
 
     const statusUri = `${REST}/jobs/${encodeURIComponent(token.applicationName)}/${encodeURIComponent(token.jobId)}`;
-    let wait = POLL_FIRST_MS;
+    cancelCurrentJob = () => cancelJob(statusUri);
+    followLog(statusUri, mine);
+    let status;
+    // The first look answers at once; then each request waits for the next change of state.
+    let query = '';
     for (;;) {
       if (mine !== currentJob) {
         return;
       }
       let response;
       try {
-        response = await fetch(statusUri, { headers: { Accept: VND_JSON } });
+        response = await fetch(`${statusUri}${query}`, { headers: { Accept: VND_JSON } });
       } catch (error) {
         $('jobState').textContent = `Lost contact with the service (${error.message}); retrying…`;
         await sleep(POLL_MAX_MS);
         continue;
       }
       const body = await readJson(response);
+      if (mine !== currentJob) {
+        return;
+      }
       if (!response.ok || !body || !body.jobStatus) {
         $('jobState').textContent = `The job's state cannot be read: ${errorText(response, body)}`;
         return;
       }
-      showState(body.jobStatus.state);
-      if (body.jobStatus.state === 'DONE') {
+      status = body.jobStatus;
+      showState(status.state);
+      showProgress(status.progress);
+      if (status.state === 'DONE') {
         break;
       }
-      await sleep(wait);
-      wait = Math.min(wait * 2, POLL_MAX_MS);
+      query = `?wait=${STATUS_WAIT_S}`;
     }
-    await showOutcome(token, mine);
+    cancelCurrentJob = null;
+    showMessage($('jobCancelMessage'), '', false);
+    await showOutcome(token, mine, status);
   }
 
-  async function showOutcome(token, mine) {
+  async function showOutcome(token, mine, status) {
     const response = await fetch(token.resultUri, { headers: { Accept: VND_JSON } });
     const body = await readJson(response);
     if (mine !== currentJob) {
@@ -284,7 +420,9 @@
     const outcome = $('jobOutcome');
     const text = $('jobOutcomeText');
     const failure = $('jobFailure');
+    const preview = $('jobPreview');
     outcome.hidden = false;
+    preview.hidden = true;
     if (!response.ok || !body || !body.result) {
       outcome.className = 'outcome failed';
       text.textContent = `The result cannot be read: ${errorText(response, body)}`;
@@ -301,15 +439,126 @@
       outcome.className = 'outcome succeeded';
       text.textContent = 'The job succeeded.';
       failure.hidden = true;
+      if (result.type === 'zip') {
+        await showPreview(result, mine);
+      }
     } else {
       outcome.className = 'outcome failed';
-      text.textContent = 'The job failed. What R said:';
+      text.textContent =
+        status && status.cancellation ? 'The job was cancelled.' : 'The job failed. What R said:';
       const data = await fetch(result.dataUri);
       failure.textContent = data.ok ? await data.text() : errorText(data, null);
       failure.hidden = false;
     }
     resultsApplication.value = token.applicationName;
     await loadResults(token.applicationName);
+  }
+
+  // ---- the result's files, shown in the page -----------------------------------------------
+
+  /** Results up to this size are opened in the page; larger ones are only offered for download. */
+  const PREVIEW_MAX_BYTES = 20 * 1024 * 1024;
+  /** A text file shows at most this much. */
+  const PREVIEW_TEXT_BYTES = 64 * 1024;
+  const IMAGE_TYPES = {
+    png: 'image/png',
+    jpg: 'image/jpeg',
+    jpeg: 'image/jpeg',
+    gif: 'image/gif',
+    svg: 'image/svg+xml',
+    webp: 'image/webp',
+  };
+  const TEXT_EXTENSIONS = new Set(
+    'txt csv tsv r rout log md json xml html htm tex rd rmd yaml yml sql dat out'.split(' '),
+  );
+  /** Blob URLs of the last preview, released when the next one is shown. */
+  let previewUrls = [];
+
+  function extensionOf(name) {
+    const dot = name.lastIndexOf('.');
+    return dot < 0 ? '' : name.slice(dot + 1).toLowerCase();
+  }
+
+  /** Lists the files of a ZIP result and shows its text files, images and PDFs inline. */
+  async function showPreview(result, mine) {
+    const preview = $('jobPreview');
+    const list = $('previewFiles');
+    const message = $('previewMessage');
+    previewUrls.forEach((url) => URL.revokeObjectURL(url));
+    previewUrls = [];
+    list.replaceChildren();
+    preview.hidden = false;
+    if (typeof fflate === 'undefined') {
+      message.textContent = 'The preview could not be loaded; download the result instead.';
+      return;
+    }
+    message.textContent = 'Opening the result…';
+    let files;
+    try {
+      const response = await fetch(result.dataUri);
+      const size = Number(response.headers.get('Content-Length'));
+      if (!response.ok) {
+        message.textContent = errorText(response, null);
+        return;
+      }
+      if (size > PREVIEW_MAX_BYTES) {
+        message.textContent = `The result is ${megabytes(size)}, too large to show here: download it.`;
+        return;
+      }
+      files = fflate.unzipSync(new Uint8Array(await response.arrayBuffer()));
+    } catch (error) {
+      message.textContent = `The result could not be opened (${error.message}).`;
+      return;
+    }
+    if (mine !== currentJob) {
+      return;
+    }
+    const names = Object.keys(files).filter((name) => !name.endsWith('/'));
+    message.textContent =
+      names.length === 0
+        ? 'The result holds no files.'
+        : `${names.length} file${names.length === 1 ? '' : 's'}; text files, images and PDFs are shown below.`;
+    list.replaceChildren(...names.map((name) => previewItem(name, files[name])));
+  }
+
+  function previewItem(name, bytes) {
+    const item = document.createElement('li');
+    item.className = 'preview-file';
+    item.dataset.name = name;
+    const heading = document.createElement('h4');
+    const code = document.createElement('code');
+    code.textContent = name;
+    heading.append(code, ` (${megabytes(bytes.length)})`);
+    item.append(heading);
+    const extension = extensionOf(name);
+    if (IMAGE_TYPES[extension]) {
+      const image = document.createElement('img');
+      image.alt = `The image ${name} from the result`;
+      image.src = blobUrl(bytes, IMAGE_TYPES[extension]);
+      item.append(image);
+    } else if (extension === 'pdf') {
+      const frame = document.createElement('iframe');
+      frame.title = `The PDF ${name} from the result`;
+      frame.src = blobUrl(bytes, 'application/pdf');
+      item.append(frame);
+    } else if (TEXT_EXTENSIONS.has(extension)) {
+      const pre = document.createElement('pre');
+      pre.className = 'preview-text';
+      pre.tabIndex = 0;
+      pre.setAttribute('aria-label', `The text of ${name}`);
+      // Shown as text (never as HTML): a file from R cannot run script in this page.
+      const shown = new TextDecoder('utf-8').decode(bytes.subarray(0, PREVIEW_TEXT_BYTES));
+      pre.textContent =
+        bytes.length > PREVIEW_TEXT_BYTES ? `${shown}\n… (the rest is in the download)` : shown;
+      item.append(pre);
+    }
+    return item;
+  }
+
+  function blobUrl(bytes, type) {
+    const url = URL.createObjectURL(new Blob([bytes], { type }));
+    previewUrls.push(url);
+    return url;
   }
 
   // ---- results of an application -----------------------------------------------------------
