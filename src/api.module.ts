@@ -21,6 +21,8 @@ import { SystemModule } from './system/system.module';
 import { SoapController } from './soap/soap.controller';
 import { SoapModule } from './soap/soap.module';
 import { WsdlController } from './soap/wsdl.controller';
+import { UsageModule } from './usage/usage.module';
+import { UsageStatisticsController } from './usage/usage-statistics.controller';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
@@ -34,12 +36,14 @@ import { WsdlController } from './soap/wsdl.controller';
     SecurityModule,
     ProcessModule,
     SoapModule,
+    UsageModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
     JobsController,
     ResultsController,
     ProcessController,
+    UsageStatisticsController,
     AdminController,
     SystemController,
     MetricsController,

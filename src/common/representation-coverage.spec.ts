@@ -10,6 +10,8 @@ const RAW_CONTROLLERS = [
   'FallbackController',
   'SoapController',
   'WsdlController',
+  // Renders the representation itself: it also answers CSV, which the interceptor does not know.
+  'UsageStatisticsController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

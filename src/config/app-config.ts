@@ -109,6 +109,8 @@ export class AppConfig {
   @IsInt() @Min(0) resultRetentionHours!: number;
   /** Longest `?wait=N` a client may ask for on GET results and job status, in seconds. */
   @IsInt() @Min(1) @Max(3600) resultWaitMaxSeconds!: number;
+  /** Days a finished job's usage record is kept for the usage statistics (0: kept). */
+  @IsInt() @Min(0) usageRetentionDays!: number;
   @IsString() catalogDir!: string;
   // security (docs/security.md)
   @IsIn(AUTH_MODES) authMode!: AuthMode;

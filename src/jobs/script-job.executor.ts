@@ -88,12 +88,13 @@ export class ScriptJobExecutor implements JobExecutor {
           onProgress: (progress) => jobLog.progress(progress),
         })
         .finally(() => jobLog.close());
+      const usage = outcome.rCpuMs === undefined ? {} : { rCpuMs: outcome.rCpuMs };
       if (outcome.status === 'failed') {
-        return errorResult(job, outcome.message);
+        return { ...errorResult(job, outcome.message), ...usage };
       }
       const files = await listResultFiles(workDir, provided);
       known.push(...files.map((file) => file.name));
-      return await this.zipResult(files);
+      return { ...(await this.zipResult(files)), ...usage };
     } finally {
       await removeJobDirectory(jobDir, workDir, known).catch((error: Error) =>
         this.logger.warn(`could not remove ${jobDir}: ${error.message}`),

@@ -24,6 +24,25 @@ export const RESULT_READY_CHANNEL = 'svc_result_ready';
 /** Payload: the ids of the jobs one claim started, comma-separated (sent by the claim). */
 export const JOB_STARTED_CHANNEL = 'svc_job_started';
 
+/**
+ * The usage record of a job that has just ended (table job_usage), written by the statement that
+ * stores its result from the `done` row it updated: `$outcome`, `$cpu` and `$bytesOut` are
+ * replaced by the statement's parameters. Its input bytes are read in the same snapshot as the
+ * DELETE of its files, so they are still there.
+ */
+function usageInsert(outcome: string, cpu: string, bytesOut: string): string {
+  return `INSERT INTO job_usage (job_id, application_name, kind, outcome, submitted_at, started_at,
+                                 finished_at, r_cpu_ms, bytes_in, bytes_out)
+         SELECT done.id, done.application_name, done.kind, ${outcome}, done.submitted_at,
+                done.started_at, done.finished_at, ${cpu},
+                (SELECT coalesce(sum(size), 0) FROM job_file WHERE job_file.job_id = done.id), ${bytesOut}
+           FROM done
+         ON CONFLICT (job_id) DO NOTHING`;
+}
+
+/** What the UPDATE that ends a job returns for its usage record. */
+const DONE_COLUMNS = 'id, application_name, kind, submitted_at, started_at, finished_at';
+
 export interface NewJobRow {
   id: string;
   applicationName: string;
@@ -67,6 +86,8 @@ export interface ResultData {
    * complete()), streamed into result_chunk.
    */
   dataFile?: { path: string; size: number };
+  /** CPU milliseconds R used for the job, where the engine reports it (usage statistics). */
+  rCpuMs?: number;
 }
 
 export interface ExpiredJob {
@@ -219,11 +240,13 @@ export class QueueRepository {
       `WITH done AS (
          UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
           WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
-          RETURNING id, application_name),
+          RETURNING ${DONE_COLUMNS}),
        stored AS (
          INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          SELECT done.id, done.application_name, now(), $3, $4, $5, $6, $7, $8 FROM done
          ON CONFLICT (job_id) DO NOTHING),
+       usage AS (
+         ${usageInsert("CASE WHEN $3::boolean THEN 'succeeded' ELSE 'failed' END", '$10::int', '$7')}),
        -- The input files are not needed once the job has its result.
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
@@ -238,6 +261,7 @@ export class QueueRepository {
         result.data.length,
         result.sha256,
         RESULT_READY_CHANNEL,
+        result.rCpuMs === undefined ? null : Math.round(result.rCpuMs),
       ],
     );
     return rowsOf(raw).length > 0;
@@ -259,7 +283,7 @@ export class QueueRepository {
         await manager.query(
           `UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
             WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
-            RETURNING id, application_name`,
+            RETURNING ${DONE_COLUMNS}`,
           [jobId, owner],
         ),
       );
@@ -288,6 +312,16 @@ export class QueueRepository {
           throw new Error(`the result file of job ${jobId} changed while it was stored`);
         }
       }
+      await manager.query(
+        `WITH done AS (SELECT ${DONE_COLUMNS} FROM job WHERE id = $1)
+         ${usageInsert("CASE WHEN $2::boolean THEN 'succeeded' ELSE 'failed' END", '$3::int', '$4::bigint')}`,
+        [
+          jobId,
+          result.success,
+          result.rCpuMs === undefined ? null : Math.round(result.rCpuMs),
+          dataFile.size,
+        ],
+      );
       await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
       await manager.query('SELECT pg_notify($1, $2)', [RESULT_READY_CHANNEL, jobId]);
       return true;
@@ -317,11 +351,14 @@ export class QueueRepository {
          UPDATE job SET state = 'DONE', finished_at = $4, lease_owner = NULL, lease_expires_at = NULL,
                 cancelled_at = $4, cancelled_by = $3
            FROM target WHERE job.id = target.id AND target.state <> 'DONE'
-          RETURNING job.id, job.application_name),
+          RETURNING job.id, job.application_name, job.kind, job.submitted_at, job.started_at,
+                    job.finished_at),
        stored AS (
          INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          SELECT done.id, done.application_name, $4, $5, $6, $7, $8, $9, $10 FROM done
          ON CONFLICT (job_id) DO NOTHING),
+       usage AS (
+         ${usageInsert("'cancelled'", 'NULL', '$9')}),
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
        SELECT target.state, (SELECT pg_notify($11, done.id::text) FROM done) AS notified FROM target`,
@@ -418,6 +455,18 @@ export class QueueRepository {
         })),
       };
     });
+  }
+
+  /** Deletes usage records of jobs that finished more than `days` ago, at most 10000 per call. */
+  async deleteExpiredUsage(days: number): Promise<number> {
+    const raw: unknown = await this.dataSource.query(
+      `DELETE FROM job_usage WHERE job_id IN (
+         SELECT job_id FROM job_usage WHERE finished_at < now() - make_interval(days => $1)
+          LIMIT 10000)
+       RETURNING job_id`,
+      [days],
+    );
+    return rowsOf(raw).length;
   }
 
   /**

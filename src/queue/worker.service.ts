@@ -307,6 +307,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       if ([this.config.resultRetentionHours, ...Object.values(byApplication)].some((h) => h > 0)) {
         await this.queue.deleteExpiredResults(this.config.resultRetentionHours, byApplication);
       }
+      if (this.config.usageRetentionDays > 0) {
+        await this.queue.deleteExpiredUsage(this.config.usageRetentionDays);
+      }
     } catch (error) {
       this.logger.warn(`supervisor pass failed: ${(error as Error).message}`);
     }

@@ -86,10 +86,12 @@ const WRAPPER = `local({
   progress <- eval(parse(file = args[[4L]], keep.source = FALSE))
   attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
          warn.conflicts = FALSE)
-  # Bytes written by R and the programs it ran and waited for (the kernel adds theirs to R's).
+  # Bytes written by R and the programs it ran and waited for (the kernel adds theirs to R's),
+  # then the CPU milliseconds of both (usage statistics).
   written <- function() {
     io <- tryCatch(readLines("/proc/self/io"), error = function(e) character(0L))
-    try(writeLines(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)),
+    cpu <- round(1000 * sum(proc.time()[c(1L, 2L, 4L, 5L)], na.rm = TRUE))
+    try(writeLines(c(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)), cpu),
                    file.path(dirname(errorFile), "written.txt")), silent = TRUE)
   }
   tryCatch(source(script), error = function(e) {
@@ -827,10 +829,24 @@ async function namedLimit(
   workDir: string,
   privateDir: string,
 ): Promise<ScriptRunOutcome> {
+  // R's last words (written.txt): the bytes it wrote, then its CPU milliseconds.
+  const [writtenText = '0', cpuText] = (
+    await readFile(join(privateDir, 'written.txt'), 'utf8').catch(() => '')
+  ).split('\n');
+  const cpuMs = Number(cpuText);
+  const named = await nameLimit(outcome, limits, workDir, Number(writtenText) || 0);
+  return cpuText && Number.isFinite(cpuMs) ? { ...named, rCpuMs: cpuMs } : named;
+}
+
+async function nameLimit(
+  outcome: ScriptRunOutcome,
+  limits: JobLimits,
+  workDir: string,
+  written: number,
+): Promise<ScriptRunOutcome> {
   if (outcome.status === 'failed' && (outcome.reason === 'timeout' || outcome.reason === 'limit')) {
     return outcome;
   }
-  const written = Number(await readFile(join(privateDir, 'written.txt'), 'utf8').catch(() => '0'));
   if (limits.writeMb > 0 && written > limits.writeMb * MIB) {
     return writeLimitOutcome(limits);
   }

@@ -25,13 +25,17 @@ export interface ScriptRunRequest {
   onProgress?: (progress: JobProgress) => void;
 }
 
-export type ScriptRunOutcome =
+export type ScriptRunOutcome = (
   | { status: 'succeeded' }
   /**
    * The script failed: an R error (message is R's own), an abnormal exit, the time limit, or
    * another limit of the sandbox (memory, CPU, processes, file size, bytes written), named.
    */
-  | { status: 'failed'; reason: 'r-error' | 'exit' | 'timeout' | 'limit'; message: string };
+  | { status: 'failed'; reason: 'r-error' | 'exit' | 'timeout' | 'limit'; message: string }
+) & {
+  /** CPU milliseconds R used (and what it waited for), where the engine measures them. */
+  rCpuMs?: number;
+};
 
 /** R could not be started or reached: the job was not run and may be retried elsewhere. */
 export class REngineUnavailableError extends Error {

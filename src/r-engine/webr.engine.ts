@@ -265,7 +265,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
       request.timeoutMs,
       request.signal,
       (webR, state) => this.execute(webR, request, state),
-      () => ({
+      (): ScriptRunOutcome => ({
         status: 'failed',
         reason: 'timeout',
         message: `the job exceeded its time limit of ${request.timeoutMs / 1000} s`,

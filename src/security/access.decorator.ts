@@ -13,6 +13,8 @@ import { SetMetadata } from '@nestjs/common';
  *   may submit jobs to it (script or function call); anyone else sees a 404, as for results.
  * - `applicationAdmin`: an admin of the application named by `X-SVC-Application-Name`.
  * - `globalAdmin`: a global admin (system-wide configuration).
+ * - `usageStatistics`: an admin of the application named by the `application` query parameter,
+ *   or a global admin when it names none (every application's figures).
  */
 export type AccessRule =
   | 'public'
@@ -21,7 +23,8 @@ export type AccessRule =
   | 'readResults'
   | 'cancelJob'
   | 'applicationAdmin'
-  | 'globalAdmin';
+  | 'globalAdmin'
+  | 'usageStatistics';
 
 export const ACCESS_RULE = 'svc:access-rule';
 

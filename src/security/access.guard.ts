@@ -55,7 +55,8 @@ export class AccessGuard implements CanActivate {
     if (rule === 'public') {
       return true;
     }
-    const isAdminRule = rule === 'applicationAdmin' || rule === 'globalAdmin';
+    const isAdminRule =
+      rule === 'applicationAdmin' || rule === 'globalAdmin' || rule === 'usageStatistics';
     if (this.config.authMode === 'none' && !isAdminRule) {
       // Open to all (SPEC §10): nothing to check, and the usual order of 406/400 answers stays.
       return true;
@@ -85,6 +86,15 @@ export class AccessGuard implements CanActivate {
     switch (rule) {
       case 'globalAdmin':
         return { rule };
+      case 'usageStatistics': {
+        const application = (req.query as Record<string, unknown>).application;
+        return typeof application === 'string' && application !== ''
+          ? {
+              rule: 'applicationAdmin',
+              application: checkApplicationName(application, 'The application parameter'),
+            }
+          : { rule: 'globalAdmin' };
+      }
       case 'submitJob':
         return {
           rule,

@@ -5,6 +5,7 @@ import { JobLogLineEntity } from '../jobs/job-log-line.entity';
 import { JobEntity } from '../jobs/job.entity';
 import { ResultChunkEntity } from '../results/result-chunk.entity';
 import { ResultEntity } from '../results/result.entity';
+import { JobUsageEntity } from '../usage/job-usage.entity';
 
 export const ENTITIES = [
   JobEntity,
@@ -14,4 +15,5 @@ export const ENTITIES = [
   ResultEntity,
   ResultChunkEntity,
   CatalogFileEntity,
+  JobUsageEntity,
 ];

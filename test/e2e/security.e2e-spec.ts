@@ -594,6 +594,8 @@ const ADMIN_ROUTES: Array<[method: string, path: string]> = [
   ['GET', `${REST}/admin/catalog`],
   ['PUT', `${REST}/admin/catalog/R_SCRIPTS/x.R`],
   ['GET', `${REST}/admin/system/configuration`],
+  ['GET', `${REST}/admin/statistics`],
+  ['GET', `${REST}/admin/statistics?application=demo`],
 ];
 
 describe('the admin API without admins, and with AUTH_MODE=none', () => {

@@ -91,8 +91,8 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     expect(server).toBeGreaterThan(0);
     const first = await job('writeLines(as.character(Sys.getpid()), "pid.txt")');
     const second = await job('writeLines(as.character(Sys.getpid()), "pid.txt")');
-    await expect(run(first)).resolves.toEqual({ status: 'succeeded' });
-    await expect(run(second)).resolves.toEqual({ status: 'succeeded' });
+    await expect(run(first)).resolves.toMatchObject({ status: 'succeeded' });
+    await expect(run(second)).resolves.toMatchObject({ status: 'succeeded' });
     const pids = await Promise.all(
       [first, second].map(async (dir) => Number(await readFile(join(dir, 'pid.txt'), 'utf8'))),
     );
@@ -117,7 +117,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
   it('a job that leaves R abruptly with quit(status = 3) fails with reason exit', async () => {
     const server = engine.forkServerPid;
     const workDir = await job('cat("leaving\\n")\nquit(status = 3)\ncat("never\\n")');
-    await expect(run(workDir)).resolves.toEqual({
+    await expect(run(workDir)).resolves.toMatchObject({
       status: 'failed',
       reason: 'exit',
       message: 'R exited with status 3',
@@ -135,7 +135,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
         'repeat {}',
       ].join('\n'),
     );
-    await expect(run(workDir, { timeoutMs: 2_000 })).resolves.toEqual({
+    await expect(run(workDir, { timeoutMs: 2_000 })).resolves.toMatchObject({
       status: 'failed',
       reason: 'timeout',
       message: 'the job exceeded its time limit of 2 s',
@@ -143,7 +143,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     expect(await isAlive(Number(await readFile(join(workDir, 'r.pid'), 'utf8')))).toBe(false);
     expect(await isAlive(Number(await readFile(join(workDir, 'child.pid'), 'utf8')))).toBe(false);
     expect(engine.forkServerPid).toBe(server);
-    await expect(run(await job('writeLines("ok", "next.txt")'))).resolves.toEqual({
+    await expect(run(await job('writeLines("ok", "next.txt")'))).resolves.toMatchObject({
       status: 'succeeded',
     });
   });
@@ -165,7 +165,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
       ),
     );
     const outcomes = await Promise.all(dirs.map((dir) => run(dir)));
-    expect(outcomes).toEqual(dirs.map(() => ({ status: 'succeeded' })));
+    expect(outcomes).toMatchObject(dirs.map(() => ({ status: 'succeeded' })));
     for (const [i, dir] of dirs.entries()) {
       expect(await readFile(join(dir, 'same.txt'), 'utf8')).toBe(`${i + 1}\n`);
       expect((await readFile(join(dir, 'seen.txt'), 'utf8')).split('\n').sort()).toEqual(
@@ -184,8 +184,8 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
         'writeLines(list.files(tempdir(), recursive = TRUE), "tmp.txt")',
       ].join('\n'),
     );
-    await expect(run(probe)).resolves.toEqual({ status: 'succeeded' });
-    await expect(running).resolves.toEqual({ status: 'succeeded' });
+    await expect(run(probe)).resolves.toMatchObject({ status: 'succeeded' });
+    await expect(running).resolves.toMatchObject({ status: 'succeeded' });
     const parent = (await readFile(join(probe, 'parent.txt'), 'utf8')).split('\n');
     expect(parent.filter((name) => name.includes('secret'))).toEqual([]);
     expect((await readFile(join(probe, 'tmp.txt'), 'utf8')).trim()).toBe('');
@@ -198,7 +198,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
           'leaked <- 42\noptions(svc.leak = TRUE)\nSys.setenv(SVC_LEAK = "yes")\nlibrary(tools)',
         ),
       ),
-    ).resolves.toEqual({ status: 'succeeded' });
+    ).resolves.toMatchObject({ status: 'succeeded' });
     const next = await job(
       [
         'writeLines(c(',
@@ -210,7 +210,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
         '), "state.txt")',
       ].join('\n'),
     );
-    await expect(run(next)).resolves.toEqual({ status: 'succeeded' });
+    await expect(run(next)).resolves.toMatchObject({ status: 'succeeded' });
     expect((await readFile(join(next, 'state.txt'), 'utf8')).split('\n')).toEqual([
       '',
       'FALSE',
@@ -225,7 +225,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     const workDir = await job(
       'pdf("open.pdf")\nplot(1:10)\ncon <- file("open.txt", "w")\nwriteLines("kept", con)',
     );
-    await expect(run(workDir)).resolves.toEqual({ status: 'succeeded' });
+    await expect(run(workDir)).resolves.toMatchObject({ status: 'succeeded' });
     expect(await readFile(join(workDir, 'open.txt'), 'utf8')).toBe('kept\n');
     const pdf = await readFile(join(workDir, 'open.pdf'));
     expect(pdf.subarray(-6).toString()).toMatch(/%%EOF/);
@@ -240,7 +240,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
       'a new fork server',
     );
     const workDir = await job('writeLines("after", "after.txt")');
-    await expect(run(workDir)).resolves.toEqual({ status: 'succeeded' });
+    await expect(run(workDir)).resolves.toMatchObject({ status: 'succeeded' });
     expect(await readFile(join(workDir, 'after.txt'), 'utf8')).toBe('after\n');
   });
 

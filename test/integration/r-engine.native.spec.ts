@@ -82,7 +82,9 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
       onOutput: (stream, line) => lines.push(`${stream}:${line}`),
     });
 
-    expect(outcome).toEqual({ status: 'succeeded' });
+    expect(outcome).toMatchObject({ status: 'succeeded' });
+    // R's CPU time, for the usage statistics: the plot costs R some.
+    expect(outcome.rCpuMs).toBeGreaterThan(0);
     expect((await readFile(join(workDir, 'plot.pdf'))).subarray(0, 5).toString()).toBe('%PDF-');
     expect(await readFile(join(workDir, 'upper.txt'), 'utf8')).toBe('A\nB\n');
     const log = await readFile(join(workDir, R_LOG_FILE), 'utf8');
@@ -105,7 +107,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
       timeoutMs: 30_000,
     });
 
-    expect(outcome).toEqual({ status: 'failed', reason: 'r-error', message: 'boom' });
+    expect(outcome).toMatchObject({ status: 'failed', reason: 'r-error', message: 'boom' });
     const log = await readFile(join(workDir, R_LOG_FILE), 'utf8');
     expect(log).toContain('before');
     expect(log).toContain('Error in f() : boom');
@@ -131,7 +133,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
       scriptName: 'script.R',
       timeoutMs: 30_000,
     });
-    expect(outcome).toEqual({
+    expect(outcome).toMatchObject({
       status: 'failed',
       reason: 'exit',
       message: 'R exited with status 3',
@@ -155,7 +157,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
     });
     const elapsed = Date.now() - started;
 
-    expect(outcome).toEqual({
+    expect(outcome).toMatchObject({
       status: 'failed',
       reason: 'timeout',
       message: 'the job exceeded its time limit of 2 s',
@@ -170,7 +172,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
     const next = await job('writeLines("ok", "next.txt")');
     await expect(
       engine.runScript({ jobId: 'next', workDir: next, scriptName: 'script.R', timeoutMs: 30_000 }),
-    ).resolves.toEqual({ status: 'succeeded' });
+    ).resolves.toMatchObject({ status: 'succeeded' });
     expect(await readFile(join(next, 'next.txt'), 'utf8')).toBe('ok\n');
   });
 
@@ -190,7 +192,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
         timeoutMs: 30_000,
       });
 
-      expect(outcome).toEqual({ status: 'succeeded' });
+      expect(outcome).toMatchObject({ status: 'succeeded' });
       expect(await readFile(join(workDir, 'probe.txt'), 'utf8')).toBe('\n');
       const [home, tmp, lang] = (await readFile(join(workDir, 'env.txt'), 'utf8')).split('\n');
       expect(home).toBe(workDir);
@@ -212,7 +214,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
         scriptName: 'script.R',
         timeoutMs: 30_000,
       }),
-    ).resolves.toEqual({ status: 'succeeded' });
+    ).resolves.toMatchObject({ status: 'succeeded' });
 
     const big = await job('x <- numeric(1e9)\nwriteLines("allocated", "big.txt")');
     const outcome = await limited.runScript({
@@ -239,7 +241,7 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
       ),
     );
 
-    expect(outcomes).toEqual([{ status: 'succeeded' }, { status: 'succeeded' }]);
+    expect(outcomes).toMatchObject([{ status: 'succeeded' }, { status: 'succeeded' }]);
     const seenByFirst = (await readFile(join(first, 'seen.txt'), 'utf8')).split('\n');
     const seenBySecond = (await readFile(join(second, 'seen.txt'), 'utf8')).split('\n');
     expect(seenByFirst).toContain('first.csv');

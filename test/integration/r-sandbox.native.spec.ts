@@ -79,7 +79,7 @@ for (const mode of ['fork', 'spawn'] as const) {
         seen <- c(${JSON.stringify(process.cwd())}, ${JSON.stringify(root)}, "/root", "/home", "/var/run/postgresql", "/etc/postgresql")
         writeLines(seen[file.exists(seen)], "seen.txt")
       `);
-      expect(outcome).toEqual({ status: 'succeeded' });
+      expect(outcome).toMatchObject({ status: 'succeeded' });
       expect(await read('env.txt')).not.toContain('secret-of-the-service');
       expect(await read('env.txt')).not.toMatch(/DATABASE_URL|ADMIN_PASSWORD/);
       // Its own R and the sandbox's init (and the fork server, its reader in fork mode).
@@ -92,7 +92,7 @@ for (const mode of ['fork', 'spawn'] as const) {
       const closed = await run(script);
       expect(closed.outcome).toMatchObject({ status: 'failed', reason: 'r-error' });
       const open = await run(script, { network: true });
-      expect(open.outcome).toEqual({ status: 'succeeded' });
+      expect(open.outcome).toMatchObject({ status: 'succeeded' });
       expect(await open.read('got.txt')).toBe('hello\n');
     });
 
@@ -110,7 +110,7 @@ for (const mode of ['fork', 'spawn'] as const) {
         writeLines("x", file.path(tempdir(), "t.txt"))
         writeLines("mine", "mine.txt")
       `);
-      expect(outcome).toEqual({ status: 'succeeded' });
+      expect(outcome).toMatchObject({ status: 'succeeded' });
       expect((await read('written.txt')).trim()).toBe('');
       expect(await read('mine.txt')).toBe('mine\n');
       for (const target of targets) {
@@ -140,20 +140,22 @@ for (const mode of ['fork', 'spawn'] as const) {
       const { outcome } = await run(script);
       expect(outcome).toMatchObject({ status: 'failed', reason: 'limit', message });
       // The engine carries on.
-      expect((await run('writeLines("ok", "ok.txt")')).outcome).toEqual({ status: 'succeeded' });
+      expect((await run('writeLines("ok", "ok.txt")')).outcome).toMatchObject({
+        status: 'succeeded',
+      });
     });
 
     it('ends what a job left behind before the next job runs', async () => {
       const first = await run(
         'system("sh -c \'sleep 30 & sleep 31 &\'"); system("setsid sleep 32 &")',
       );
-      expect(first.outcome).toEqual({ status: 'succeeded' });
+      expect(first.outcome).toMatchObject({ status: 'succeeded' });
       const { outcome, read } = await run(`
         pids <- list.files("/proc", pattern = "^[0-9]+$")
         cmd <- vapply(pids, function(p) paste(tryCatch(readLines(file.path("/proc", p, "cmdline"), warn = FALSE), error = function(e) ""), collapse = " "), "")
         writeLines(cmd[grepl("sleep", cmd)], "sleepers.txt")
       `);
-      expect(outcome).toEqual({ status: 'succeeded' });
+      expect(outcome).toMatchObject({ status: 'succeeded' });
       expect((await read('sleepers.txt')).trim()).toBe('');
     });
   });

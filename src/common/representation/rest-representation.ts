@@ -80,6 +80,32 @@ export interface NodeInformationView {
   osLoadAverage: number;
 }
 
+/** One application's usage in one calendar month (UTC); see docs/api.md for each figure. */
+export interface UsageMonthView {
+  application: string;
+  /** YYYY-MM. */
+  month: string;
+  submitted: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  runTimeTotalMs: number;
+  runTimeP50Ms: number | null;
+  runTimeP95Ms: number | null;
+  rCpuTotalMs: number;
+  rCpuJobs: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** GET /admin/statistics: one entry per application and month (UTC), oldest month first. */
+export interface UsageStatisticsView {
+  /** YYYY-MM, inclusive. */
+  from: string;
+  to: string;
+  months: UsageMonthView[];
+}
+
 export interface CatalogView {
   directories: { type: string; files: { name: string; dataUri: string }[] }[];
 }
@@ -92,7 +118,8 @@ export type RestRepresentation =
   | { element: 'jobStatus'; value: JobStatusView }
   | { element: 'errorResult'; value: ErrorResultView }
   | { element: 'nodeInformation'; value: NodeInformationView }
-  | { element: 'catalog'; value: CatalogView };
+  | { element: 'catalog'; value: CatalogView }
+  | { element: 'usageStatistics'; value: UsageStatisticsView };
 
 type AttributeValue = string | number | boolean | Date | null | undefined;
 
@@ -263,6 +290,13 @@ function toNode(rep: RestRepresentation): Node {
         },
       };
     }
+    case 'usageStatistics':
+      return {
+        name: 'usageStatistics',
+        attributes: { from: rep.value.from, to: rep.value.to },
+        // A month without started jobs has no run time percentiles: the attributes are left out.
+        children: rep.value.months.map((usage) => ({ name: 'usage', attributes: { ...usage } })),
+      };
     case 'catalog':
       return {
         name: 'catalog',

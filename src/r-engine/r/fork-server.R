@@ -77,9 +77,10 @@ local({
       # Not closeAllConnections(): its full gc() would touch, and so copy, the whole shared heap.
       for (con in getAllConnections()[-(1:3)]) try(close(getConnection(con)), silent = TRUE)
       # Bytes written by the job (R and the programs it waited for): svc checks them against
-      # the job's limit.
+      # the job's limit. Then its CPU milliseconds (a forked child's counters start at zero).
       io <- tryCatch(readLines("/proc/self/io"), error = function(e) character(0L))
-      try(writeLines(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)),
+      cpu <- round(1000 * sum(proc.time()[c(1L, 2L, 4L, 5L)], na.rm = TRUE))
+      try(writeLines(c(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)), cpu),
                      file.path(privateDir, "written.txt")), silent = TRUE)
       exitChild(code, send = status)
     }
