@@ -136,6 +136,10 @@ export class WebREngine implements REngine, FunctionCallEngine {
       return this.webR !== undefined;
     }
     try {
+      // A fresh instance (after a job quit R or ran out of time) is awaited under its own
+      // start-up limit: on Node.js 22 and 24 starting webR on a busy machine can take longer
+      // than HEALTH_TIMEOUT_MS, which is meant for evaluating 1+1 only.
+      await this.instance();
       const two = await withTimeout(
         this.exclusive(async () => (await this.instance()).evalRNumber('1+1')),
         HEALTH_TIMEOUT_MS,
