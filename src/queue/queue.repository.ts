@@ -32,7 +32,24 @@ export interface NewJobRow {
   source: string;
   submittedAt: Date;
   files: Array<{ name: string; content: Buffer }>;
+  /** Where the result is POSTed when the job ends, with the base of its links; null: nowhere. */
+  callback?: JobCallbackTarget | null;
 }
+
+export interface JobCallbackTarget {
+  url: string;
+  linksBase: string;
+}
+
+/**
+ * A data-modifying CTE for the statements that end a job: queues the callback of the job the
+ * `done` CTE returned (with its callback_url), so the delivery row commits with the result.
+ */
+const QUEUE_CALLBACK_CTE = `callback_queued AS (
+         INSERT INTO job_callback (job_id, url, state, attempts, created_at, next_attempt_at)
+         SELECT done.id, done.callback_url, 'pending', 0, now(), now() FROM done
+          WHERE done.callback_url IS NOT NULL
+         ON CONFLICT (job_id) DO NOTHING)`;
 
 export interface ClaimedJob {
   id: string;
@@ -106,8 +123,9 @@ export class QueueRepository {
   async enqueue(job: NewJobRow): Promise<void> {
     await this.dataSource.query(
       `WITH new_job AS (
-         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts)
-         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0)
+         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
+                          callback_url, callback_links_base)
+         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11)
          RETURNING id),
        new_files AS (
          INSERT INTO job_file (job_id, name, content, size)
@@ -124,6 +142,8 @@ export class QueueRepository {
         job.files.map((f) => f.name),
         job.files.map((f) => f.content),
         JOB_QUEUED_CHANNEL,
+        job.callback?.url ?? null,
+        job.callback?.linksBase ?? null,
       ],
     );
   }
@@ -219,11 +239,12 @@ export class QueueRepository {
       `WITH done AS (
          UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
           WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
-          RETURNING id, application_name),
+          RETURNING id, application_name, callback_url),
        stored AS (
          INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          SELECT done.id, done.application_name, now(), $3, $4, $5, $6, $7, $8 FROM done
          ON CONFLICT (job_id) DO NOTHING),
+       ${QUEUE_CALLBACK_CTE},
        -- The input files are not needed once the job has its result.
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
@@ -288,6 +309,11 @@ export class QueueRepository {
           throw new Error(`the result file of job ${jobId} changed while it was stored`);
         }
       }
+      await manager.query(
+        `WITH done AS (SELECT id, callback_url FROM job WHERE id = $1), ${QUEUE_CALLBACK_CTE}
+         SELECT 1`,
+        [jobId],
+      );
       await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
       await manager.query('SELECT pg_notify($1, $2)', [RESULT_READY_CHANNEL, jobId]);
       return true;
@@ -317,11 +343,12 @@ export class QueueRepository {
          UPDATE job SET state = 'DONE', finished_at = $4, lease_owner = NULL, lease_expires_at = NULL,
                 cancelled_at = $4, cancelled_by = $3
            FROM target WHERE job.id = target.id AND target.state <> 'DONE'
-          RETURNING job.id, job.application_name),
+          RETURNING job.id, job.application_name, job.callback_url),
        stored AS (
          INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          SELECT done.id, done.application_name, $4, $5, $6, $7, $8, $9, $10 FROM done
          ON CONFLICT (job_id) DO NOTHING),
+       ${QUEUE_CALLBACK_CTE},
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
        SELECT target.state, (SELECT pg_notify($11, done.id::text) FROM done) AS notified FROM target`,
