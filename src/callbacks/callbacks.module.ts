@@ -1,0 +1,13 @@
+import { Module } from '@nestjs/common';
+import { CallbackUrlPolicy } from './callback-url.policy';
+import { CallbackRepository } from './callback.repository';
+
+/**
+ * Job callbacks: the URL check at submission and the delivery state. The delivery itself
+ * (CallbackDeliveryService) runs on worker nodes, in WorkerModule.
+ */
+@Module({
+  providers: [CallbackRepository, CallbackUrlPolicy],
+  exports: [CallbackRepository, CallbackUrlPolicy],
+})
+export class CallbacksModule {}
