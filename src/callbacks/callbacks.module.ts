@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
 import { CallbackRepository } from './callback.repository';
 
@@ -7,7 +8,7 @@ import { CallbackRepository } from './callback.repository';
  * (CallbackDeliveryService) runs on worker nodes, in WorkerModule.
  */
 @Module({
-  providers: [CallbackRepository, CallbackUrlPolicy],
-  exports: [CallbackRepository, CallbackUrlPolicy],
+  providers: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
+  exports: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
 })
 export class CallbacksModule {}
