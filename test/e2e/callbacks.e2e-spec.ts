@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { DataSource } from 'typeorm';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { startService, RunningService } from '../../src/bootstrap';
@@ -6,8 +7,10 @@ import { loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { fileField, postForm, textField } from '../support/form-client';
 import { Answer, parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
+import { ServiceProcess, spawnService } from '../support/service-process';
 import {
   createTestDatabase,
+  SERVER_DATABASE_URL,
   startTestService,
   TestDatabase,
   testEnvironment,
@@ -305,6 +308,23 @@ describe('job callbacks', () => {
     expect(answer.text).toMatch(/not on the callback hosts/);
   });
 
+  it('the callback row is deleted with the result', async () => {
+    const token = await submitted(service.url, receiver.url('/deleted'));
+    await waitForCallbackState(service.url, token.jobId, 'delivered');
+    const rows = async (): Promise<number> =>
+      (
+        await service.app
+          .get(DataSource)
+          .query<Array<{ n: number }>>(
+            'SELECT count(*)::int AS n FROM job_callback WHERE job_id = $1',
+            [token.jobId],
+          )
+      )[0].n;
+    expect(await rows()).toBe(1);
+    expect((await request(token.resultUri, { method: 'DELETE' })).status).toBe(204);
+    expect(await rows()).toBe(0);
+  });
+
   it('a job without a callback has no callback element', async () => {
     const answer = await postZip(service.url, await makeZip([{ name: 'job.R', content: QUICK }]), {
       ...JSON_ACCEPT,
@@ -362,5 +382,70 @@ describe('job callbacks survive a restart', () => {
     const deliveries = receiver.deliveriesFor(token.jobId);
     expect(deliveries).toHaveLength(1);
     expect(signatureVerifies(deliveries[0])).toBe(true);
+  });
+});
+
+describe('job callbacks that keep failing', () => {
+  let service: TestService;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    // Attempts at about 0, 0.2 and 0.6 s; the next (1.4 s) would be past the 1 s period.
+    service = await startTestService({ ...CALLBACK_ENV, CALLBACK_RETRY_SECONDS: '1' });
+  });
+  afterAll(async () => {
+    await service.stop();
+    await receiver.stop();
+  });
+
+  it('are marked failed when the retry period is over, with the last answer', async () => {
+    receiver.statuses = Array<number>(100).fill(500);
+    const token = await submitted(service.url, receiver.url('/broken'));
+    const status = await waitForCallbackState(service.url, token.jobId, 'failed');
+    expect(status).toMatchObject({ lastHttpStatus: 500, lastError: 'HTTP 500' });
+    expect(status.deliveryTime).toBeUndefined();
+    expect(status.attempts).toBeGreaterThanOrEqual(2);
+    expect(receiver.deliveriesFor(token.jobId)).toHaveLength(status.attempts);
+  });
+});
+
+const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
+
+// Several worker nodes share a database server (the embedded one belongs to one process).
+describeWithServer('job callbacks with two worker nodes', () => {
+  let database: TestDatabase;
+  const nodes: ServiceProcess[] = [];
+  const receiver = new Receiver();
+
+  beforeAll(async () => {
+    await receiver.start();
+    database = await createTestDatabase();
+    const env = testEnvironment(database, { ...CALLBACK_ENV, POLL_INTERVAL_MS: '50' });
+    nodes.push(await spawnService({ ...env, ROLE: 'api' }));
+    nodes.push(await spawnService({ ...env, ROLE: 'worker', MIGRATIONS_RUN: 'false' }));
+    nodes.push(await spawnService({ ...env, ROLE: 'worker', MIGRATIONS_RUN: 'false' }));
+  });
+  afterAll(async () => {
+    for (const node of nodes) {
+      node.child.kill('SIGTERM');
+    }
+    await Promise.all(nodes.map((node) => node.exited()));
+    await receiver.stop();
+    await database.drop();
+  });
+
+  it('deliver each callback once', async () => {
+    const [api] = nodes;
+    const tokens = await Promise.all(
+      Array.from({ length: 8 }, () => submitted(api.url, receiver.url('/shared'))),
+    );
+    for (const token of tokens) {
+      await waitForCallbackState(api.url, token.jobId, 'delivered');
+    }
+    for (const token of tokens) {
+      expect(receiver.deliveriesFor(token.jobId)).toHaveLength(1);
+      expect((await callbackOf(api.url, token.jobId))?.attempts).toBe(1);
+    }
   });
 });
