@@ -4,6 +4,7 @@ import { BlobChunks1795445354085 } from './1795445354085-BlobChunks';
 import { AddJobCancellation1795476005358 } from './1795476005358-AddJobCancellation';
 import { AddJobLog1795477094456 } from './1795477094456-AddJobLog';
 import { AddJobProgress1795560000000 } from './1795560000000-AddJobProgress';
+import { AddJobCallbacks1795623279370 } from './1795623279370-AddJobCallbacks';
 import { AddJobUsage1795624631424 } from './1795624631424-AddJobUsage';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
@@ -13,5 +14,6 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobCancellation1795476005358,
   AddJobLog1795477094456,
   AddJobProgress1795560000000,
+  AddJobCallbacks1795623279370,
   AddJobUsage1795624631424,
 ];

@@ -107,6 +107,15 @@ export class AppConfig {
   @IsInt() @Min(1) zipMaxUncompressedBytes!: number;
   @IsInt() @Min(1) zipMaxCompressionRatio!: number;
   @IsInt() @Min(0) resultRetentionHours!: number;
+  // job callbacks (docs/api.md#job-callbacks)
+  /** How long a job's callback is retried after the job ended before it is marked failed. */
+  @IsInt() @Min(0) callbackRetrySeconds!: number;
+  /** The delay before the first retry; it doubles with each failed attempt. */
+  @IsInt() @Min(1) callbackFirstRetryMs!: number;
+  /** The longest delay between two attempts. */
+  @IsInt() @Min(1) callbackMaxRetryDelaySeconds!: number;
+  /** Time limit of one delivery attempt (connect, send, answer). */
+  @IsInt() @Min(1) @Max(300) callbackTimeoutSeconds!: number;
   /** Longest `?wait=N` a client may ask for on GET results and job status, in seconds. */
   @IsInt() @Min(1) @Max(3600) resultWaitMaxSeconds!: number;
   /** Days a finished job's usage record is kept for the usage statistics (0: kept). */

@@ -73,4 +73,12 @@ export class JobEntity {
   /** The message of that report ('' when it had none). */
   @Column({ name: 'progress_message', type: 'varchar', length: 500, nullable: true })
   progressMessage!: string | null;
+
+  /** Where the result is POSTed when the job ends (docs/api.md#job-callbacks); null: nowhere. */
+  @Column({ name: 'callback_url', type: 'varchar', length: 2048, nullable: true })
+  callbackUrl!: string | null;
+
+  /** The public base URL the job was submitted under: the links in the callback's body use it. */
+  @Column({ name: 'callback_links_base', type: 'varchar', length: 2048, nullable: true })
+  callbackLinksBase!: string | null;
 }

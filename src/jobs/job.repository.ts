@@ -2,7 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { JOB_QUEUED_CHANNEL, QueueRepository } from '../queue/queue.repository';
+import { JOB_QUEUED_CHANNEL, JobCallbackTarget, QueueRepository } from '../queue/queue.repository';
 import {
   BLOB_INLINE_MAX_BYTES,
   filePieces,
@@ -21,6 +21,8 @@ export interface NewJob {
   source: string;
   submittedAt: Date;
   files: JobFileInput[];
+  /** Where the result is POSTed when the job ends (already validated); null: nowhere. */
+  callback?: JobCallbackTarget | null;
 }
 
 function isContent(file: JobFileInput): file is JobFileContent {
@@ -57,8 +59,9 @@ export class JobRepository {
     }
     await this.dataSource.transaction(async (manager) => {
       await manager.query(
-        `INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts)
-         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0)`,
+        `INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
+                          callback_url, callback_links_base)
+         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $7, $8)`,
         [
           job.id,
           job.applicationName,
@@ -66,6 +69,8 @@ export class JobRepository {
           JSON.stringify(job.meta),
           job.source,
           job.submittedAt,
+          job.callback?.url ?? null,
+          job.callback?.linksBase ?? null,
         ],
       );
       for (const file of files) {

@@ -23,7 +23,11 @@ import {
   applicationNameOf,
   JobIdPipe,
   rawHeaderPairs,
+  rawHeaderValues,
 } from '../common/application-name';
+import { CALLBACK_URL_HEADER } from '../callbacks/callback-url.policy';
+import { CallbackRepository } from '../callbacks/callback.repository';
+import { CallbackState } from '../callbacks/job-callback.entity';
 import { isFormPost } from '../common/form-post';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
@@ -32,7 +36,7 @@ import { Access } from '../security/access.decorator';
 import { FormJobService } from '../upload/form-job.service';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
-import { JobsService, SubmittedJob } from './jobs.service';
+import { CallbackRequest, JobsService, SubmittedJob } from './jobs.service';
 import { JobEntity, JobState } from './job.entity';
 import { JobCancellationService } from './job-cancellation.service';
 import { JobLogService } from './job-log.service';
@@ -59,6 +63,7 @@ export class JobsController {
     private readonly cancellation: JobCancellationService,
     private readonly jobLogs: JobLogService,
     private readonly waiter: JobWaiter,
+    private readonly callbacks: CallbackRepository,
   ) {}
 
   @Post()
@@ -83,6 +88,7 @@ export class JobsController {
       );
     }
     const meta = parseMetaHeaders(rawHeaderPairs(req));
+    const callback = this.callbackRequest(req);
     const body = await getRawBody(req, { limit: this.config.maxRequestBytes });
     if (body.length === 0) {
       throw ApiError.badRequest(
@@ -101,9 +107,21 @@ export class JobsController {
           body,
           meta,
           'rest',
+          callback,
         )
-      : await this.jobsService.submitZip(applicationName, body, meta, 'rest');
+      : await this.jobsService.submitZip(applicationName, body, meta, 'rest', callback);
     return this.jobToken(req, res, job);
+  }
+
+  /** The callback the `X-SVC-Callback-Url` header asks for (checked by JobsService); once at most. */
+  private callbackRequest(req: Request): CallbackRequest | null {
+    const values = rawHeaderValues(req, CALLBACK_URL_HEADER);
+    if (values.length > 1) {
+      throw ApiError.badRequest(`The header ${CALLBACK_URL_HEADER} is given more than once.`);
+    }
+    return values.length === 0
+      ? null
+      : { url: values[0], linksBase: publicBaseUrl(req, this.config.publicBaseUrl) };
   }
 
   /** The 202 answer of a submission: the job token, and the result's URI in Location. */
@@ -141,7 +159,7 @@ export class JobsController {
     const waitMs = waitMilliseconds(wait, this.config.resultWaitMaxSeconds);
     const job = await this.existingJob(applicationName, jobId);
     if (waitMs === null || job.state === JobState.DONE) {
-      return this.jobStatus(req, job);
+      return await this.jobStatus(req, job);
     }
     // `?wait=N`: answers when the state changes (the job starts or ends), else after N seconds.
     const changed = await this.waiter.waitFor(
@@ -153,7 +171,7 @@ export class JobsController {
       waitMs,
       { events: 'result-or-start', signal: clientGoneSignal(res) },
     );
-    return this.jobStatus(req, await this.existingJob(applicationName, jobId, changed?.now));
+    return await this.jobStatus(req, await this.existingJob(applicationName, jobId, changed?.now));
   }
 
   /**
@@ -187,7 +205,7 @@ export class JobsController {
         return undefined;
       case 'stopping':
         res.status(HttpStatus.ACCEPTED);
-        return this.jobStatus(req, await this.existingJob(applicationName, jobId));
+        return await this.jobStatus(req, await this.existingJob(applicationName, jobId));
     }
   }
 
@@ -204,8 +222,20 @@ export class JobsController {
     return job;
   }
 
-  private jobStatus(req: Request, job: JobEntity): RestRepresentation {
+  private async jobStatus(req: Request, job: JobEntity): Promise<RestRepresentation> {
     const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
+    // The delivery row is made when the job ends; until then its callback is pending, untried.
+    const callback =
+      job.callbackUrl === null
+        ? null
+        : ((await this.callbacks.findStatus(job.id)) ?? {
+            state: CallbackState.PENDING,
+            attempts: 0,
+            lastHttpStatus: null,
+            lastError: null,
+            lastAttemptTime: null,
+            deliveryTime: null,
+          });
     return {
       element: 'jobStatus',
       value: {
@@ -225,6 +255,7 @@ export class JobsController {
           job.progressFraction !== null
             ? { fraction: job.progressFraction, message: job.progressMessage ?? '' }
             : null,
+        callback,
       },
     };
   }

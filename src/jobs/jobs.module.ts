@@ -6,11 +6,19 @@ import { JobLogService } from './job-log.service';
 import { ResultsModule } from '../results/results.module';
 import { JobRepository } from './job.repository';
 import { JobsService } from './jobs.service';
+import { CallbacksModule } from '../callbacks/callbacks.module';
 
 /** Job submission and job state, shared by the REST, form and SOAP front ends. */
 @Module({
-  imports: [QueueModule, ResultsModule],
+  imports: [QueueModule, ResultsModule, CallbacksModule],
   providers: [JobRepository, JobsService, JobCancellationService, JobLogRepository, JobLogService],
-  exports: [JobRepository, JobsService, JobCancellationService, JobLogRepository, JobLogService],
+  exports: [
+    JobRepository,
+    JobsService,
+    JobCancellationService,
+    JobLogRepository,
+    JobLogService,
+    CallbacksModule,
+  ],
 })
 export class JobsModule {}

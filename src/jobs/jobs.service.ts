@@ -13,6 +13,17 @@ import { FunctionCallKind, payloadFileName } from './function-call-result';
 import { JobKind } from './job.entity';
 import { JobRepository } from './job.repository';
 import { MetricsService } from '../metrics/metrics.service';
+import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
+import type { JobCallbackTarget } from '../queue/queue.repository';
+
+/**
+ * The callback a request asks for, not yet checked: the URL as given, and the public base URL
+ * of the request (the links in the callback's body are written under it).
+ */
+export interface CallbackRequest {
+  url: string;
+  linksBase: string;
+}
 
 export interface SubmittedJob {
   jobId: string;
@@ -27,6 +38,7 @@ export class JobsService {
     private readonly config: AppConfig,
     private readonly jobs: JobRepository,
     private readonly notifier: QueueNotifier,
+    private readonly callbackUrls: CallbackUrlPolicy,
     @Optional() private readonly metrics?: MetricsService,
   ) {}
 
@@ -44,8 +56,9 @@ export class JobsService {
     zip: Buffer,
     meta: JobMeta,
     source: string,
+    callback: CallbackRequest | null = null,
   ): Promise<SubmittedJob> {
-    return this.submitZipSource(applicationName, zip, meta, source);
+    return this.submitZipSource(applicationName, zip, meta, source, callback);
   }
 
   /**
@@ -58,8 +71,9 @@ export class JobsService {
     zipPath: string,
     meta: JobMeta,
     source: string,
+    callback: CallbackRequest | null = null,
   ): Promise<SubmittedJob> {
-    return this.submitZipSource(applicationName, { path: zipPath }, meta, source);
+    return this.submitZipSource(applicationName, { path: zipPath }, meta, source, callback);
   }
 
   private async submitZipSource(
@@ -67,11 +81,26 @@ export class JobsService {
     zip: ZipSource,
     meta: JobMeta,
     source: string,
+    callback: CallbackRequest | null,
   ): Promise<SubmittedJob> {
+    // Checked before the archive is read: a refused callback costs no unpacking.
+    const target = await this.checkedCallback(applicationName, callback);
     return this.withSpillDirectory(async (directory) => {
       const files = await this.explodeZip(zip, directory);
-      return this.submitFiles(applicationName, files, meta, source);
+      return this.storeFiles(applicationName, files, meta, source, target);
     });
+  }
+
+  /** The callback to store with the job, once CallbackUrlPolicy accepts it (else 400). */
+  private async checkedCallback(
+    applicationName: string,
+    callback: CallbackRequest | null,
+  ): Promise<JobCallbackTarget | null> {
+    if (callback === null) {
+      return null;
+    }
+    const url = await this.callbackUrls.check(applicationName, callback.url);
+    return { url, linksBase: callback.linksBase };
   }
 
   /**
@@ -106,6 +135,18 @@ export class JobsService {
     files: JobFileInput[],
     meta: JobMeta,
     source: string,
+    callback: CallbackRequest | null = null,
+  ): Promise<SubmittedJob> {
+    const target = await this.checkedCallback(applicationName, callback);
+    return this.storeFiles(applicationName, files, meta, source, target);
+  }
+
+  private async storeFiles(
+    applicationName: string,
+    files: JobFileInput[],
+    meta: JobMeta,
+    source: string,
+    callback: JobCallbackTarget | null,
   ): Promise<SubmittedJob> {
     validateJobFiles(files);
     const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
@@ -127,6 +168,7 @@ export class JobsService {
       // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
       submittedAt: new Date(),
       files: dataFiles,
+      callback,
     };
     await this.jobs.insert(job);
     this.notifier.jobQueued(applicationName);
@@ -141,7 +183,9 @@ export class JobsService {
     payload: Buffer,
     meta: JobMeta,
     source: string,
+    callback: CallbackRequest | null = null,
   ): Promise<SubmittedJob> {
+    const target = await this.checkedCallback(applicationName, callback);
     const job = {
       id: randomUUID(),
       applicationName,
@@ -150,6 +194,7 @@ export class JobsService {
       source,
       submittedAt: new Date(),
       files: [{ name: payloadFileName(kind), content: payload }],
+      callback: target,
     };
     await this.jobs.insert(job);
     this.notifier.jobQueued(applicationName);

@@ -40,8 +40,9 @@ function usageInsert(outcome: string, cpu: string, bytesOut: string): string {
          ON CONFLICT (job_id) DO NOTHING`;
 }
 
-/** What the UPDATE that ends a job returns for its usage record. */
-const DONE_COLUMNS = 'id, application_name, kind, submitted_at, started_at, finished_at';
+/** What the UPDATE that ends a job returns for its usage record and its callback. */
+const DONE_COLUMNS =
+  'id, application_name, kind, submitted_at, started_at, finished_at, callback_url';
 
 export interface NewJobRow {
   id: string;
@@ -51,7 +52,24 @@ export interface NewJobRow {
   source: string;
   submittedAt: Date;
   files: Array<{ name: string; content: Buffer }>;
+  /** Where the result is POSTed when the job ends, with the base of its links; null: nowhere. */
+  callback?: JobCallbackTarget | null;
 }
+
+export interface JobCallbackTarget {
+  url: string;
+  linksBase: string;
+}
+
+/**
+ * A data-modifying CTE for the statements that end a job: queues the callback of the job the
+ * `done` CTE returned (with its callback_url), so the delivery row commits with the result.
+ */
+const QUEUE_CALLBACK_CTE = `callback_queued AS (
+         INSERT INTO job_callback (job_id, url, state, attempts, created_at, next_attempt_at)
+         SELECT done.id, done.callback_url, 'pending', 0, now(), now() FROM done
+          WHERE done.callback_url IS NOT NULL
+         ON CONFLICT (job_id) DO NOTHING)`;
 
 export interface ClaimedJob {
   id: string;
@@ -127,8 +145,9 @@ export class QueueRepository {
   async enqueue(job: NewJobRow): Promise<void> {
     await this.dataSource.query(
       `WITH new_job AS (
-         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts)
-         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0)
+         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
+                          callback_url, callback_links_base)
+         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11)
          RETURNING id),
        new_files AS (
          INSERT INTO job_file (job_id, name, content, size)
@@ -145,6 +164,8 @@ export class QueueRepository {
         job.files.map((f) => f.name),
         job.files.map((f) => f.content),
         JOB_QUEUED_CHANNEL,
+        job.callback?.url ?? null,
+        job.callback?.linksBase ?? null,
       ],
     );
   }
@@ -247,6 +268,7 @@ export class QueueRepository {
          ON CONFLICT (job_id) DO NOTHING),
        usage AS (
          ${usageInsert("CASE WHEN $3::boolean THEN 'succeeded' ELSE 'failed' END", '$10::int', '$7')}),
+       ${QUEUE_CALLBACK_CTE},
        -- The input files are not needed once the job has its result.
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
@@ -313,8 +335,11 @@ export class QueueRepository {
         }
       }
       await manager.query(
-        `WITH done AS (SELECT ${DONE_COLUMNS} FROM job WHERE id = $1)
-         ${usageInsert("CASE WHEN $2::boolean THEN 'succeeded' ELSE 'failed' END", '$3::int', '$4::bigint')}`,
+        `WITH done AS (SELECT ${DONE_COLUMNS} FROM job WHERE id = $1),
+         usage AS (
+           ${usageInsert("CASE WHEN $2::boolean THEN 'succeeded' ELSE 'failed' END", '$3::int', '$4::bigint')}),
+         ${QUEUE_CALLBACK_CTE}
+         SELECT 1`,
         [
           jobId,
           result.success,
@@ -352,13 +377,14 @@ export class QueueRepository {
                 cancelled_at = $4, cancelled_by = $3
            FROM target WHERE job.id = target.id AND target.state <> 'DONE'
           RETURNING job.id, job.application_name, job.kind, job.submitted_at, job.started_at,
-                    job.finished_at),
+                    job.finished_at, job.callback_url),
        stored AS (
          INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          SELECT done.id, done.application_name, $4, $5, $6, $7, $8, $9, $10 FROM done
          ON CONFLICT (job_id) DO NOTHING),
        usage AS (
          ${usageInsert("'cancelled'", 'NULL', '$9')}),
+       ${QUEUE_CALLBACK_CTE},
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
        SELECT target.state, (SELECT pg_notify($11, done.id::text) FROM done) AS notified FROM target`,

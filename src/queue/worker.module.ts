@@ -1,4 +1,6 @@
 import { Module } from '@nestjs/common';
+import { CallbackDeliveryService } from '../callbacks/callback-delivery.service';
+import { CallbacksModule } from '../callbacks/callbacks.module';
 import { CatalogModule } from '../catalog/catalog.module';
 import { ScriptJobExecutor } from '../jobs/script-job.executor';
 import { FunctionCallJobExecutor } from '../jobs/function-call.executor';
@@ -8,9 +10,12 @@ import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from './queue.module';
 import { JOB_EXECUTOR, WorkerService } from './worker.service';
 
-/** What a worker node adds: the R engine, the job executor and the claim loop. No controllers. */
+/**
+ * What a worker node adds: the R engine, the job executor, the claim loop and callback delivery.
+ * No controllers.
+ */
 @Module({
-  imports: [QueueModule, REngineModule, CatalogModule],
+  imports: [QueueModule, REngineModule, CatalogModule, CallbacksModule],
   providers: [
     JobLogRepository,
     ScriptJobExecutor,
@@ -18,6 +23,8 @@ import { JOB_EXECUTOR, WorkerService } from './worker.service';
     JobKindExecutor,
     { provide: JOB_EXECUTOR, useExisting: JobKindExecutor },
     WorkerService,
+    // Callbacks are delivered where jobs run: API nodes only store and show them.
+    CallbackDeliveryService,
   ],
   exports: [WorkerService],
 })

@@ -12,8 +12,8 @@ import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import {
   RestRepresentation,
   ResultsStreamWriter,
-  ResultView,
 } from '../common/representation/rest-representation';
+import { resultView } from './result-view';
 import { ResultMetadata, ResultRepository } from './result.repository';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
@@ -30,18 +30,6 @@ function parsePaging(value: string | undefined, name: string): number | undefine
     throw ApiError.badRequest(`${name} must be a non-negative whole number.`);
   }
   return Number(value);
-}
-
-function view(links: RestLinks, result: ResultMetadata): ResultView {
-  return {
-    jobId: result.jobId,
-    applicationName: result.applicationName,
-    resultTime: result.resultTime,
-    success: result.success,
-    type: result.type,
-    selfUri: links.result(result.applicationName, result.jobId),
-    dataUri: links.resultData(result.applicationName, result.jobId, result.type),
-  };
 }
 
 @RendersRepresentations()
@@ -83,7 +71,7 @@ export class ResultsController {
     try {
       while (page.length > 0 && remaining > 0) {
         for (const result of page.slice(0, remaining)) {
-          writer.add(view(links, result));
+          writer.add(resultView(links, result));
         }
         remaining -= page.length;
         if (page.length < LIST_PAGE_SIZE || remaining <= 0) {
@@ -126,7 +114,7 @@ export class ResultsController {
         `No result for job ${jobId} of application ${applicationName} (not ready, or unknown).`,
       );
     }
-    return { element: 'result', value: view(this.links(req), result) };
+    return { element: 'result', value: resultView(this.links(req), result) };
   }
 
   @Delete('results/:app/:jobId')

@@ -1,3 +1,4 @@
+import { JobCallbackEntity } from '../callbacks/job-callback.entity';
 import { CatalogFileEntity } from '../catalog/catalog-file.entity';
 import { JobFileChunkEntity } from '../jobs/job-file-chunk.entity';
 import { JobFileEntity } from '../jobs/job-file.entity';
@@ -16,4 +17,5 @@ export const ENTITIES = [
   ResultChunkEntity,
   CatalogFileEntity,
   JobUsageEntity,
+  JobCallbackEntity,
 ];

@@ -2,6 +2,7 @@ import { ApiError } from '../common/api-error';
 import { APPLICATION_HEADER, checkApplicationName } from '../common/application-name';
 import type { JobMeta } from '../jobs/job-input';
 import { parseMetaFields } from '../jobs/job-meta';
+import { CALLBACK_URL_HEADER } from '../callbacks/callback-url.policy';
 
 /** The form field that carries job files (SPEC §6); `X-SVC-JobFile` without brackets is taken too. */
 export const JOB_FILE_FIELD = 'X-SVC-JobFile[]';
@@ -33,6 +34,22 @@ export function applicationNameFromFields(fields: Fields): string {
  */
 export function metaFromFields(fields: Fields): JobMeta {
   return parseMetaFields(fields.filter(([, value]) => value.trim() !== ''));
+}
+
+/**
+ * The job's callback URL from the form field `X-SVC-Callback-Url` (any case), unchecked; null
+ * when the form has none or leaves it empty. Given twice: 400.
+ */
+export function callbackUrlFromFields(fields: Fields): string | null {
+  const values = fields
+    .filter(([name, value]) => sameName(name, CALLBACK_URL_HEADER) && value.trim() !== '')
+    .map(([, value]) => value);
+  if (values.length > 1) {
+    throw ApiError.badRequest(
+      `the form field ${CALLBACK_URL_HEADER} is given ${values.length} times; give it once.`,
+    );
+  }
+  return values[0] ?? null;
 }
 
 export function isJobFileField(field: string): boolean {

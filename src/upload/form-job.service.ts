@@ -6,8 +6,10 @@ import { AppConfig } from '../config/app-config';
 import type { JobFileInput } from '../jobs/job-input';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
+import { publicBaseUrl } from '../common/public-uri';
 import {
   applicationNameFromFields,
+  callbackUrlFromFields,
   isJobFileField,
   isZipPart,
   JOB_FILE_FIELD,
@@ -64,6 +66,11 @@ export class FormJobService implements OnModuleInit {
       // names: the per-application check happens here, before anything is stored.
       await this.requestAccess.authorizeSubmission(req, applicationName, 'script');
       const meta = metaFromFields(form.fields);
+      const callbackUrl = callbackUrlFromFields(form.fields);
+      const callback =
+        callbackUrl === null
+          ? null
+          : { url: callbackUrl, linksBase: publicBaseUrl(req, this.config.publicBaseUrl) };
       // Large ZIP entries are inflated into a directory of their own; every file is then
       // streamed from disk into the database (never whole in memory).
       return this.jobsService.withSpillDirectory(async (spillDirectory) => {
@@ -74,7 +81,7 @@ export class FormJobService implements OnModuleInit {
               'or name a catalog script.',
           );
         }
-        return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE);
+        return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE, callback);
       });
     });
   }

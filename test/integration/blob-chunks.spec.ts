@@ -1,3 +1,4 @@
+import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -66,6 +67,7 @@ describe('chunked job files and results', () => {
       config,
       jobs,
       new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+      new CallbackUrlPolicy(config),
     );
     results = new ResultRepository(dataSource);
   });

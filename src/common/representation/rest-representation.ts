@@ -52,6 +52,17 @@ export interface JobStatusView {
   cancellation?: { by: string; time: Date } | null;
   /** The last progress its R code reported with svc_progress. */
   progress?: { fraction: number; message: string } | null;
+  /** Set when the job named a callback URL: how its delivery stands. */
+  callback?: CallbackStatusView | null;
+}
+
+export interface CallbackStatusView {
+  state: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  lastAttemptTime: Date | null;
+  deliveryTime: Date | null;
 }
 
 export interface ErrorResultView {
@@ -261,6 +272,21 @@ function toNode(rep: RestRepresentation): Node {
                 {
                   name: 'cancellation',
                   attributes: { by: v.cancellation.by, time: v.cancellation.time },
+                },
+              ]
+            : []),
+          ...(v.callback
+            ? [
+                {
+                  name: 'callback',
+                  attributes: {
+                    state: v.callback.state,
+                    attempts: v.callback.attempts,
+                    lastHttpStatus: v.callback.lastHttpStatus,
+                    lastError: v.callback.lastError,
+                    lastAttemptTime: v.callback.lastAttemptTime,
+                    deliveryTime: v.callback.deliveryTime,
+                  },
                 },
               ]
             : []),

@@ -1,0 +1,212 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { Test } from '@nestjs/testing';
+import { AppConfig, loadConfig } from '../config/app-config';
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { callbackSignature, CallbackDeliveryService } from './callback-delivery.service';
+import { CallbackRetryPolicy } from './callback-retry.policy';
+import { CallbackUrlPolicy } from './callback-url.policy';
+import { CallbackRepository, DueCallback } from './callback.repository';
+import { CallbackState } from './job-callback.entity';
+
+const SECRET = 'a-secret-of-sixteen-or-more';
+const JOB_ID = '0b5e2c1e-8d0c-4a57-9f3e-2f4c3a1b9d77';
+
+/** In-memory stand-in for the callback SQL: one row, and the fake-clock time of every claim. */
+class CallbackRows {
+  state: CallbackState = CallbackState.PENDING;
+  attempts = 0;
+  nextAttemptAt: number;
+  readonly claimedAt: number[] = [];
+  lastHttpStatus: number | null = null;
+
+  constructor(
+    private readonly url: string,
+    private readonly endedAt: Date,
+  ) {
+    this.nextAttemptAt = endedAt.getTime();
+  }
+
+  claimDue(_limit: number, leaseSeconds: number): Promise<DueCallback[]> {
+    if (this.state !== CallbackState.PENDING || this.nextAttemptAt > Date.now()) {
+      return Promise.resolve([]);
+    }
+    this.claimedAt.push(Date.now());
+    this.nextAttemptAt = Date.now() + leaseSeconds * 1000;
+    return Promise.resolve([
+      {
+        jobId: JOB_ID,
+        url: this.url,
+        attempts: this.attempts,
+        createdAt: this.endedAt,
+        linksBase: 'http://svc.example.com',
+        result: {
+          jobId: JOB_ID,
+          applicationName: 'demo',
+          resultTime: this.endedAt,
+          success: true,
+          type: 'zip',
+        },
+      },
+    ]);
+  }
+
+  markDelivered(_jobId: string, httpStatus: number): Promise<void> {
+    this.state = CallbackState.DELIVERED;
+    this.attempts++;
+    this.lastHttpStatus = httpStatus;
+    return Promise.resolve();
+  }
+
+  recordFailure(
+    _jobId: string,
+    failure: { httpStatus: number | null },
+    retryAt: Date | null,
+  ): Promise<void> {
+    this.attempts++;
+    this.lastHttpStatus = failure.httpStatus;
+    if (retryAt === null) {
+      this.state = CallbackState.FAILED;
+    } else {
+      this.nextAttemptAt = retryAt.getTime();
+    }
+    return Promise.resolve();
+  }
+
+  release(): Promise<void> {
+    this.nextAttemptAt = Date.now();
+    return Promise.resolve();
+  }
+}
+
+/** Lets real I/O (the HTTP round trip) happen while the clock stands still; fails after 10 s. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = process.hrtime.bigint() + 10_000_000_000n;
+  while (!condition()) {
+    if (process.hrtime.bigint() > deadline) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+describe('CallbackDeliveryService back-off', () => {
+  let receiver: Server;
+  let statuses: number[];
+  let bodies: Array<{ signature: string; body: Buffer }>;
+  let url: string;
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        bodies.push({
+          signature: String(req.headers['x-svc-signature']),
+          body: Buffer.concat(chunks),
+        });
+        res.statusCode = statuses.shift() ?? 200;
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  });
+  afterAll(async () => {
+    receiver.closeAllConnections();
+    await new Promise((resolve) => receiver.close(resolve));
+  });
+
+  beforeEach(() => {
+    bodies = [];
+    // The clock and timers are fake; I/O and setImmediate stay real, so requests still travel.
+    jest.useFakeTimers({
+      now: new Date('2026-01-01T00:00:00Z'),
+      doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'],
+    });
+  });
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  async function serviceFor(rows: CallbackRows, env: Record<string, string>) {
+    const module = await Test.createTestingModule({
+      providers: [
+        {
+          provide: AppConfig,
+          useValue: loadConfig({
+            // No polling during the test: only the service's own retry timers wake it.
+            POLL_INTERVAL_MS: '3600000',
+            APPLICATION_SETTINGS: JSON.stringify({
+              demo: { callbackHosts: ['127.0.0.1'], callbackSecret: SECRET },
+            }),
+            ...env,
+          }),
+        },
+        { provide: CallbackRepository, useValue: rows },
+        // The real notifier: without a server database it only reports within the process.
+        {
+          provide: QueueNotifier,
+          useValue: new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+        },
+        CallbackRetryPolicy,
+        CallbackUrlPolicy,
+        CallbackDeliveryService,
+      ],
+    }).compile();
+    return module.get(CallbackDeliveryService);
+  }
+
+  it('tries again after 1 s, then 2 s, and not before; the third answer, 200, delivers it', async () => {
+    statuses = [500, 500];
+    const endedAt = new Date();
+    const rows = new CallbackRows(url, endedAt);
+    const service = await serviceFor(rows, { CALLBACK_FIRST_RETRY_MS: '1000' });
+    service.onApplicationBootstrap();
+    await until(() => rows.attempts === 1, 'the first attempt');
+
+    // The clock stands still while a request travels, so each failure is recorded at the time
+    // of its claim: the timers fire exactly at the delay (plus their 5 ms margin).
+    await jest.advanceTimersByTimeAsync(1004);
+    expect(rows.claimedAt).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(1);
+    await until(() => rows.attempts === 2, 'the second attempt');
+
+    await jest.advanceTimersByTimeAsync(2004);
+    expect(rows.claimedAt).toHaveLength(2);
+    await jest.advanceTimersByTimeAsync(1);
+    await until(() => rows.attempts === 3, 'the third attempt');
+
+    expect(rows.state).toBe(CallbackState.DELIVERED);
+    expect(rows.lastHttpStatus).toBe(200);
+    // Each retry waits its delay (plus the timer's 5 ms margin) after the previous attempt.
+    const t0 = endedAt.getTime();
+    expect(rows.claimedAt.map((at) => at - t0)).toEqual([0, 1005, 3010]);
+    // Every attempt sends the same body with a signature that matches it.
+    expect(bodies).toHaveLength(3);
+    for (const { signature, body } of bodies) {
+      expect(signature).toBe(callbackSignature(SECRET, body));
+      expect(body.equals(bodies[0].body)).toBe(true);
+    }
+    await service.onApplicationShutdown();
+  });
+
+  it('gives up once the next attempt would fall past CALLBACK_RETRY_SECONDS', async () => {
+    statuses = [503, 503, 503, 503, 503];
+    const rows = new CallbackRows(url, new Date());
+    const service = await serviceFor(rows, {
+      CALLBACK_FIRST_RETRY_MS: '1000',
+      CALLBACK_RETRY_SECONDS: '3',
+    });
+    service.onApplicationBootstrap();
+    await until(() => rows.attempts === 1, 'the first attempt');
+    await jest.advanceTimersByTimeAsync(1005);
+    await until(() => rows.attempts === 2, 'the second attempt');
+    // The next would be 2 s later, at 3.005 s: past the 3 s period, so this was the last.
+    expect(rows.state).toBe(CallbackState.FAILED);
+    expect(rows.lastHttpStatus).toBe(503);
+    await jest.advanceTimersByTimeAsync(60_000);
+    expect(rows.claimedAt).toHaveLength(2);
+    await service.onApplicationShutdown();
+  });
+});

@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { CallbackRetryPolicy } from './callback-retry.policy';
+import { CallbackUrlPolicy } from './callback-url.policy';
+import { CallbackRepository } from './callback.repository';
+
+/**
+ * Job callbacks: the URL check at submission and the delivery state. The delivery itself
+ * (CallbackDeliveryService) runs on worker nodes, in WorkerModule.
+ */
+@Module({
+  providers: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
+  exports: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
+})
+export class CallbacksModule {}

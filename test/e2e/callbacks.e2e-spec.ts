@@ -1,0 +1,451 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { createServer, IncomingHttpHeaders, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { startService, RunningService } from '../../src/bootstrap';
+import { loadConfig } from '../../src/config/app-config';
+import { PinoLoggerService } from '../../src/common/pino-logger';
+import { fileField, postForm, textField } from '../support/form-client';
+import { Answer, parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
+import { ServiceProcess, spawnService } from '../support/service-process';
+import {
+  createTestDatabase,
+  SERVER_DATABASE_URL,
+  startTestService,
+  TestDatabase,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
+import { validateAgainstSchema } from '../support/xml-schema';
+import { makeZip } from '../support/zip-fixtures';
+
+const SECRET = 'callback-secret-for-the-tests';
+const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
+const QUICK = 'writeLines("done", "done.txt")\n';
+
+/** Callbacks to the receiver (127.0.0.1, named exactly) for demo; `open` admits any public host. */
+const CALLBACK_ENV = {
+  APPLICATION_SETTINGS: JSON.stringify({
+    demo: { callbackHosts: ['127.0.0.1'], callbackSecret: SECRET },
+    open: { callbackHosts: ['*'], callbackSecret: SECRET },
+    unsigned: { callbackHosts: ['127.0.0.1'] },
+  }),
+  // Small delays: 200 ms, then 400 ms, at most 1 s between attempts.
+  CALLBACK_FIRST_RETRY_MS: '200',
+  CALLBACK_MAX_RETRY_DELAY_SECONDS: '1',
+};
+
+interface Delivery {
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+interface CallbackStatus {
+  state: string;
+  attempts: number;
+  lastHttpStatus?: number;
+  lastError?: string;
+  deliveryTime?: string;
+}
+
+/** A callback receiver on 127.0.0.1: records every POST and answers the statuses it is told. */
+class Receiver {
+  readonly deliveries: Delivery[] = [];
+  /** Answered in turn to the next requests; 200 once they are used up. */
+  statuses: number[] = [];
+  private server: Server | null = null;
+  port = 0;
+
+  async start(port = 0): Promise<this> {
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        this.deliveries.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        res.statusCode = this.statuses.shift() ?? 200;
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    this.server = server;
+    this.port = (server.address() as AddressInfo).port;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    if (server) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }
+
+  url(path = '/hook'): string {
+    return `http://127.0.0.1:${this.port}${path}`;
+  }
+
+  deliveriesFor(jobId: string): Delivery[] {
+    return this.deliveries.filter((d) => d.headers['x-svc-job-id'] === jobId);
+  }
+}
+
+async function submit(base: string, callbackUrl: string, app = 'demo'): Promise<Answer> {
+  return postZip(base, await makeZip([{ name: 'job.R', content: QUICK }]), {
+    'X-SVC-Application-Name': app,
+    'X-SVC-Callback-Url': callbackUrl,
+    ...JSON_ACCEPT,
+  });
+}
+
+async function submitted(base: string, callbackUrl: string): Promise<Record<string, string>> {
+  const answer = await submit(base, callbackUrl);
+  expect(answer.status).toBe(202);
+  return (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
+}
+
+async function callbackOf(base: string, jobId: string): Promise<CallbackStatus | undefined> {
+  const answer = await request(`${base}${REST}/jobs/demo/${jobId}`, { headers: JSON_ACCEPT });
+  expect(answer.status).toBe(200);
+  return (JSON.parse(answer.text) as { jobStatus: { callback?: CallbackStatus } }).jobStatus
+    .callback;
+}
+
+async function waitForCallbackState(
+  base: string,
+  jobId: string,
+  state: string,
+): Promise<CallbackStatus> {
+  return waitFor(
+    async () => {
+      const callback = await callbackOf(base, jobId);
+      return callback?.state === state ? callback : undefined;
+    },
+    60000,
+    `the callback of job ${jobId} ${state}`,
+  );
+}
+
+function signatureVerifies(delivery: Delivery): boolean {
+  const expected = Buffer.from(
+    `sha256=${createHmac('sha256', SECRET).update(delivery.body).digest('hex')}`,
+  );
+  const given = Buffer.from(String(delivery.headers['x-svc-signature']));
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+describe('job callbacks', () => {
+  let service: TestService;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    service = await startTestService(CALLBACK_ENV);
+  });
+  afterAll(async () => {
+    await service.stop();
+    await receiver.stop();
+  });
+
+  it('POSTs the result representation, signed, and jobStatus shows it delivered (JSON and XML)', async () => {
+    const token = await submitted(service.url, receiver.url());
+    const status = await waitForCallbackState(service.url, token.jobId, 'delivered');
+    expect(status).toMatchObject({ attempts: 1, lastHttpStatus: 200 });
+    expect(status.lastError).toBeUndefined();
+
+    const [delivery] = receiver.deliveriesFor(token.jobId);
+    expect(receiver.deliveriesFor(token.jobId)).toHaveLength(1);
+    expect(signatureVerifies(delivery)).toBe(true);
+    expect(delivery.headers['x-svc-application-name']).toBe('demo');
+    expect(delivery.headers['content-type']).toMatch(/^application\/json/);
+    // The same body GET results/{app}/{jobId} answers with Accept: application/json.
+    const result = await waitForResult(token.resultUri, { Accept: 'application/json' });
+    expect(delivery.body.toString('utf8')).toBe(result.text);
+    expect(JSON.parse(result.text)).toMatchObject({
+      result: { jobId: token.jobId, success: true, type: 'zip' },
+    });
+
+    const xml = await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, {
+      headers: { Accept: 'application/vnd.svc+xml' },
+    });
+    expect(await validateAgainstSchema(xml.text, 'rest-data.xsd')).toEqual({
+      valid: true,
+      errors: [],
+    });
+    expect(parseXml(xml.text).jobStatus.callback).toMatchObject({
+      state: 'delivered',
+      attempts: '1',
+      lastHttpStatus: '200',
+    });
+  });
+
+  it('retries a receiver that answers 500 twice and delivers on the third attempt', async () => {
+    receiver.statuses = [500, 500];
+    const token = await submitted(service.url, receiver.url('/flaky'));
+    const status = await waitForCallbackState(service.url, token.jobId, 'delivered');
+    expect(status).toMatchObject({ attempts: 3, lastHttpStatus: 200 });
+    const deliveries = receiver.deliveriesFor(token.jobId);
+    expect(deliveries).toHaveLength(3);
+    // Every attempt carries the same signed body.
+    expect(deliveries.every(signatureVerifies)).toBe(true);
+    expect(new Set(deliveries.map((d) => d.body.toString())).size).toBe(1);
+  });
+
+  it('shows a failed attempt while it retries: the HTTP status and the error', async () => {
+    receiver.statuses = [503, 503, 503, 503];
+    const token = await submitted(service.url, receiver.url('/busy'));
+    const pending = await waitFor(
+      async () => {
+        const callback = await callbackOf(service.url, token.jobId);
+        return callback && callback.attempts >= 1 ? callback : undefined;
+      },
+      60000,
+      'a failed attempt',
+    );
+    expect(pending).toMatchObject({ state: 'pending', lastHttpStatus: 503, lastError: 'HTTP 503' });
+    await waitForCallbackState(service.url, token.jobId, 'delivered');
+  });
+
+  it('a job that is cancelled sends its callback too', async () => {
+    const answer = await postZip(
+      service.url,
+      await makeZip([{ name: 'job.R', content: 'Sys.sleep(120)\n' }]),
+      { 'X-SVC-Callback-Url': receiver.url('/cancelled'), ...JSON_ACCEPT },
+    );
+    const token = (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
+    expect(await callbackOf(service.url, token.jobId)).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+    });
+    const cancel = await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, {
+      method: 'DELETE',
+    });
+    expect([202, 204]).toContain(cancel.status);
+    await waitForCallbackState(service.url, token.jobId, 'delivered');
+    const [delivery] = receiver.deliveriesFor(token.jobId);
+    expect(JSON.parse(delivery.body.toString())).toMatchObject({
+      result: { jobId: token.jobId, success: false, type: 'txt' },
+    });
+  });
+
+  it('takes the callback URL from a form field of the upload form', async () => {
+    const answer = await postForm(
+      service.url,
+      [
+        textField('X-SVC-Application-Name', 'demo'),
+        textField('X-SVC-Callback-Url', receiver.url('/form')),
+        fileField('job.R', QUICK),
+      ],
+      { Accept: 'application/json' },
+    );
+    expect(answer.status).toBe(202);
+    const token = (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
+    await waitForCallbackState(service.url, token.jobId, 'delivered');
+    expect(signatureVerifies(receiver.deliveriesFor(token.jobId)[0])).toBe(true);
+  });
+
+  it.each([
+    [
+      'a host not on the allow-list',
+      'demo',
+      'http://callbacks.example.org/hook',
+      /not on the callback hosts/,
+    ],
+    [
+      'localhost when only 127.0.0.1 is listed',
+      'demo',
+      'http://localhost:9/hook',
+      /not on the callback hosts/,
+    ],
+    ['a URL that is not http(s)', 'demo', 'ftp://127.0.0.1/hook', /http or https/],
+    ['a relative URL', 'demo', '/hook', /not an absolute URL/],
+    ['credentials in the URL', 'demo', 'http://user:pw@127.0.0.1/hook', /credentials/],
+    [
+      '127.0.0.1 admitted only by a pattern',
+      'open',
+      'http://127.0.0.1:9/hook',
+      /loopback, private/,
+    ],
+    [
+      'localhost admitted only by a pattern',
+      'open',
+      'http://localhost:9/hook',
+      /loopback, private/,
+    ],
+    ['::1 admitted only by a pattern', 'open', 'http://[::1]:9/hook', /loopback, private/],
+    [
+      'a private address admitted only by a pattern',
+      'open',
+      'http://10.1.2.3/hook',
+      /loopback, private/,
+    ],
+    [
+      'an application without a callback secret',
+      'unsigned',
+      'http://127.0.0.1:9/hook',
+      /no callback secret/,
+    ],
+  ])('refuses %s with 400', async (_what, app, url, message) => {
+    const answer = await submit(service.url, url, app);
+    expect(answer.status).toBe(400);
+    const error = (JSON.parse(answer.text) as { error: { status: number; message: string } }).error;
+    expect(error.status).toBe(400);
+    expect(error.message).toMatch(message);
+  });
+
+  it('refuses a bad callback URL in a form with 400 too', async () => {
+    const answer = await postForm(
+      service.url,
+      [
+        textField('X-SVC-Application-Name', 'demo'),
+        textField('X-SVC-Callback-Url', 'http://localhost/hook'),
+        fileField('job.R', QUICK),
+      ],
+      { Accept: 'application/json' },
+    );
+    expect(answer.status).toBe(400);
+    expect(answer.text).toMatch(/not on the callback hosts/);
+  });
+
+  it('the callback row is deleted with the result', async () => {
+    const token = await submitted(service.url, receiver.url('/deleted'));
+    await waitForCallbackState(service.url, token.jobId, 'delivered');
+    const rows = async (): Promise<number> =>
+      (
+        await service.app
+          .get(DataSource)
+          .query<Array<{ n: number }>>(
+            'SELECT count(*)::int AS n FROM job_callback WHERE job_id = $1',
+            [token.jobId],
+          )
+      )[0].n;
+    expect(await rows()).toBe(1);
+    expect((await request(token.resultUri, { method: 'DELETE' })).status).toBe(204);
+    expect(await rows()).toBe(0);
+  });
+
+  it('a job without a callback has no callback element', async () => {
+    const answer = await postZip(service.url, await makeZip([{ name: 'job.R', content: QUICK }]), {
+      ...JSON_ACCEPT,
+    });
+    const token = (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
+    await waitForResult(token.resultUri);
+    expect(await callbackOf(service.url, token.jobId)).toBeUndefined();
+  });
+});
+
+describe('job callbacks survive a restart', () => {
+  let database: TestDatabase;
+  let running: RunningService | null = null;
+  const receiver = new Receiver();
+
+  async function start(): Promise<string> {
+    const config = loadConfig(testEnvironment(database, CALLBACK_ENV));
+    running = await startService(config, new PinoLoggerService(config.logLevel));
+    return running.url ?? '';
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await running?.close();
+    await receiver.stop();
+    await database.drop();
+  });
+
+  it('a callback pending while the receiver was down is delivered after the service restarts', async () => {
+    // Take a free port for the receiver, then leave it down.
+    await receiver.start();
+    await receiver.stop();
+    let base = await start();
+    const token = await submitted(base, receiver.url('/later'));
+    const failing = await waitFor(
+      async () => {
+        const callback = await callbackOf(base, token.jobId);
+        return callback && callback.attempts >= 1 ? callback : undefined;
+      },
+      60000,
+      'an attempt refused by the stopped receiver',
+    );
+    expect(failing.state).toBe('pending');
+    expect(failing.lastHttpStatus).toBeUndefined();
+    expect(failing.lastError).toBeTruthy();
+    await running?.close();
+    running = null;
+
+    await receiver.start(receiver.port);
+    base = await start();
+    const status = await waitForCallbackState(base, token.jobId, 'delivered');
+    expect(status.attempts).toBeGreaterThanOrEqual(2);
+    const deliveries = receiver.deliveriesFor(token.jobId);
+    expect(deliveries).toHaveLength(1);
+    expect(signatureVerifies(deliveries[0])).toBe(true);
+  });
+});
+
+describe('job callbacks that keep failing', () => {
+  let service: TestService;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    // Attempts at about 0, 0.2 and 0.6 s; the next (1.4 s) would be past the 1 s period.
+    service = await startTestService({ ...CALLBACK_ENV, CALLBACK_RETRY_SECONDS: '1' });
+  });
+  afterAll(async () => {
+    await service.stop();
+    await receiver.stop();
+  });
+
+  it('are marked failed when the retry period is over, with the last answer', async () => {
+    receiver.statuses = Array<number>(100).fill(500);
+    const token = await submitted(service.url, receiver.url('/broken'));
+    const status = await waitForCallbackState(service.url, token.jobId, 'failed');
+    expect(status).toMatchObject({ lastHttpStatus: 500, lastError: 'HTTP 500' });
+    expect(status.deliveryTime).toBeUndefined();
+    expect(status.attempts).toBeGreaterThanOrEqual(2);
+    expect(receiver.deliveriesFor(token.jobId)).toHaveLength(status.attempts);
+  });
+});
+
+const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
+
+// Several worker nodes share a database server (the embedded one belongs to one process).
+describeWithServer('job callbacks with two worker nodes', () => {
+  let database: TestDatabase;
+  const nodes: ServiceProcess[] = [];
+  const receiver = new Receiver();
+
+  beforeAll(async () => {
+    await receiver.start();
+    database = await createTestDatabase();
+    const env = testEnvironment(database, { ...CALLBACK_ENV, POLL_INTERVAL_MS: '50' });
+    nodes.push(await spawnService({ ...env, ROLE: 'api' }));
+    nodes.push(await spawnService({ ...env, ROLE: 'worker', MIGRATIONS_RUN: 'false' }));
+    nodes.push(await spawnService({ ...env, ROLE: 'worker', MIGRATIONS_RUN: 'false' }));
+  });
+  afterAll(async () => {
+    for (const node of nodes) {
+      node.child.kill('SIGTERM');
+    }
+    await Promise.all(nodes.map((node) => node.exited()));
+    await receiver.stop();
+    await database.drop();
+  });
+
+  it('deliver each callback once', async () => {
+    const [api] = nodes;
+    const tokens = await Promise.all(
+      Array.from({ length: 8 }, () => submitted(api.url, receiver.url('/shared'))),
+    );
+    for (const token of tokens) {
+      await waitForCallbackState(api.url, token.jobId, 'delivered');
+    }
+    for (const token of tokens) {
+      expect(receiver.deliveriesFor(token.jobId)).toHaveLength(1);
+      expect((await callbackOf(api.url, token.jobId))?.attempts).toBe(1);
+    }
+  });
+});
