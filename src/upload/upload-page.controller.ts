@@ -1,20 +1,15 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Controller, Get, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { RawData } from '../common/negotiation.guard';
+import { loadStaticFile, sendStaticFile, StaticFile } from '../common/static-page';
 import { Access } from '../security/access.decorator';
 
 /** The page's files, copied next to the compiled controller by the build. */
 const STATIC_DIR = join(__dirname, 'static');
 
-interface StaticFile {
-  type: string;
-  body: Buffer;
-}
-
 function load(name: string, type: string): StaticFile {
-  return { type, body: readFileSync(join(STATIC_DIR, name)) };
+  return loadStaticFile(join(STATIC_DIR, name), type);
 }
 
 /**
@@ -31,32 +26,18 @@ export class UploadPageController {
   @Get(['', 'index.html'])
   @RawData()
   index(@Res() res: Response): void {
-    send(res, this.page);
+    sendStaticFile(res, this.page);
   }
 
   @Get('app.js')
   @RawData()
   appScript(@Res() res: Response): void {
-    send(res, this.script);
+    sendStaticFile(res, this.script);
   }
 
   @Get('app.css')
   @RawData()
   appStyle(@Res() res: Response): void {
-    send(res, this.style);
+    sendStaticFile(res, this.style);
   }
-}
-
-function send(res: Response, file: StaticFile): void {
-  res
-    .status(200)
-    .setHeader('Content-Type', file.type)
-    .setHeader('Cache-Control', 'no-cache')
-    .setHeader('X-Content-Type-Options', 'nosniff')
-    // Everything comes from the service; no inline script, no other origin.
-    .setHeader(
-      'Content-Security-Policy',
-      "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
-    )
-    .send(file.body);
 }
