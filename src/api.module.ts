@@ -21,6 +21,8 @@ import { SystemModule } from './system/system.module';
 import { SoapController } from './soap/soap.controller';
 import { SoapModule } from './soap/soap.module';
 import { WsdlController } from './soap/wsdl.controller';
+import { OpenApiController } from './openapi/openapi.controller';
+import { OpenApiModule } from './openapi/openapi.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
@@ -34,6 +36,7 @@ import { WsdlController } from './soap/wsdl.controller';
     SecurityModule,
     ProcessModule,
     SoapModule,
+    OpenApiModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
@@ -45,6 +48,7 @@ import { WsdlController } from './soap/wsdl.controller';
     MetricsController,
     SoapController,
     WsdlController,
+    OpenApiController,
     FallbackController,
   ],
   providers: [

@@ -10,6 +10,7 @@ const RAW_CONTROLLERS = [
   'FallbackController',
   'SoapController',
   'WsdlController',
+  'OpenApiController',
 ];
 
 function rendersRepresentations(controller: object): boolean {
