@@ -287,22 +287,27 @@ describe('the OpenAPI document against the running service', () => {
 
   it('cancels a queued job (204), a running one (202) and refuses a finished one (409)', async () => {
     const running = await submit(SLEEPER);
-    // Its progress report reaches the database with the next batch of log lines.
-    await waitFor(
-      async () => {
-        const answer = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${running}`, {
-          headers: JSON_ACCEPT,
-        });
-        return (JSON.parse(answer.text) as { jobStatus: { progress?: unknown } }).jobStatus
-          .progress;
-      },
-      60000,
-      'the sleeper reporting progress',
-    );
-    const withProgress = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${running}`, {
-      headers: XML_ACCEPT,
-    });
-    expect(withProgress.text).toContain('<progress fraction="0.5" message="halfway"/>');
+    await waitFor(async () => (await stateOf(running)) === 'RUNNING', 60000, 'the sleeper running');
+    // webR hands over a run's output and progress when the run ends; native R while it runs.
+    const live = process.env.R_ENGINE !== 'webr';
+    if (live) {
+      // The report reaches the database with the next batch of log lines.
+      await waitFor(
+        async () => {
+          const answer = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${running}`, {
+            headers: JSON_ACCEPT,
+          });
+          return (JSON.parse(answer.text) as { jobStatus: { progress?: unknown } }).jobStatus
+            .progress;
+        },
+        60000,
+        'the sleeper reporting progress',
+      );
+      const withProgress = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${running}`, {
+        headers: XML_ACCEPT,
+      });
+      expect(withProgress.text).toContain('<progress fraction="0.5" message="halfway"/>');
+    }
     const queued = await submit(SLEEPER);
     expect(await stateOf(queued)).toBe('QUEUED');
     const path = (jobId: string): string => `/jobs/demo/${jobId}`;
@@ -315,7 +320,7 @@ describe('the OpenAPI document against the running service', () => {
     expect(JSON.parse(stopping.text)).toMatchObject({
       jobStatus: {
         state: 'DONE',
-        progress: { fraction: 0.5, message: 'halfway' },
+        ...(live ? { progress: { fraction: 0.5, message: 'halfway' } } : {}),
         cancellation: { by: 'anonymous' },
       },
     });
