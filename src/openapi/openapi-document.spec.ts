@@ -5,12 +5,47 @@ import { OpenApiChecker, validateOpenApiDocument } from '../../test/support/open
 import { ApiModule } from '../api.module';
 import { REST_PREFIX } from '../common/public-uri';
 import { buildOpenApiDocument } from './openapi-document';
-import type { OpenApiDocument } from './openapi-objects';
+import type { MediaTypeObject, OpenApiDocument, ResponseObject } from './openapi-objects';
 
 const BASE_URL = 'https://svc.example.org';
 
 function build(): OpenApiDocument {
   return buildOpenApiDocument({ baseUrl: BASE_URL, version: '0.1.0', waitMaxSeconds: 60 });
+}
+
+const pointer = (segments: string[]): string =>
+  segments.map((segment) => `/${segment.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+
+interface DocumentedContent {
+  where: string;
+  schemaPointer: string;
+  mediaType: string;
+  content: MediaTypeObject;
+}
+
+/** Every response body the document describes: the shared responses and the operations' own. */
+function documentedContents(document: OpenApiDocument): DocumentedContent[] {
+  const responses: Array<[string, string[], ResponseObject]> = Object.entries(
+    document.components.responses,
+  ).map(([name, response]) => [name, ['components', 'responses', name], response]);
+  for (const [path, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      for (const [status, response] of Object.entries(operation.responses)) {
+        if (!('$ref' in response)) {
+          const segments = ['paths', path, method, 'responses', status];
+          responses.push([`${method.toUpperCase()} ${path} ${status}`, segments, response]);
+        }
+      }
+    }
+  }
+  return responses.flatMap(([where, segments, response]) =>
+    Object.entries(response.content ?? {}).map(([mediaType, content]) => ({
+      where,
+      schemaPointer: pointer([...segments, 'content', mediaType, 'schema']),
+      mediaType,
+      content,
+    })),
+  );
 }
 
 /** `GET /jobs/{app}/{jobId}` for every route the REST controllers serve (not their 405 catch-alls). */
@@ -63,22 +98,12 @@ describe('the OpenAPI document of the REST API', () => {
     const checker = new OpenApiChecker(
       JSON.parse(JSON.stringify(document)) as Record<string, unknown>,
     );
-    const pointers = Object.keys(document.components.schemas).map(
-      (name) => `/components/schemas/${name}`,
-    );
-    for (const [path, item] of Object.entries(document.paths)) {
-      for (const [method, operation] of Object.entries(item)) {
-        for (const [status, response] of Object.entries(operation.responses)) {
-          for (const mediaType of Object.keys(response.content ?? {})) {
-            pointers.push(
-              ['', 'paths', path, method, 'responses', status, 'content', mediaType, 'schema']
-                .map((segment) => segment.replace(/~/g, '~0').replace(/\//g, '~1'))
-                .join('/'),
-            );
-          }
-        }
-      }
-    }
+    const pointers = [
+      ...Object.keys(document.components.schemas).map((name) =>
+        pointer(['components', 'schemas', name]),
+      ),
+      ...documentedContents(document).map((content) => content.schemaPointer),
+    ];
     // Compiling is the check: strict ajv throws on an unknown keyword, type or format.
     for (const pointer of pointers) {
       expect(() => checker.validateAt(pointer, null)).not.toThrow();
@@ -113,27 +138,12 @@ describe('the OpenAPI document of the REST API', () => {
     );
     const problems: string[] = [];
     let checked = 0;
-    for (const [path, item] of Object.entries(document.paths)) {
-      for (const [method, operation] of Object.entries(item)) {
-        for (const [status, response] of Object.entries(operation.responses)) {
-          for (const [mediaType, content] of Object.entries(response.content ?? {})) {
-            for (const example of Object.values(content.examples ?? {})) {
-              checked++;
-              problems.push(
-                ...(await checker.problems({
-                  method,
-                  path,
-                  status: Number(status),
-                  contentType: mediaType,
-                  body:
-                    typeof example.value === 'string'
-                      ? example.value
-                      : JSON.stringify(example.value),
-                })),
-              );
-            }
-          }
-        }
+    for (const { where, schemaPointer, mediaType, content } of documentedContents(document)) {
+      for (const example of Object.values(content.examples ?? {})) {
+        checked++;
+        const body =
+          typeof example.value === 'string' ? example.value : JSON.stringify(example.value);
+        problems.push(...(await checker.bodyProblems(schemaPointer, mediaType, body, where)));
       }
     }
     expect(problems).toEqual([]);

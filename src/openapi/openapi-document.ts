@@ -48,7 +48,7 @@ export interface OperationEntry {
 const XML_TYPES = ['application/vnd.svc+xml', 'application/xml'];
 const JSON_TYPES = ['application/vnd.svc+json', 'application/json'];
 
-const componentRef = (kind: 'headers' | 'parameters', name: string): Reference => ({
+const componentRef = (kind: 'headers' | 'parameters' | 'responses', name: string): Reference => ({
   $ref: `#/components/${kind}/${name}`,
 });
 
@@ -100,49 +100,58 @@ class Responses {
     return this.representation('Error', this.examples.error(status, message), description, headers);
   }
 
-  /** 401 and 429: only when AUTH_MODE is basic or apiKey. */
-  authentication(): Record<string, ResponseObject> {
+  /** The error answers many operations share, kept once in `components.responses`. */
+  shared(): Record<string, ResponseObject> {
     return {
-      '401': this.error(
+      Unauthorized: this.error(
         401,
         'Missing or wrong credentials (AUTH_MODE basic or apiKey).',
         'Authentication is required.',
         { 'WWW-Authenticate': componentRef('headers', 'WWWAuthenticate') },
       ),
-      '429': this.error(
+      TooManyAuthenticationFailures: this.error(
         429,
         'Too many failed authentications from this address.',
         'Too many failed authentications; try again later.',
         { 'Retry-After': componentRef('headers', 'RetryAfter') },
       ),
-    };
-  }
-
-  /** 406: Accept allows neither XML nor JSON. */
-  notAcceptable(): Record<string, ResponseObject> {
-    return {
-      '406': this.error(
+      NotAcceptable: this.error(
         406,
         'Accept allows none of the four representation types; the error body is XML.',
         'Cannot answer in any type that Accept allows (text/html); use application/vnd.svc+xml or application/vnd.svc+json.',
       ),
-    };
-  }
-
-  /** 500 and 503: an internal error, or a database that cannot be reached. */
-  server(): Record<string, ResponseObject> {
-    return {
-      '500': this.error(
+      InternalError: this.error(
         500,
         'An internal error; it is logged.',
         'Internal error; it has been logged.',
       ),
-      '503': this.error(
+      DatabaseUnavailable: this.error(
         503,
         'The database is unavailable; nothing was stored. Repeat the request later.',
         'The database is unavailable; nothing was stored. Try again shortly.',
         { 'Retry-After': componentRef('headers', 'RetryAfter') },
       ),
+    };
+  }
+
+  /** 401 and 429: only when AUTH_MODE is basic or apiKey. */
+  authentication(): Record<string, Reference> {
+    return {
+      '401': componentRef('responses', 'Unauthorized'),
+      '429': componentRef('responses', 'TooManyAuthenticationFailures'),
+    };
+  }
+
+  /** 406: Accept allows neither XML nor JSON. */
+  notAcceptable(): Record<string, Reference> {
+    return { '406': componentRef('responses', 'NotAcceptable') };
+  }
+
+  /** 500 and 503: an internal error, or a database that cannot be reached. */
+  server(): Record<string, Reference> {
+    return {
+      '500': componentRef('responses', 'InternalError'),
+      '503': componentRef('responses', 'DatabaseUnavailable'),
     };
   }
 
@@ -243,7 +252,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
   const badJobPath = r.error(
     400,
     '`{app}` is not `^\\w{1,64}$`, or `{jobId}` is not a UUID.',
-    'The jobId "42" is not a UUID.',
+    '"42" is not a job id (a UUID).',
   );
   const catalogFileParameters = [
     componentRef('parameters', 'applicationNameHeader'),
@@ -254,7 +263,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
     '400': r.error(
       400,
       'No or a bad X-SVC-Application-Name, `{section}` not one of the five, or `{file}` not a plain name.',
-      'The catalog section "SCRIPTS" is unknown.',
+      '"SCRIPTS" is not a catalog section; use one of R_SCRIPTS, SWEAVE_FILES, JOB_CONFIGURATIONS, R_FUNCTIONS, EMAIL_REPLIES.',
     ),
     ...r.authentication(),
     '403': r.error(403, 'The caller is no admin of the application.', 'Access is denied.'),
@@ -452,7 +461,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           '400': r.error(
             400,
             '`{app}` or `{jobId}` malformed, or a Last-Event-ID that is not a number.',
-            'Last-Event-ID must be a line number.',
+            'Last-Event-ID must be the id of an event of this stream.',
           ),
           ...r.authentication(),
           '404': r.error(
@@ -719,7 +728,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           '503': r.error(
             503,
             'Too many calls on this node, or R cannot be reached.',
-            'Too many function calls are waiting; try again shortly.',
+            'Too many function calls at once (4 running, 16 waiting); try again shortly.',
             { 'Retry-After': componentRef('headers', 'RetryAfter') },
           ),
         },
@@ -769,7 +778,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           '404': r.error(
             404,
             'No such file.',
-            'No file summary.R in section R_SCRIPTS of application demo.',
+            'Application demo has no catalog file R_SCRIPTS/summary.R.',
           ),
           ...r.server(),
         },
@@ -800,6 +809,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
             'The file is over CATALOG_MAX_FILE_BYTES.',
             'A catalog file may have at most 1048576 bytes (CATALOG_MAX_FILE_BYTES).',
           ),
+          ...r.notAcceptable(),
           ...r.server(),
         },
         security: ADMIN,
@@ -820,7 +830,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           '404': r.error(
             404,
             'No such file.',
-            'No file summary.R in section R_SCRIPTS of application demo.',
+            'Application demo has no catalog file R_SCRIPTS/summary.R.',
           ),
           ...r.notAcceptable(),
           ...r.server(),
@@ -955,13 +965,19 @@ const INFO_DESCRIPTION = `The REST API of svc, a durable job service for R analy
 export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDocument {
   const responses = new Responses(options.baseUrl);
   const paths: OpenApiDocument['paths'] = {};
-  for (const { method, path, operation } of operations(responses, options)) {
-    for (const response of Object.values(operation.responses)) {
+  const sharedResponses = responses.shared();
+  // Every answer carries X-Request-Id; a shared response gets it once, in components.
+  const withRequestId = (response: ResponseObject | Reference): void => {
+    if (!('$ref' in response)) {
       response.headers = {
         'X-Request-Id': componentRef('headers', 'XRequestId'),
         ...response.headers,
       };
     }
+  };
+  Object.values(sharedResponses).forEach(withRequestId);
+  for (const { method, path, operation } of operations(responses, options)) {
+    Object.values(operation.responses).forEach(withRequestId);
     paths[path] = { ...paths[path], [method]: operation };
   }
   const xsdUrl = `${options.baseUrl}/svc/wsdl/rest-data.xsd`;
@@ -995,6 +1011,7 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
           additionalProperties: false,
         },
       },
+      responses: sharedResponses,
       parameters: {
         app: {
           name: 'app',

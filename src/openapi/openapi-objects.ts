@@ -56,7 +56,7 @@ export interface OperationObject {
   tags: string[];
   parameters?: Array<ParameterObject | Reference>;
   requestBody?: RequestBodyObject;
-  responses: Record<string, ResponseObject>;
+  responses: Record<string, ResponseObject | Reference>;
   security: SecurityRequirement[];
 }
 
@@ -75,6 +75,7 @@ export interface OpenApiDocument {
   paths: Record<string, Partial<Record<HttpMethod, OperationObject>>>;
   components: {
     schemas: Record<string, JsonSchema>;
+    responses: Record<string, ResponseObject>;
     parameters: Record<string, ParameterObject>;
     headers: Record<string, HeaderObject>;
     securitySchemes: Record<string, Record<string, string>>;

@@ -111,8 +111,8 @@ export class OpenApiChecker {
     if (!operation) {
       return [`${where}: no such operation in the document`];
     }
-    const responses = operation.responses as JsonObject;
-    const response = this.resolve(responses[String(exchange.status)]);
+    const documented = (operation.responses as JsonObject)[String(exchange.status)];
+    const response = this.resolve(documented);
     if (!isObject(response)) {
       return [`${where}: status not documented`];
     }
@@ -125,37 +125,63 @@ export class OpenApiChecker {
     if (key === null) {
       return [`${where}: Content-Type ${mediaType || '(none)'} not documented`];
     }
-    const schema = (content[key] as JsonObject).schema;
-    const pointer = ['', 'paths', exchange.path, exchange.method.toLowerCase(), 'responses']
-      .concat([String(exchange.status), 'content', key, 'schema'])
-      .map(pointerSegment)
-      .join('/');
-    if (mediaType.endsWith('json') && mediaType !== 'application/json-seq') {
-      let body: unknown;
+    // A shared response is checked where it is defined, in components.responses.
+    const responsePointer =
+      isObject(documented) && typeof documented.$ref === 'string'
+        ? documented.$ref.slice(1)
+        : [
+            '',
+            'paths',
+            exchange.path,
+            exchange.method.toLowerCase(),
+            'responses',
+            String(exchange.status),
+          ]
+            .map(pointerSegment)
+            .join('/');
+    return this.bodyProblems(
+      `${responsePointer}/content/${pointerSegment(key)}/schema`,
+      mediaType,
+      exchange.body,
+      where,
+    );
+  }
+
+  /** Everything wrong with a body of `mediaType` for the schema at a JSON pointer. */
+  async bodyProblems(
+    schemaPointer: string,
+    mediaType: string,
+    body: string,
+    where: string,
+  ): Promise<string[]> {
+    if (mediaType.endsWith('json')) {
+      let value: unknown;
       try {
-        body = JSON.parse(exchange.body);
+        value = JSON.parse(body);
       } catch {
         return [`${where}: ${mediaType} body is not JSON`];
       }
-      return this.validateAt(pointer, body).map((error) => `${where} ${mediaType}: ${error}`);
+      return this.validateAt(schemaPointer, value).map(
+        (error) => `${where} ${mediaType}: ${error}`,
+      );
     }
-    const elements = this.xmlElements(schema);
-    if (elements.length > 0) {
-      const root = Object.keys(parseXml(exchange.body)).find((name) => name !== '?xml');
-      let verdict = this.xsdVerdicts.get(exchange.body);
-      if (!verdict) {
-        verdict = validateAgainstSchema(exchange.body, 'rest-data.xsd');
-        this.xsdVerdicts.set(exchange.body, verdict);
-      }
-      const { valid, errors } = await verdict;
-      return [
-        ...(root !== undefined && elements.includes(root)
-          ? []
-          : [`${where}: root element ${root} is not ${elements.join(' or ')}`]),
-        ...(valid ? [] : errors.map((error) => `${where} ${mediaType}: ${error}`)),
-      ];
+    const elements = this.xmlElements({ $ref: `#${schemaPointer}` });
+    if (elements.length === 0) {
+      return [];
     }
-    return [];
+    const root = Object.keys(parseXml(body)).find((name) => name !== '?xml');
+    let verdict = this.xsdVerdicts.get(body);
+    if (!verdict) {
+      verdict = validateAgainstSchema(body, 'rest-data.xsd');
+      this.xsdVerdicts.set(body, verdict);
+    }
+    const { valid, errors } = await verdict;
+    return [
+      ...(root !== undefined && elements.includes(root)
+        ? []
+        : [`${where}: root element ${root} is not ${elements.join(' or ')}`]),
+      ...(valid ? [] : errors.map((error) => `${where} ${mediaType}: ${error}`)),
+    ];
   }
 }
 
