@@ -23,6 +23,8 @@ import { SoapModule } from './soap/soap.module';
 import { WsdlController } from './soap/wsdl.controller';
 import { UsageModule } from './usage/usage.module';
 import { UsageStatisticsController } from './usage/usage-statistics.controller';
+import { OpenApiController } from './openapi/openapi.controller';
+import { OpenApiModule } from './openapi/openapi.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
@@ -37,6 +39,7 @@ import { UsageStatisticsController } from './usage/usage-statistics.controller';
     ProcessModule,
     SoapModule,
     UsageModule,
+    OpenApiModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
@@ -49,6 +52,7 @@ import { UsageStatisticsController } from './usage/usage-statistics.controller';
     MetricsController,
     SoapController,
     WsdlController,
+    OpenApiController,
     FallbackController,
   ],
   providers: [

@@ -12,6 +12,7 @@ const RAW_CONTROLLERS = [
   'WsdlController',
   // Renders the representation itself: it also answers CSV, which the interceptor does not know.
   'UsageStatisticsController',
+  'OpenApiController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

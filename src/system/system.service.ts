@@ -17,7 +17,8 @@ export interface HealthReport {
   rEngine: 'up' | 'down' | 'skipped';
 }
 
-const VERSION = (
+/** The service's version, from package.json. */
+export const SERVICE_VERSION = (
   JSON.parse(readFileSync(join(PROJECT_ROOT_DIR, 'package.json'), 'utf8')) as { version: string }
 ).version;
 
@@ -128,8 +129,8 @@ export class SystemService implements BeforeApplicationShutdown {
       healthy: health.healthy,
       uptime,
       uptimeText: formatUptime(uptime),
-      serverInfo: `svc/${VERSION} (Node.js ${process.version}; ${process.platform} ${process.arch}; role ${this.config.role})`,
-      version: VERSION,
+      serverInfo: `svc/${SERVICE_VERSION} (Node.js ${process.version}; ${process.platform} ${process.arch}; role ${this.config.role})`,
+      version: SERVICE_VERSION,
       rEngine: this.engine?.kind ?? this.configuredEngine(),
       rVersion,
       rSandbox: this.engine?.sandbox ?? 'none',

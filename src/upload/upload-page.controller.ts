@@ -3,18 +3,14 @@ import { dirname, join } from 'node:path';
 import { Controller, Get, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { RawData } from '../common/negotiation.guard';
+import { loadStaticFile, sendStaticFile, StaticFile } from '../common/static-page';
 import { Access } from '../security/access.decorator';
 
 /** The page's files, copied next to the compiled controller by the build. */
 const STATIC_DIR = join(__dirname, 'static');
 
-interface StaticFile {
-  type: string;
-  body: Buffer;
-}
-
 function load(name: string, type: string): StaticFile {
-  return { type, body: readFileSync(join(STATIC_DIR, name)) };
+  return loadStaticFile(join(STATIC_DIR, name), type);
 }
 
 /**
@@ -44,40 +40,24 @@ export class UploadPageController {
   @Get(['', 'index.html'])
   @RawData()
   index(@Res() res: Response): void {
-    send(res, this.page);
+    sendStaticFile(res, this.page);
   }
 
   @Get('app.js')
   @RawData()
   appScript(@Res() res: Response): void {
-    send(res, this.script);
+    sendStaticFile(res, this.script);
   }
 
   @Get('app.css')
   @RawData()
   appStyle(@Res() res: Response): void {
-    send(res, this.style);
+    sendStaticFile(res, this.style);
   }
 
   @Get('vendor/fflate.js')
   @RawData()
   fflateScript(@Res() res: Response): void {
-    send(res, this.fflate);
+    sendStaticFile(res, this.fflate);
   }
-}
-
-function send(res: Response, file: StaticFile): void {
-  res
-    .status(200)
-    .setHeader('Content-Type', file.type)
-    .setHeader('Cache-Control', 'no-cache')
-    .setHeader('X-Content-Type-Options', 'nosniff')
-    // Everything comes from the service; no inline script, no other origin. blob: URLs are the
-    // result preview's images and PDFs, made by the page from the result it downloaded.
-    .setHeader(
-      'Content-Security-Policy',
-      "default-src 'self'; img-src 'self' data: blob:; frame-src blob:; " +
-        "frame-ancestors 'none'; form-action 'self'",
-    )
-    .send(file.body);
 }

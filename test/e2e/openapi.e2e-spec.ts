@@ -1,0 +1,489 @@
+import { randomUUID } from 'node:crypto';
+import { load } from 'js-yaml';
+import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
+import { loadTestCatalog } from '../support/function-calls';
+import { OpenApiChecker } from '../support/openapi-validation';
+import { Answer, REST, request, waitForResult } from '../support/rest-client';
+import { startTestService, TestService, waitFor } from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
+
+const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
+const XML_ACCEPT = { Accept: 'application/vnd.svc+xml' };
+const QUICK = 'cat("first line\\n")\nwriteLines("done", "done.txt")\n';
+const SLEEPER = 'svc_progress(0.5, "halfway")\nSys.sleep(120)\n';
+const MAX_REQUEST_BYTES = 200000;
+
+/**
+ * Every operation of the OpenAPI document, called for real: each answer's status and
+ * Content-Type must be documented for its operation, and its body must match the document's
+ * schema (JSON, with ajv) or rest-data.xsd (XML). The document checked is the one the service
+ * serves.
+ */
+describe('the OpenAPI document against the running service', () => {
+  let service: TestService;
+  let base: string;
+  let checker: OpenApiChecker;
+  const exercised = new Set<string>();
+
+  /** One request to an operation, checked against the document. */
+  async function call(
+    method: string,
+    template: string,
+    path: string,
+    init: RequestInit & { headers?: Record<string, string> } = {},
+  ): Promise<Answer> {
+    const answer = await request(`${base}${REST}${path}`, { ...init, method });
+    exercised.add(`${method} ${template}`);
+    const problems = await checker.problems({
+      method,
+      path: template,
+      status: answer.status,
+      contentType: answer.headers.get('content-type'),
+      body: answer.text,
+    });
+    expect(problems).toEqual([]);
+    return answer;
+  }
+
+  async function submit(script: string, headers: Record<string, string> = {}): Promise<string> {
+    const answer = await call('POST', '/jobs', '/jobs', {
+      headers: {
+        'Content-Type': 'application/zip',
+        'X-SVC-Application-Name': 'demo',
+        ...JSON_ACCEPT,
+        ...headers,
+      },
+      body: await makeZip([{ name: 'job.R', content: script }]),
+    });
+    expect(answer.status).toBe(202);
+    const token = (JSON.parse(answer.text) as { jobToken: { jobId: string; resultUri: string } })
+      .jobToken;
+    expect(answer.headers.get('location')).toBe(token.resultUri);
+    return token.jobId;
+  }
+
+  async function stateOf(jobId: string): Promise<string> {
+    const answer = await request(`${base}${REST}/jobs/demo/${jobId}`, { headers: JSON_ACCEPT });
+    return (JSON.parse(answer.text) as { jobStatus: { state: string } }).jobStatus.state;
+  }
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ...ADMIN_ENV,
+      SCRIPT_SLOTS: '1',
+      MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES),
+    });
+    base = service.url;
+    await loadTestCatalog(service);
+    const served = await request(`${base}${REST}/openapi.json`);
+    checker = new OpenApiChecker(JSON.parse(served.text) as Record<string, unknown>);
+  });
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  it('serves the document as JSON and as the same document in YAML, with its links', async () => {
+    const json = await call('GET', '/openapi.json', '/openapi.json', {
+      headers: { Accept: 'text/html' },
+    });
+    expect(json.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    const document = JSON.parse(json.text) as { openapi: string; servers: Array<{ url: string }> };
+    expect(document.openapi).toBe('3.1.0');
+    expect(document.servers[0].url).toBe(`${base}${REST}`);
+    const yaml = await call('GET', '/openapi.yaml', '/openapi.yaml');
+    expect(yaml.headers.get('content-type')).toBe('application/yaml; charset=utf-8');
+    expect(load(yaml.text)).toEqual(document);
+    const forwarded = await request(`${base}${REST}/openapi.json`, {
+      headers: { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'api.example.org' },
+    });
+    expect((JSON.parse(forwarded.text) as typeof document).servers[0].url).toBe(
+      `https://api.example.org${REST}`,
+    );
+    expect((await request(`${base}${REST}/openapi.json`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('submits jobs in every documented body and refuses the documented errors', async () => {
+    await submit(QUICK, { 'X-SVC-Meta-#1': 'colour = blue' });
+    const xml = await call('POST', '/jobs', '/jobs', {
+      headers: {
+        'Content-Type': 'application/json',
+        'X-SVC-Application-Name': 'demo',
+        ...XML_ACCEPT,
+      },
+      body: JSON.stringify({ RFunction: 'combn', n: 4, k: 2 }),
+    });
+    expect([xml.status, xml.headers.get('content-type')]).toEqual([
+      202,
+      'application/vnd.svc+xml; charset=utf-8',
+    ]);
+    const form = new FormData();
+    form.append('X-SVC-Application-Name', 'demo');
+    form.append('X-SVC-JobFile[]', new Blob([QUICK]), 'job.R');
+    const formAnswer = await call('POST', '/jobs', '/jobs', {
+      headers: { Accept: 'application/json' },
+      body: form,
+    });
+    expect([formAnswer.status, formAnswer.headers.get('content-type')]).toEqual([
+      202,
+      'application/json; charset=utf-8',
+    ]);
+
+    const zip = await makeZip([{ name: 'job.R', content: QUICK }]);
+    const noApplication = await call('POST', '/jobs', '/jobs', {
+      headers: { 'Content-Type': 'application/zip', ...JSON_ACCEPT },
+      body: zip,
+    });
+    expect(noApplication.status).toBe(400);
+    const wrongType = await call('POST', '/jobs', '/jobs', {
+      headers: { 'Content-Type': 'text/plain', 'X-SVC-Application-Name': 'demo' },
+      body: 'x',
+    });
+    expect(wrongType.status).toBe(415);
+    const notAcceptable = await call('POST', '/jobs', '/jobs', {
+      headers: {
+        'Content-Type': 'application/zip',
+        'X-SVC-Application-Name': 'demo',
+        Accept: 'text/html',
+      },
+      body: zip,
+    });
+    expect(notAcceptable.status).toBe(406);
+    const tooLarge = await call('POST', '/jobs', '/jobs', {
+      headers: {
+        'Content-Type': 'application/zip',
+        'X-SVC-Application-Name': 'demo',
+        ...JSON_ACCEPT,
+      },
+      body: Buffer.alloc(MAX_REQUEST_BYTES + 1),
+    });
+    expect(tooLarge.status).toBe(413);
+  });
+
+  it("answers a job's status, log and result, waiting when asked", async () => {
+    const jobId = await submit(QUICK);
+    const waited = await call('GET', '/results/{app}/{jobId}', `/results/demo/${jobId}?wait=60`, {
+      headers: JSON_ACCEPT,
+    });
+    expect(waited.status).toBe(200);
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+      expect(
+        (await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${jobId}`, { headers })).status,
+      ).toBe(200);
+      expect(
+        (await call('GET', '/results/{app}/{jobId}', `/results/demo/${jobId}`, { headers })).status,
+      ).toBe(200);
+    }
+    const statusWaited = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${jobId}?wait=1`, {
+      headers: JSON_ACCEPT,
+    });
+    expect(statusWaited.status).toBe(200);
+    for (const [path, status] of [
+      [`/jobs/demo/${jobId}?wait=0`, 400],
+      [`/jobs/demo/not-a-uuid`, 400],
+      [`/jobs/demo/${randomUUID()}`, 404],
+    ] as const) {
+      expect(
+        (await call('GET', '/jobs/{app}/{jobId}', path, { headers: JSON_ACCEPT })).status,
+      ).toBe(status);
+    }
+    const refused = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${jobId}`, {
+      headers: { Accept: 'text/html' },
+    });
+    expect(refused.status).toBe(406);
+    for (const [path, status] of [
+      [`/results/demo/${jobId}?wait=x`, 400],
+      [`/results/demo/${randomUUID()}`, 404],
+    ] as const) {
+      expect(
+        (await call('GET', '/results/{app}/{jobId}', path, { headers: JSON_ACCEPT })).status,
+      ).toBe(status);
+    }
+
+    const plainLog = await call('GET', '/jobs/{app}/{jobId}/log', `/jobs/demo/${jobId}/log`);
+    expect([plainLog.status, plainLog.headers.get('content-type')]).toEqual([
+      200,
+      'text/plain; charset=utf-8',
+    ]);
+    expect(plainLog.text).toMatch(/ stdout first line\n/);
+    const events = await call('GET', '/jobs/{app}/{jobId}/log', `/jobs/demo/${jobId}/log`, {
+      headers: { Accept: 'text/event-stream' },
+    });
+    expect(events.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(events.text).toMatch(/event: end\n/);
+    const badEventId = await call('GET', '/jobs/{app}/{jobId}/log', `/jobs/demo/${jobId}/log`, {
+      headers: { Accept: 'text/event-stream', 'Last-Event-ID': 'x' },
+    });
+    expect(badEventId.status).toBe(400);
+    const noLog = await call('GET', '/jobs/{app}/{jobId}/log', `/jobs/demo/${randomUUID()}/log`);
+    expect(noLog.status).toBe(404);
+  });
+
+  it("serves a result's data with ranges and ETags, and deletes it", async () => {
+    const jobId = await submit(QUICK);
+    const result = (
+      JSON.parse(
+        (await waitForResult(`${base}${REST}/results/demo/${jobId}`, JSON_ACCEPT)).text,
+      ) as {
+        result: { dataUri: string };
+      }
+    ).result;
+    const dataPath = new URL(result.dataUri).pathname.slice(REST.length);
+    const template = '/result/{app}/{jobId}.{type}';
+    const whole = await call('GET', template, dataPath);
+    expect([whole.status, whole.headers.get('content-type')]).toEqual([200, 'application/zip']);
+    const etag = whole.headers.get('etag') ?? '';
+    expect((await call('HEAD', template, dataPath)).status).toBe(200);
+    expect(
+      (await call('GET', template, dataPath, { headers: { Range: 'bytes=0-9' } })).status,
+    ).toBe(206);
+    expect(
+      (await call('GET', template, dataPath, { headers: { 'If-None-Match': etag } })).status,
+    ).toBe(304);
+    expect(
+      (await call('GET', template, dataPath, { headers: { Range: 'bytes=999999-' } })).status,
+    ).toBe(416);
+    expect((await call('GET', template, dataPath.replace('.zip', '.txt'))).status).toBe(404);
+    expect((await call('GET', template, '/result/demo/nothing.zip')).status).toBe(400);
+
+    const path = `/results/demo/${jobId}`;
+    expect((await call('DELETE', '/results/{app}/{jobId}', path)).status).toBe(204);
+    expect(
+      (await call('DELETE', '/results/{app}/{jobId}', path, { headers: JSON_ACCEPT })).status,
+    ).toBe(404);
+    expect((await call('DELETE', '/results/{app}/{jobId}', '/results/demo/x')).status).toBe(400);
+  });
+
+  it('lists no, one and several results (an object for one, an array for several)', async () => {
+    const list = async (app: string, query = ''): Promise<unknown> => {
+      const answer = await call('GET', '/results/{app}', `/results/${app}${query}`, {
+        headers: JSON_ACCEPT,
+      });
+      expect(answer.status).toBe(200);
+      return (JSON.parse(answer.text) as { results: unknown }).results;
+    };
+    expect(await list('nobody')).toBe('');
+    await waitFor(
+      async () => {
+        const results = (await list('demo')) as { result?: unknown[] };
+        return Array.isArray(results.result) && results.result.length >= 2;
+      },
+      90000,
+      'two results of demo',
+    );
+    const one = (await list('demo', '?limit=1')) as { result: unknown };
+    expect(Array.isArray(one.result)).toBe(false);
+    expect(
+      (await call('GET', '/results/{app}', '/results/demo', { headers: XML_ACCEPT })).status,
+    ).toBe(200);
+    expect(
+      (await call('GET', '/results/{app}', '/results/demo?limit=-1', { headers: JSON_ACCEPT }))
+        .status,
+    ).toBe(400);
+    expect(
+      (await call('GET', '/results/{app}', '/results/demo', { headers: { Accept: 'text/html' } }))
+        .status,
+    ).toBe(406);
+  });
+
+  it('cancels a queued job (204), a running one (202) and refuses a finished one (409)', async () => {
+    const running = await submit(SLEEPER);
+    await waitFor(async () => (await stateOf(running)) === 'RUNNING', 60000, 'the sleeper running');
+    // webR hands over a run's output and progress when the run ends; native R while it runs.
+    const live = process.env.R_ENGINE !== 'webr';
+    if (live) {
+      // The report reaches the database with the next batch of log lines.
+      await waitFor(
+        async () => {
+          const answer = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${running}`, {
+            headers: JSON_ACCEPT,
+          });
+          return (JSON.parse(answer.text) as { jobStatus: { progress?: unknown } }).jobStatus
+            .progress;
+        },
+        60000,
+        'the sleeper reporting progress',
+      );
+      const withProgress = await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${running}`, {
+        headers: XML_ACCEPT,
+      });
+      expect(withProgress.text).toContain('<progress fraction="0.5" message="halfway"/>');
+    }
+    const queued = await submit(SLEEPER);
+    expect(await stateOf(queued)).toBe('QUEUED');
+    const path = (jobId: string): string => `/jobs/demo/${jobId}`;
+    const template = '/jobs/{app}/{jobId}';
+    expect((await call('DELETE', template, path(queued), { headers: JSON_ACCEPT })).status).toBe(
+      204,
+    );
+    const stopping = await call('DELETE', template, path(running), { headers: JSON_ACCEPT });
+    expect(stopping.status).toBe(202);
+    expect(JSON.parse(stopping.text)).toMatchObject({
+      jobStatus: {
+        state: 'DONE',
+        ...(live ? { progress: { fraction: 0.5, message: 'halfway' } } : {}),
+        cancellation: { by: 'anonymous' },
+      },
+    });
+    expect((await call('DELETE', template, path(running), { headers: XML_ACCEPT })).status).toBe(
+      409,
+    );
+    expect(
+      (await call('DELETE', template, path(randomUUID()), { headers: JSON_ACCEPT })).status,
+    ).toBe(404);
+    expect((await call('DELETE', template, path('x'), { headers: JSON_ACCEPT })).status).toBe(400);
+  });
+
+  it('calls functions at once, and answers their failures and bad requests', async () => {
+    const headers = { 'X-SVC-Application-Name': 'demo' };
+    const json = await call('POST', '/process', '/process', {
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ RFunction: 'combn', n: 4, k: 2 }),
+    });
+    expect([json.status, json.headers.get('content-type')]).toEqual([
+      200,
+      'application/json; charset=utf-8',
+    ]);
+    const xml = await call('POST', '/process', '/process', {
+      headers: { ...headers, 'Content-Type': 'application/xml' },
+      body: '<call RFunction="describe"><x>3</x><x>5</x></call>',
+    });
+    expect(xml.status).toBe(200);
+    for (const [type, body] of [
+      ['application/json', JSON.stringify({ RFunction: 'fail' })],
+      ['application/xml', '<call RFunction="fail"/>'],
+    ]) {
+      const failed = await call('POST', '/process', '/process', {
+        headers: { ...headers, 'Content-Type': type },
+        body,
+      });
+      expect([failed.status, failed.headers.get('content-type')]).toEqual([
+        400,
+        `${type}; charset=utf-8`,
+      ]);
+    }
+    const empty = await call('POST', '/process', '/process', {
+      headers: { ...headers, 'Content-Type': 'application/json', ...JSON_ACCEPT },
+      body: '',
+    });
+    expect(empty.status).toBe(400);
+    const noApplication = await call('POST', '/process', '/process', {
+      headers: { 'Content-Type': 'application/json' },
+      body: '{}',
+    });
+    expect(noApplication.status).toBe(400);
+    const wrongType = await call('POST', '/process', '/process', {
+      headers: { ...headers, 'Content-Type': 'application/zip', ...JSON_ACCEPT },
+      body: 'x',
+    });
+    expect(wrongType.status).toBe(415);
+  });
+
+  it('administers the catalog and shows the configuration to an admin only', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
+    const file = '/admin/catalog/{section}/{file}';
+    const scriptPath = '/admin/catalog/R_SCRIPTS/openapi.R';
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+      const catalog = await call('GET', '/admin/catalog', '/admin/catalog', {
+        headers: { ...admin, ...headers },
+      });
+      expect(catalog.status).toBe(200);
+    }
+    expect(
+      (
+        await call('GET', '/admin/catalog', '/admin/catalog', {
+          headers: { 'X-SVC-Application-Name': 'demo', ...JSON_ACCEPT },
+        })
+      ).status,
+    ).toBe(401);
+    expect(
+      (
+        await call('GET', '/admin/catalog', '/admin/catalog', {
+          headers: { Authorization: ADMIN_AUTHORIZATION, ...JSON_ACCEPT },
+        })
+      ).status,
+    ).toBe(400);
+    const created = await call('PUT', file, scriptPath, { headers: admin, body: 'cat("hi")\n' });
+    expect(created.status).toBe(201);
+    expect(created.headers.get('location')).toBe(`${base}${REST}${scriptPath}`);
+    expect(
+      (await call('PUT', file, scriptPath, { headers: admin, body: 'cat("hello")\n' })).status,
+    ).toBe(204);
+    const read = await call('GET', file, scriptPath, { headers: admin });
+    expect([read.status, read.headers.get('content-type'), read.text]).toEqual([
+      200,
+      'text/plain; charset=utf-8',
+      'cat("hello")\n',
+    ]);
+    expect((await call('DELETE', file, scriptPath, { headers: admin })).status).toBe(204);
+    expect(
+      (await call('DELETE', file, scriptPath, { headers: { ...admin, ...JSON_ACCEPT } })).status,
+    ).toBe(404);
+    expect((await call('GET', file, scriptPath, { headers: admin })).status).toBe(404);
+    expect((await call('GET', file, '/admin/catalog/SCRIPTS/a.R', { headers: admin })).status).toBe(
+      400,
+    );
+    const configuration = await call(
+      'GET',
+      '/admin/system/configuration',
+      '/admin/system/configuration',
+      {
+        headers: { Authorization: ADMIN_AUTHORIZATION },
+      },
+    );
+    expect(configuration.status).toBe(200);
+    expect(
+      (await call('GET', '/admin/system/configuration', '/admin/system/configuration')).status,
+    ).toBe(401);
+  });
+
+  it('answers usage statistics in XML, JSON and CSV, to admins only', async () => {
+    // After the jobs the earlier tests ran: at least one month of demo.
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const statistics = '/admin/statistics';
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT, { Accept: 'text/csv' }]) {
+      const answer = await call('GET', statistics, statistics, {
+        headers: { ...admin, ...headers },
+      });
+      expect(answer.status).toBe(200);
+      expect(answer.text).toContain('demo');
+    }
+    const one = await call('GET', statistics, `${statistics}?application=demo&format=json`, {
+      headers: admin,
+    });
+    expect(one.status).toBe(200);
+    expect((await call('GET', statistics, statistics, { headers: JSON_ACCEPT })).status).toBe(401);
+    expect(
+      (
+        await call('GET', statistics, `${statistics}?from=2026-13`, {
+          headers: { ...admin, ...JSON_ACCEPT },
+        })
+      ).status,
+    ).toBe(400);
+    expect(
+      (await call('GET', statistics, statistics, { headers: { ...admin, Accept: 'text/html' } }))
+        .status,
+    ).toBe(406);
+  });
+
+  it('answers health and node information', async () => {
+    const check = await call('GET', '/system/health/check', '/system/health/check');
+    expect([check.status, check.text]).toEqual([200, 'OK']);
+    expect((await call('GET', '/system/health/live', '/system/health/live')).status).toBe(200);
+    expect((await call('GET', '/system/health/ready', '/system/health/ready')).status).toBe(200);
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+      expect((await call('GET', '/system/info', '/system/info', { headers })).status).toBe(200);
+    }
+    expect(
+      (await call('GET', '/system/info', '/system/info', { headers: { Accept: 'text/html' } }))
+        .status,
+    ).toBe(406);
+  });
+
+  it('has called every operation of the document', () => {
+    const paths = checker.document.paths as Record<string, Record<string, unknown>>;
+    const documented = Object.entries(paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(documented.filter((operation) => !exercised.has(operation))).toEqual([]);
+  });
+});
