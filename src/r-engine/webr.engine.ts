@@ -38,6 +38,8 @@ async function loadWebR(): Promise<{ WebR: typeof WebR; baseUrl: string }> {
   return { WebR: module.WebR, baseUrl: dirname(require.resolve('webr')) + '/' };
 }
 
+/** How often a running script's output is taken from webR's output queue. */
+const OUTPUT_POLL_MS = 250;
 const INIT_TIMEOUT_MS = 60_000;
 const HEALTH_TIMEOUT_MS = 10_000;
 const JOBS_DIR = '/jobs';
@@ -466,20 +468,35 @@ export class WebREngine implements REngine, FunctionCallEngine {
       })
     })`;
     const lines: { stream: 'stdout' | 'stderr'; line: string }[] = [];
+    // R's output is not captured: it reaches webR's output queue line by line as R prints it,
+    // and is taken from there while the script runs, so the job's log follows it live.
+    const output = routeOutput(request);
+    const takeOutput = async (): Promise<void> => {
+      for (const { type, data } of await webR.flush()) {
+        if (
+          (type === 'stdout' || type === 'stderr') &&
+          typeof data === 'string' &&
+          !state.abandoned
+        ) {
+          lines.push({ stream: type, line: data });
+          output?.(type, data);
+        }
+      }
+    };
+    await webR.flush(); // whatever an earlier evaluation left is not this job's
+    let taking = Promise.resolve();
+    const outputTimer = setInterval(() => {
+      taking = taking.then(takeOutput).catch(() => undefined);
+    }, OUTPUT_POLL_MS);
     let outcome: ScriptRunOutcome = { status: 'succeeded' };
     let recycle = false;
     const shelter = await new webR.Shelter();
     try {
       const captured = await shelter.captureR(code, {
-        captureStreams: true,
+        captureStreams: false,
         captureConditions: false,
         captureGraphics: false,
       });
-      for (const { type, data } of captured.output) {
-        if ((type === 'stdout' || type === 'stderr') && typeof data === 'string') {
-          data.split('\n').forEach((line) => lines.push({ stream: type, line }));
-        }
-      }
       const result = await captured.result.toJs();
       if (result.type === 'character' && 'values' in result && result.values.length > 0) {
         const message = result.values[0];
@@ -491,7 +508,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
       }
     } catch (error) {
       // quit() inside the script ends R's main loop; the instance answers afterwards but is
-      // not trusted with another job. Its console output is lost with the capture.
+      // not trusted with another job.
       const exit = EXIT_PATTERN.exec(messageOf(error));
       if (!exit) {
         throw error;
@@ -502,6 +519,10 @@ export class WebREngine implements REngine, FunctionCallEngine {
           ? { status: 'succeeded' }
           : { status: 'failed', reason: 'exit', message: `R exited with status ${exit[1]}` };
     } finally {
+      clearInterval(outputTimer);
+      // The last lines were queued before the result: one more look takes them.
+      await taking;
+      await takeOutput().catch(() => undefined);
       await shelter.purge().catch(() => undefined);
     }
     if (state.abandoned) {
@@ -509,8 +530,6 @@ export class WebREngine implements REngine, FunctionCallEngine {
     }
 
     await writeFile(join(workDir, R_LOG_FILE), lines.map(({ line }) => `${line}\n`).join(''));
-    const output = routeOutput(request);
-    lines.forEach(({ stream, line }) => output?.(stream, line));
 
     const produced = await webR.evalRRaw(
       `list.files(${rString(vfsDir)}, recursive = TRUE, all.files = TRUE, no.. = TRUE)`,

@@ -7,9 +7,6 @@ import { follow } from '../support/sse-client';
 // shows it arrived as printed, not after the run.
 const SCRIPT = 'cat("first line\\n"); message("to stderr")\nSys.sleep(60)\ncat("second line\\n")\n';
 
-// webR hands R's output over when the run ends (docs/api.md): nothing to see live there.
-const itLive = process.env.R_ENGINE === 'webr' ? it.skip : it;
-
 describe.each(['fork', 'spawn'])('GET /jobs/{app}/{jobId}/log (R_SCRIPT_MODE=%s)', (mode) => {
   let service: TestService;
 
@@ -20,43 +17,40 @@ describe.each(['fork', 'spawn'])('GET /jobs/{app}/{jobId}/log (R_SCRIPT_MODE=%s)
     await service.stop();
   });
 
-  itLive(
-    'streams lines as R prints them, resumes with Last-Event-ID, ends with the outcome',
-    async () => {
-      const submitted = await postZip(
-        service.url,
-        await makeZip([{ name: 'job.R', content: SCRIPT }]),
-      );
-      const token = parseXml(submitted.text).jobToken;
-      const logUri = `${service.url}${REST}/jobs/demo/${token.jobId}/log`;
-      const live = await follow(logUri);
-      const first = await live.next();
-      expect(first).toMatchObject({ id: expect.stringMatching(/^\d+$/), event: 'line' });
-      expect(JSON.parse(first!.data)).toMatchObject({ stream: 'stdout', line: 'first line' });
-      const second = await live.next();
-      expect(JSON.parse(second!.data)).toMatchObject({ line: 'to stderr' });
-      // R is still sleeping before its second line.
-      const status = await request(`${service.url}${REST}/jobs/demo/${token.jobId}`);
-      expect(parseXml(status.text).jobStatus.state).toBe('RUNNING');
-      const plain = await request(logUri);
-      expect(plain.headers.get('content-type')).toBe('text/plain; charset=utf-8');
-      expect(plain.text).toMatch(/^\S+Z stdout first line\n\S+Z \w+ to stderr\n$/);
-      // End it; the stream ends with the outcome.
-      expect(
-        (await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, { method: 'DELETE' }))
-          .status,
-      ).toBe(202);
-      const end = await live.next();
-      expect(end).toMatchObject({ event: 'end' });
-      expect(JSON.parse(end!.data)).toEqual({ success: false, type: 'txt', cancelled: true });
-      expect(await live.next()).toBeNull();
-      // Resumed after the first line: the second line, then the end.
-      const resumed = await follow(logUri, { 'Last-Event-ID': first!.id! });
-      expect(JSON.parse((await resumed.next())!.data)).toMatchObject({ line: 'to stderr' });
-      expect((await resumed.next())?.event).toBe('end');
-      await waitForResult(token.resultUri, {}, 10000);
-    },
-  );
+  it('streams lines as R prints them, resumes with Last-Event-ID, ends with the outcome', async () => {
+    const submitted = await postZip(
+      service.url,
+      await makeZip([{ name: 'job.R', content: SCRIPT }]),
+    );
+    const token = parseXml(submitted.text).jobToken;
+    const logUri = `${service.url}${REST}/jobs/demo/${token.jobId}/log`;
+    const live = await follow(logUri);
+    const first = await live.next();
+    expect(first).toMatchObject({ id: expect.stringMatching(/^\d+$/), event: 'line' });
+    expect(JSON.parse(first!.data)).toMatchObject({ stream: 'stdout', line: 'first line' });
+    const second = await live.next();
+    expect(JSON.parse(second!.data)).toMatchObject({ line: 'to stderr' });
+    // R is still sleeping before its second line.
+    const status = await request(`${service.url}${REST}/jobs/demo/${token.jobId}`);
+    expect(parseXml(status.text).jobStatus.state).toBe('RUNNING');
+    const plain = await request(logUri);
+    expect(plain.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    expect(plain.text).toMatch(/^\S+Z stdout first line\n\S+Z \w+ to stderr\n$/);
+    // End it; the stream ends with the outcome.
+    expect(
+      (await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, { method: 'DELETE' }))
+        .status,
+    ).toBe(202);
+    const end = await live.next();
+    expect(end).toMatchObject({ event: 'end' });
+    expect(JSON.parse(end!.data)).toEqual({ success: false, type: 'txt', cancelled: true });
+    expect(await live.next()).toBeNull();
+    // Resumed after the first line: the second line, then the end.
+    const resumed = await follow(logUri, { 'Last-Event-ID': first!.id! });
+    expect(JSON.parse((await resumed.next())!.data)).toMatchObject({ line: 'to stderr' });
+    expect((await resumed.next())?.event).toBe('end');
+    await waitForResult(token.resultUri, {}, 10000);
+  });
 
   it('cuts the log at JOB_LOG_MAX_BYTES with a note; 400 for a bad Last-Event-ID; 404 unknown job', async () => {
     const submitted = await postZip(

@@ -8,9 +8,6 @@ import { validateAgainstSchema } from '../support/xml-schema';
 
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
 
-// webR hands R's output over when the run ends: progress is seen then, not while it runs.
-const itLive = process.env.R_ENGINE === 'webr' ? it.skip : it;
-
 interface JobStatus {
   state: string;
   progress?: { fraction: number; message: string };
@@ -73,7 +70,7 @@ describe.each(['fork', 'spawn'])('svc_progress in a script job (R_SCRIPT_MODE=%s
     expect(text).toContain('svc_progress: fraction must be one number from 0 to 1');
   });
 
-  itLive('is seen while the job runs: in jobStatus and as a progress event', async () => {
+  it('is seen while the job runs: in jobStatus and as a progress event', async () => {
     const token = await submit('svc_progress(0.25, "a quarter")\nSys.sleep(120)\n');
     const status = await waitFor(
       async () => {

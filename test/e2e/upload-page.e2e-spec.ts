@@ -36,7 +36,7 @@ const JOB_FILES = [
 const WATCH_SCRIPT = `
 cat("first line\\n")
 svc_progress(0.5, "half way")
-Sys.sleep(${process.env.R_ENGINE === 'webr' ? 0 : 4})
+Sys.sleep(4)
 cat("second line\\n")
 writeLines(c("a,b", "1,2"), "table.csv")
 writeLines('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="80"><rect width="120" height="80" fill="#1f5fbf"/></svg>', "chart.svg")
@@ -47,9 +47,6 @@ svc_progress(1, "done")
 `;
 
 const SIZE_SCRIPT = 'writeLines(format(file.size("big.dat")), "size.txt")\n';
-
-/** webR hands a job's output over when the run ends: no live lines there. */
-const LIVE_OUTPUT = process.env.R_ENGINE !== 'webr';
 
 /** Records every state the job panel shows, in order, from before the submission. */
 const WATCH_STATES = `(() => {
@@ -259,28 +256,26 @@ describe('the upload page in Chromium (SPEC §6)', () => {
         { name: 'watch.R', mimeType: 'text/plain', buffer: Buffer.from(WATCH_SCRIPT) },
       ]);
       await page.click('#jobSubmitButton');
-      if (LIVE_OUTPUT) {
-        // The first line is on the page while R still sleeps before printing the second.
-        await waitFor(
-          async () => (await text(page, '#jobLog')).includes('first line'),
-          JOB_WAIT_MS,
-          'the first line in the page',
-        );
-        expect(await text(page, '#jobLog')).not.toContain('second line');
-        expect(await page.locator('#jobPanel').getAttribute('data-state')).toBe('RUNNING');
-        expect(await page.locator('#jobCancelButton').isVisible()).toBe(true);
-        await waitFor(
-          async () => (await text(page, '#jobProgressText')) === '50 %: half way',
-          JOB_WAIT_MS,
-          'the progress bar at half way',
-        );
-        expect(
-          await page
-            .locator('#jobProgress')
-            .evaluate((bar: { value: number; max: number }) => bar.value),
-        ).toBe(0.5);
-        await screenshot(page, 'upload-page-running');
-      }
+      // The first line is on the page while R still sleeps before printing the second.
+      await waitFor(
+        async () => (await text(page, '#jobLog')).includes('first line'),
+        JOB_WAIT_MS,
+        'the first line in the page',
+      );
+      expect(await text(page, '#jobLog')).not.toContain('second line');
+      expect(await page.locator('#jobPanel').getAttribute('data-state')).toBe('RUNNING');
+      expect(await page.locator('#jobCancelButton').isVisible()).toBe(true);
+      await waitFor(
+        async () => (await text(page, '#jobProgressText')) === '50 %: half way',
+        JOB_WAIT_MS,
+        'the progress bar at half way',
+      );
+      expect(
+        await page
+          .locator('#jobProgress')
+          .evaluate((bar: { value: number; max: number }) => bar.value),
+      ).toBe(0.5);
+      await screenshot(page, 'upload-page-running');
       await page.locator('#jobPreview').waitFor({ state: 'visible', timeout: JOB_WAIT_MS });
       await waitFor(
         async () => (await page.locator('#previewFiles li').count()) === 3,
