@@ -17,7 +17,7 @@ import { ServiceNode } from './service-node';
 import { Distribution, distribution } from './stats';
 
 export type ScriptMode = 'fork' | 'spawn';
-const JOB_TIMEOUT_MS = 120_000;
+export const JOB_TIMEOUT_MS = 120_000;
 const BATCH_TIMEOUT_MS = 900_000;
 const BATCH_POLL_MS = 100;
 /**
@@ -25,7 +25,7 @@ const BATCH_POLL_MS = 100;
  * a few hundred result requests a second, so the "idle" node was not idle and the job waited behind
  * them; 10 ms adds 5 ms on average to what the client sees (the server-side figure has none).
  */
-const SINGLE_POLL_MS = 10;
+export const SINGLE_POLL_MS = 10;
 
 /** Resident memory of one process, KiB (VmRSS), or NaN when it is gone. */
 function rssKiB(pid: number): number {
@@ -117,7 +117,11 @@ export async function freshRscriptCeiling(count: number, parallel: number): Prom
 /** Result requests the client sent; each costs the node about 1 ms of CPU. */
 let resultRequests = 0;
 
-async function waitReady(resultUri: string, intervalMs: number, deadline: number): Promise<number> {
+export async function waitReady(
+  resultUri: string,
+  intervalMs: number,
+  deadline: number,
+): Promise<number> {
   for (;;) {
     resultRequests += 1;
     if (await fetchResult(resultUri)) {
@@ -130,7 +134,7 @@ async function waitReady(resultUri: string, intervalMs: number, deadline: number
   }
 }
 
-async function finishedAt(baseUrl: string, jobId: string): Promise<number> {
+export async function finishedAt(baseUrl: string, jobId: string): Promise<number> {
   const status = await fetchStatus(baseUrl, jobId);
   if (status.state !== 'DONE') {
     throw new Error(`job ${jobId} is ${status.state}, expected DONE`);

@@ -12,14 +12,15 @@ export class BenchDatabase {
     private readonly client: Client,
   ) {}
 
-  static async create(): Promise<BenchDatabase> {
+  /** `suffix` tells apart two databases made by one process in the same second. */
+  static async create(suffix = ''): Promise<BenchDatabase> {
     const admin = new URL(ADMIN_URL);
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(admin.hostname)) {
       throw new Error(
         `the benchmark only runs against a loopback PostgreSQL, not ${admin.hostname}`,
       );
     }
-    const name = `svc_bench_${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${process.pid}`;
+    const name = `svc_bench_${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${process.pid}${suffix}`;
     const client = new Client({ connectionString: ADMIN_URL });
     await client.connect();
     try {

@@ -24,7 +24,7 @@ import { Spread, spread, round } from './stats';
 import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
-import { printSandbox, sandboxBench } from './sandbox.bench';
+import { pairedSingleJobs, printSandbox, sandboxBench } from './sandbox.bench';
 import { LargeJobRun, largeJobRun } from './large-job.bench';
 import { SoapRoundTripRun, soapRoundTripRun, SoapShape } from './soap-roundtrip.bench';
 import {
@@ -665,7 +665,15 @@ async function main(): Promise<void> {
         log,
         track,
       });
-      result.sandbox = { runs, comparison: printSandbox(runs, log) };
+      const paired = await pairedSingleJobs(database, {
+        pairs: options.sequentialJobs * options.runs,
+        scriptSlots: options.scriptSlots,
+        main: options.main,
+        zip: pdf,
+        log,
+        track,
+      });
+      result.sandbox = { runs, paired, comparison: printSandbox(runs, paired, log) };
     }
 
     if (options.sections.has('large')) {

@@ -199,6 +199,8 @@ export class NativeREngine implements REngine {
   private launcherInstance: RLauncher;
   private readonly slots: Slot[] = [];
   private readonly slotWaiters: Array<(slot: Slot) => void> = [];
+  /** Slots being cleaned after a job, released when done. */
+  private readonly recycling = new Set<Promise<void>>();
   /** Private to the service (0711: the sandbox user may pass, never list): slots, runs. */
   private runtimeRoot: string | undefined;
 
@@ -315,6 +317,7 @@ export class NativeREngine implements REngine {
     const runs = [...this.running];
     runs.forEach(([controller]) => controller.abort('stopped'));
     await Promise.all(runs.map(([, settled]) => settled));
+    await Promise.all([...this.recycling]);
     await this.stopForkServers();
     if (this.runtimeRoot) {
       await rm(this.runtimeRoot, { recursive: true, force: true });
@@ -392,34 +395,43 @@ export class NativeREngine implements REngine {
    * A directory for one run under the runtime root. In a sandbox the job's directory moves in (a
    * rename: same file system, no copy), so the sandbox binds only private paths (a fork server's
    * sandbox is made before its jobs exist), and moves back after; R and the engine's own readers
-   * use the run's path meanwhile. Without a sandbox it stays where it is.
+   * use the run's path meanwhile. Without a sandbox it stays where it is. `private/` (R's temp
+   * directory, the error and usage files) is made here unless the caller prepared it (a fork
+   * slot does that ahead of its next job); the caller removes `parent`'s contents afterwards.
    */
   private async withRunDirectory<T>(
     workDir: string,
     parent: string,
+    privatePrepared: boolean,
     body: (runWork: string, tmp: string, errorFile: string) => Promise<T>,
   ): Promise<T> {
     const sandboxed = this.launcherInstance.sandbox === 'bwrap';
     const runWork = sandboxed ? join(parent, 'work') : workDir;
     const privateDir = join(parent, 'private');
-    await mkdir(join(privateDir, 'tmp'), { recursive: true });
+    if (!privatePrepared) {
+      await this.preparePrivate(parent);
+    }
     let moved = false;
     try {
       if (sandboxed) {
         await rename(workDir, runWork);
         moved = true;
       }
-      // Only what the run brings is handed over: a slot's server-tmp is the server's already.
-      await this.launcherInstance.makeWritable(parent, { recursive: false });
       await this.launcherInstance.makeWritable(runWork);
-      await this.launcherInstance.makeWritable(privateDir);
       return await body(runWork, join(privateDir, 'tmp'), join(privateDir, 'error.txt'));
     } finally {
       if (moved) {
         await rename(runWork, workDir);
       }
-      await rm(privateDir, { recursive: true, force: true });
     }
+  }
+
+  /** A run's private/tmp, handed to the sandbox user with its parent (never a slot's server-tmp). */
+  private async preparePrivate(parent: string): Promise<void> {
+    const privateDir = join(parent, 'private');
+    await mkdir(join(privateDir, 'tmp'), { recursive: true });
+    await this.launcherInstance.makeWritable(parent, { recursive: false });
+    await this.launcherInstance.makeWritable(privateDir);
   }
 
   private async runSpawned(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
@@ -431,77 +443,84 @@ export class NativeREngine implements REngine {
     const parent = await mkdtemp(join(root, 'run-'));
     const limits = this.limits(request.timeoutMs);
     try {
-      return await this.withRunDirectory(request.workDir, parent, async (work, tmp, errorFile) => {
-        const wrapper = join(tmp, '..', 'wrapper.R');
-        await writeFile(wrapper, WRAPPER);
-        const log = createWriteStream(join(work, R_LOG_FILE));
-        await once(log, 'open');
-        // A failed log write (disk full) must not crash the service; the run's outcome stands.
-        log.on('error', () => undefined);
-        const controller = new AbortController();
-        let child: ChildProcess;
-        try {
-          child = this.launcherInstance.spawn({
-            args: [
-              wrapper,
-              request.scriptName,
-              errorFile,
-              String(limits.cpuSeconds),
-              this.launcherInstance.rSource('progress.R'),
-            ],
-            cwd: work,
-            home: work,
-            tmp,
-            writable: [work, dirname(tmp)],
-            network: request.network === true,
-            limits: this.rLimits(limits),
-            stdio: ['ignore', 'pipe', 'pipe'],
+      return await this.withRunDirectory(
+        request.workDir,
+        parent,
+        false,
+        async (work, tmp, errorFile) => {
+          const wrapper = join(tmp, '..', 'wrapper.R');
+          await writeFile(wrapper, WRAPPER);
+          const log = createWriteStream(join(work, R_LOG_FILE));
+          await once(log, 'open');
+          // A failed log write (disk full) must not crash the service; the run's outcome stands.
+          log.on('error', () => undefined);
+          const controller = new AbortController();
+          let child: ChildProcess;
+          try {
+            child = this.launcherInstance.spawn({
+              args: [
+                wrapper,
+                request.scriptName,
+                errorFile,
+                String(limits.cpuSeconds),
+                this.launcherInstance.rSource('progress.R'),
+              ],
+              cwd: work,
+              home: work,
+              tmp,
+              writable: [work, dirname(tmp)],
+              network: request.network === true,
+              limits: this.rLimits(limits),
+              stdio: ['ignore', 'pipe', 'pipe'],
+            });
+          } catch (error) {
+            log.end();
+            throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
+          }
+          let settle = (): void => undefined;
+          const settled = new Promise<void>((resolve) => (settle = resolve));
+          this.running.set(controller, settled);
+          controller.signal.addEventListener('abort', () => killProcessGroup(child), {
+            once: true,
           });
-        } catch (error) {
-          log.end();
-          throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
-        }
-        let settle = (): void => undefined;
-        const settled = new Promise<void>((resolve) => (settle = resolve));
-        this.running.set(controller, settled);
-        controller.signal.addEventListener('abort', () => killProcessGroup(child), { once: true });
-        // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
-        const giveUp = (): void => controller.abort('stopped');
-        request.signal?.addEventListener('abort', giveUp, { once: true });
-        if (request.signal?.aborted) {
-          giveUp(); // given up (a cancel) while R was being started
-        }
-        const timer = setTimeout(() => controller.abort('timeout'), request.timeoutMs);
-        const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
-        const output = routeOutput(request);
-        for (const stream of ['stdout', 'stderr'] as const) {
-          const splitter = new LineSplitter((line) => output?.(stream, line));
-          child[stream]?.on('data', (chunk: Buffer) => {
-            log.write(chunk);
-            splitter.push(chunk);
-          });
-          child[stream]?.on('end', () => splitter.end());
-        }
-        let exit: Exit;
-        try {
-          exit = await waitForExit(child);
-        } catch (error) {
-          throw isSpawnFailure(error)
-            ? new REngineUnavailableError(`cannot start ${this.rscript}: ${error.message}`)
-            : error;
-        } finally {
-          clearTimeout(timer);
-          watch.stop();
-          request.signal?.removeEventListener('abort', giveUp);
-          // Background processes the script left behind die with the job (and its sandbox).
-          killProcessGroup(child);
-          await new Promise<void>((resolve) => log.end(resolve));
-          this.running.delete(controller);
-          settle();
-        }
-        const outcome = await this.outcome(controller.signal, exit, errorFile, limits);
-        return namedLimit(outcome, limits, work, dirname(tmp));
-      });
+          // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
+          const giveUp = (): void => controller.abort('stopped');
+          request.signal?.addEventListener('abort', giveUp, { once: true });
+          if (request.signal?.aborted) {
+            giveUp(); // given up (a cancel) while R was being started
+          }
+          const timer = setTimeout(() => controller.abort('timeout'), request.timeoutMs);
+          const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
+          const output = routeOutput(request);
+          for (const stream of ['stdout', 'stderr'] as const) {
+            const splitter = new LineSplitter((line) => output?.(stream, line));
+            child[stream]?.on('data', (chunk: Buffer) => {
+              log.write(chunk);
+              splitter.push(chunk);
+            });
+            child[stream]?.on('end', () => splitter.end());
+          }
+          let exit: Exit;
+          try {
+            exit = await waitForExit(child);
+          } catch (error) {
+            throw isSpawnFailure(error)
+              ? new REngineUnavailableError(`cannot start ${this.rscript}: ${error.message}`)
+              : error;
+          } finally {
+            clearTimeout(timer);
+            watch.stop();
+            request.signal?.removeEventListener('abort', giveUp);
+            // Background processes the script left behind die with the job (and its sandbox).
+            killProcessGroup(child);
+            await new Promise<void>((resolve) => log.end(resolve));
+            this.running.delete(controller);
+            settle();
+          }
+          const outcome = await this.outcome(controller.signal, exit, errorFile, limits);
+          return namedLimit(outcome, limits, work, dirname(tmp));
+        },
+      );
     } finally {
       await rm(parent, { recursive: true, force: true });
     }
@@ -527,6 +546,7 @@ export class NativeREngine implements REngine {
       const serverTmp = join(dir, SERVER_TMP);
       await mkdir(serverTmp);
       await this.launcherInstance.makeWritable(serverTmp);
+      await this.preparePrivate(dir);
       const server = new ForkServer({
         launch: (env) =>
           this.launcherInstance.spawn({
@@ -587,6 +607,7 @@ export class NativeREngine implements REngine {
       return await this.withRunDirectory(
         request.workDir,
         slot.dir,
+        true,
         async (work, tmp, errorFile) => {
           const controller = new AbortController();
           const stopped = (): void => controller.abort('stopped');
@@ -623,11 +644,25 @@ export class NativeREngine implements REngine {
         },
       );
     } finally {
-      await cleanSlot(slot.dir).catch((error: Error) =>
-        this.logger.warn(`could not clean a fork server's slot: ${error.message}`),
-      );
-      this.releaseSlot(slot);
+      this.recycleSlot(slot);
     }
+  }
+
+  /**
+   * Cleans a slot and prepares its next run's private directory, then releases it: after the
+   * job's outcome is known, so the client does not wait for it, and before the slot's next job.
+   */
+  private recycleSlot(slot: Slot): void {
+    const recycled = cleanSlot(slot.dir)
+      .then(() => this.preparePrivate(slot.dir))
+      .catch((error: Error) =>
+        this.logger.warn(`could not clean a fork server's slot: ${error.message}`),
+      )
+      .finally(() => {
+        this.recycling.delete(recycled);
+        this.releaseSlot(slot);
+      });
+    this.recycling.add(recycled);
   }
 
   private async outcome(
