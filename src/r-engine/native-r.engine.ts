@@ -54,7 +54,13 @@ export type NativeRConfig = Pick<AppConfig, 'rHome' | 'rscriptPath' | 'rMemoryLi
       | 'scriptSlots'
       | 'applicationSlots'
     >
-  >;
+  > & {
+    /**
+     * Whether this node runs script jobs (false on ROLE=api: its engine serves function calls
+     * only, and starts no fork servers).
+     */
+    scriptJobs?: boolean;
+  };
 
 export type ScriptMode = 'fork' | 'spawn';
 
@@ -259,7 +265,7 @@ export class NativeREngine implements REngine {
     }
     this.launcherInstance = this.newLauncher(sandbox);
     this.markStarted();
-    if (this.scriptMode === 'fork') {
+    if (this.scriptMode === 'fork' && this.config.scriptJobs !== false) {
       try {
         await this.startForkServers();
         return;

@@ -42,7 +42,9 @@ class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
   providers: [
     {
       provide: R_ENGINE,
-      useFactory: (config: AppConfig) => createREngine(config),
+      // An API node runs no script jobs: its engine only chooses the sandbox for function calls.
+      useFactory: (config: AppConfig) =>
+        createREngine({ ...config, scriptJobs: config.role !== 'api' }),
       inject: [AppConfig],
     },
     REngineLifecycle,

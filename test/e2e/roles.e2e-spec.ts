@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
 import { ServiceProcess, spawnService } from '../support/service-process';
@@ -10,6 +12,35 @@ import {
 
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
 
+/** Command lines of a process's descendants (read from /proc). */
+function descendantCommandLines(root: number): string[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    try {
+      // The parent pid is the field after the state, which follows the ")" closing the name.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // Not a process, or gone meanwhile.
+    }
+  }
+  const isDescendant = (pid: number): boolean => {
+    for (let parent = parents.get(pid); parent !== undefined; parent = parents.get(parent)) {
+      if (parent === root) {
+        return true;
+      }
+    }
+    return false;
+  };
+  return [...parents.keys()].filter(isDescendant).map((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch {
+      return '';
+    }
+  });
+}
+
 // Several nodes need a shared database server; the embedded database belongs to one process.
 describeWithServer(
   'scale-out: two API nodes and two workers on one database (SPEC §2, §13)',
@@ -20,7 +51,11 @@ describeWithServer(
     beforeAll(async () => {
       database = await createTestDatabase();
       // Polling once a minute: only LISTEN/NOTIFY can start these jobs quickly.
-      const env = testEnvironment(database, { POLL_INTERVAL_MS: '60000', SCRIPT_SLOTS: '2' });
+      const env = testEnvironment(database, {
+        POLL_INTERVAL_MS: '60000',
+        SCRIPT_SLOTS: '2',
+        ...ADMIN_ENV,
+      });
       nodes.push(await spawnService({ ...env, ROLE: 'api' }));
       nodes.push(await spawnService({ ...env, ROLE: 'api', MIGRATIONS_RUN: 'false' }));
       nodes.push(await spawnService({ ...env, ROLE: 'worker', MIGRATIONS_RUN: 'false' }));
@@ -64,6 +99,35 @@ describeWithServer(
       expect(listed.results.result.map((r) => r.jobId).sort()).toEqual(
         tokens.map((t) => t.jobId).sort(),
       );
+    });
+
+    it('an API node starts no fork server (it runs no script jobs); workers do', () => {
+      const forkServers = (node: ServiceProcess): number =>
+        descendantCommandLines(node.child.pid as number).filter((line) =>
+          line.includes('fork-server.R'),
+        ).length;
+      expect(forkServers(nodes[0])).toBe(0);
+      expect(forkServers(nodes[1])).toBe(0);
+      expect(forkServers(nodes[2])).toBeGreaterThan(0);
+    });
+
+    it('an API node answers /process calls on its own warm sessions', async () => {
+      const application = { 'X-SVC-Application-Name': 'roles' };
+      const put = await request(`${nodes[0].url}/svc/api/rest/admin/catalog/R_FUNCTIONS/f.R`, {
+        method: 'PUT',
+        headers: { ...application, Authorization: ADMIN_AUTHORIZATION },
+        body: 'svcJsonService <- function(payload) paste0("{\\"echo\\":", payload, "}")\n',
+      });
+      expect(put.status).toBe(201);
+      const answer = await request(`${nodes[0].url}/svc/api/rest/process`, {
+        method: 'POST',
+        headers: { ...application, 'Content-Type': 'application/json' },
+        body: '{"a":2}',
+      });
+      expect({ status: answer.status, text: answer.text }).toEqual({
+        status: 200,
+        text: '{"echo":{"a":2}}',
+      });
     });
 
     it('a worker has no HTTP server', async () => {
