@@ -1,5 +1,4 @@
 import { Global, Module } from '@nestjs/common';
-import { QueueModule } from '../queue/queue.module';
 import { MetricsService } from './metrics.service';
 import { WorkerMetricsServer } from './worker-metrics.server';
 
@@ -10,7 +9,6 @@ import { WorkerMetricsServer } from './worker-metrics.server';
  */
 @Global()
 @Module({
-  imports: [QueueModule],
   providers: [MetricsService, WorkerMetricsServer],
   exports: [MetricsService],
 })

@@ -1,6 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { QueueRepository } from '../queue/queue.repository';
 
 /** The `application` label of every application the service does not know by name. */
 export const OTHER_APPLICATION = 'other';
@@ -26,6 +25,7 @@ export class MetricsService {
   readonly registry = new Registry();
   private rSessionPool: (() => RSessionPoolStats) | null = null;
   private rSandbox: (() => string) | null = null;
+  private queueDepth: (() => Promise<number>) | null = null;
   /** Whether an application name may be a label value; until told, none may. */
   private knownApplication: (name: string) => boolean = () => false;
 
@@ -66,16 +66,20 @@ export class MetricsService {
     Histogram.Internal<'method' | 'route' | 'status'>
   >();
 
-  constructor(private readonly queue: QueueRepository) {
+  constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_' });
     const logger = this.logger;
+    const depth = () => this.queueDepth?.() ?? null;
     new Gauge({
       name: 'svc_queue_depth',
       help: 'Jobs waiting to run (state QUEUED), cluster-wide, read from the database at scrape time.',
       registers: [this.registry],
       async collect() {
         try {
-          this.set(await queue.queueDepth());
+          const value = await depth();
+          if (value !== null) {
+            this.set(value);
+          }
         } catch (error) {
           // The database is down: leave the last value; health checks report the outage.
           logger.warn(`queue depth unavailable: ${(error as Error).message}`);
@@ -113,6 +117,11 @@ export class MetricsService {
         }
       },
     });
+  }
+
+  /** Where the queue depth gauge reads from (the queue, at scrape time). */
+  observeQueueDepth(read: () => Promise<number>): void {
+    this.queueDepth = read;
   }
 
   /** Where the sandbox gauge reads which isolation R code runs under on this node. */

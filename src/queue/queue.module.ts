@@ -1,11 +1,25 @@
-import { Module } from '@nestjs/common';
+import { Injectable, Module, OnModuleInit, Optional } from '@nestjs/common';
+import { MetricsService } from '../metrics/metrics.service';
 import { JobWaiter } from './job-waiter.service';
 import { QueueNotifier } from './queue-notifier.service';
 import { QueueRepository } from './queue.repository';
 
+/** Gives the metrics registry the queue's depth to read at scrape time. */
+@Injectable()
+class QueueMetrics implements OnModuleInit {
+  constructor(
+    private readonly queue: QueueRepository,
+    @Optional() private readonly metrics?: MetricsService,
+  ) {}
+
+  onModuleInit(): void {
+    this.metrics?.observeQueueDepth(() => this.queue.queueDepth());
+  }
+}
+
 /** Delivery of jobs: the claim/lease SQL the wake-up signals and waiting for a job. Workers are in WorkerModule. */
 @Module({
-  providers: [QueueRepository, QueueNotifier, JobWaiter],
+  providers: [QueueRepository, QueueNotifier, JobWaiter, QueueMetrics],
   exports: [QueueRepository, QueueNotifier, JobWaiter],
 })
 export class QueueModule {}
