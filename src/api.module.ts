@@ -7,7 +7,7 @@ import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { QueueModule } from './queue/queue.module';
-import { FallbackController } from './common/fallback.controller';
+import { FallbackController } from './system/fallback.controller';
 import { ProcessController } from './process/process.controller';
 import { ProcessModule } from './process/process.module';
 import { AccessGuard } from './security/access.guard';

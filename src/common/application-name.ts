@@ -8,6 +8,7 @@ import {
 import type { Request } from 'express';
 import { ApiError } from './api-error';
 import { isFormPost } from './form-post';
+import { malformed } from './missing-resource';
 
 export const APPLICATION_HEADER = 'X-SVC-Application-Name';
 const APPLICATION_NAME = /^\w+$/;
@@ -95,7 +96,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export class JobIdPipe implements PipeTransform<string, string> {
   transform(value: string, _metadata: ArgumentMetadata): string {
     if (!UUID.test(value)) {
-      throw ApiError.badRequest(`"${value.slice(0, 80)}" is not a job id (a UUID).`);
+      throw malformed.jobId(value);
     }
     return value.toLowerCase();
   }

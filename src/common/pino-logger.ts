@@ -1,7 +1,7 @@
 import { LoggerService } from '@nestjs/common';
 import pino, { Logger as Pino } from 'pino';
 import { currentLogContext } from './log-context';
-import { LOG_REDACT_CENSOR, LOG_REDACT_PATHS } from '../security/log-redaction';
+import { LOG_REDACT_CENSOR, LOG_REDACT_PATHS } from './log-redaction';
 
 const NEST_STARTUP_CONTEXTS = new Set([
   'InstanceLoader',

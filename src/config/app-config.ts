@@ -24,6 +24,7 @@ import {
   type ApplicationSecurity,
   type AuthMode,
   type GlobalAdmins,
+  type SecuritySettings,
   type UserEntry,
 } from '../security/security-config';
 import { R_SANDBOX_SETTINGS, type RSandboxSetting } from '../r-engine/r-launcher';
@@ -50,7 +51,7 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
  * then environment variables. Every key has one environment name, the key in UPPER_SNAKE_CASE
  * (`jobTimeoutSeconds` -> `JOB_TIMEOUT_SECONDS`); SPEC §11 fixes the names of the first few.
  */
-export class AppConfig {
+export class AppConfig implements SecuritySettings {
   @IsInt() @Min(0) @Max(65535) port!: number;
   @IsOptional()
   @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })

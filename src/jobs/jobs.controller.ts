@@ -45,6 +45,7 @@ import { principalOf } from '../security/principal';
 import { KIND_OF_MEDIA_TYPE, payloadText } from './function-call-result';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
+import { missing } from '../common/missing-resource';
 
 const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
 
@@ -194,7 +195,7 @@ export class JobsController {
     );
     switch (outcome) {
       case 'unknown':
-        throw notFound(applicationName, jobId);
+        throw missing.job(applicationName, jobId);
       case 'finished':
         throw new ApiError(
           HttpStatus.CONFLICT,
@@ -217,7 +218,7 @@ export class JobsController {
   ): Promise<JobEntity> {
     const job = known !== undefined ? known : await this.jobs.findOne(applicationName, jobId);
     if (!job) {
-      throw notFound(applicationName, jobId);
+      throw missing.job(applicationName, jobId);
     }
     return job;
   }
@@ -289,8 +290,4 @@ export class JobsController {
   otherOnJob(@Req() req: Request): never {
     throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
   }
-}
-
-function notFound(applicationName: string, jobId: string): ApiError {
-  return ApiError.notFound(`Application ${applicationName} has no job ${jobId}.`);
 }

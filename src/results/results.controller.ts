@@ -18,6 +18,7 @@ import { ResultMetadata, ResultRepository } from './result.repository';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
 import { sendResultData } from './result-data.response';
+import { malformed, missing } from '../common/missing-resource';
 
 /** Results are read in pages of this size when listed whole, so the list is never all in memory. */
 const LIST_PAGE_SIZE = 500;
@@ -110,9 +111,7 @@ export class ResultsController {
         ? await find()
         : await this.waiter.waitFor(jobId, find, waitMs, { signal: clientGoneSignal(res) });
     if (!result) {
-      throw ApiError.notFound(
-        `No result for job ${jobId} of application ${applicationName} (not ready, or unknown).`,
-      );
+      throw missing.pendingResult(applicationName, jobId);
     }
     return { element: 'result', value: resultView(this.links(req), result) };
   }
@@ -124,7 +123,7 @@ export class ResultsController {
     @Param('jobId', JobIdPipe) jobId: string,
   ): Promise<void> {
     if (!(await this.results.delete(applicationName, jobId))) {
-      throw ApiError.notFound(`No result for job ${jobId} of application ${applicationName}.`);
+      throw missing.result(applicationName, jobId);
     }
   }
 
@@ -144,11 +143,11 @@ export class ResultsController {
     const dot = file.lastIndexOf('.');
     const jobId = dot < 0 ? file : file.slice(0, dot);
     if (!isJobId(jobId)) {
-      throw ApiError.badRequest(`"${file.slice(0, 80)}" is not {jobId}.{extension}.`);
+      throw malformed.resultFile(file);
     }
     const result = await this.results.findDataSource(applicationName, jobId.toLowerCase());
     if (!result || dot < 0 || file.slice(dot + 1) !== result.type) {
-      throw ApiError.notFound(`No result data at ${req.path}.`);
+      throw missing.resultData(req.path);
     }
     await sendResultData(req, res, result);
   }

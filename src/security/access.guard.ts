@@ -12,6 +12,7 @@ import { mediaTypeOf } from '../jobs/jobs.controller';
 import { AccessQuestion, AccessPolicyService } from './access-policy.service';
 import { ACCESS_RULE, AccessRule } from './access.decorator';
 import { RequestAccessService } from './request-access.service';
+import { malformed, missing } from '../common/missing-resource';
 
 const FUNCTION_CALL_TYPES = new Set(['application/xml', 'application/json']);
 const FORM_TYPE = 'multipart/form-data';
@@ -125,24 +126,20 @@ function hiddenAsMissing(req: Request): ApiError {
   const file = param(req, 'file');
   if (jobId !== undefined) {
     if (!isJobId(jobId)) {
-      return ApiError.badRequest(`"${jobId.slice(0, 80)}" is not a job id (a UUID).`);
+      return malformed.jobId(jobId);
     }
     const id = jobId.toLowerCase();
     if (req.path.includes('/jobs/')) {
-      return ApiError.notFound(`Application ${app} has no job ${id}.`);
+      return missing.job(app, id);
     }
-    return ApiError.notFound(
-      req.method === 'DELETE'
-        ? `No result for job ${id} of application ${app}.`
-        : `No result for job ${id} of application ${app} (not ready, or unknown).`,
-    );
+    return req.method === 'DELETE' ? missing.result(app, id) : missing.pendingResult(app, id);
   }
   if (file !== undefined) {
     const dot = file.lastIndexOf('.');
     if (!isJobId(dot < 0 ? file : file.slice(0, dot))) {
-      return ApiError.badRequest(`"${file.slice(0, 80)}" is not {jobId}.{extension}.`);
+      return malformed.resultFile(file);
     }
-    return ApiError.notFound(`No result data at ${req.path}.`);
+    return missing.resultData(req.path);
   }
-  return ApiError.notFound(`No results for application ${app}.`);
+  return missing.results(app);
 }

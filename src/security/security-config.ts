@@ -1,4 +1,3 @@
-import type { AppConfig } from '../config/app-config';
 import { isSecretHash } from './secret-hash';
 
 export const AUTH_MODES = ['none', 'basic', 'apiKey'] as const;
@@ -36,18 +35,21 @@ export interface GlobalAdmins {
   roles?: string[];
 }
 
-export type SecuritySettings = Pick<
-  AppConfig,
-  | 'authMode'
-  | 'adminUser'
-  | 'adminPassword'
-  | 'users'
-  | 'apiKeys'
-  | 'globalAdmins'
-  | 'applicationSecurity'
-  | 'authMaxFailures'
-  | 'authFailureWindowSeconds'
->;
+/**
+ * The security part of the configuration (AppConfig has these fields): defined here so that
+ * the configuration depends on security's types, not the other way round.
+ */
+export interface SecuritySettings {
+  authMode: AuthMode;
+  adminUser: string | null;
+  adminPassword: string | null;
+  users: Record<string, UserEntry>;
+  apiKeys: Record<string, ApiKeyEntry>;
+  globalAdmins: GlobalAdmins;
+  applicationSecurity: Record<string, ApplicationSecurity>;
+  authMaxFailures: number;
+  authFailureWindowSeconds: number;
+}
 
 /**
  * Configuration keys whose values are secrets or hashes of secrets: never echoed in

@@ -1,7 +1,7 @@
 import { All, Controller, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { Access } from '../security/access.decorator';
-import { ApiError } from './api-error';
+import { ApiError } from '../common/api-error';
 
 /** Unknown REST paths: a 404 with the error body rather than Express's HTML page. */
 @Controller('svc/api/rest')

@@ -1,4 +1,4 @@
-import { PinoLoggerService } from '../common/pino-logger';
+import { PinoLoggerService } from './pino-logger';
 
 function capture(): { logger: PinoLoggerService; output: () => string } {
   const lines: string[] = [];
