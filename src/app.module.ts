@@ -4,7 +4,7 @@ import { CatalogModule } from './catalog/catalog.module';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { QueueModule } from './queue/queue.module';
-import { WorkerModule } from './queue/worker.module';
+import { WorkerModule } from './worker/worker.module';
 import { DatabaseTarget } from './storage/database-options';
 import { StorageModule } from './storage/storage.module';
 import { MetricsModule } from './metrics/metrics.module';

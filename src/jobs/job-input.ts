@@ -1,17 +1,5 @@
-/** A file of a multi-file job held in memory: a plain name (no directories) and its bytes. */
-export interface JobFileContent {
-  name: string;
-  content: Buffer;
-}
-
-/** A file of a multi-file job on disk: streamed into the database when the job is stored. */
-export interface JobFilePath {
-  name: string;
-  path: string;
-}
-
-/** A file of a multi-file job as a front end hands it over: in memory or on disk. */
-export type JobFileInput = JobFileContent | JobFilePath;
+// How a job's files are handed to the queue: defined there, used by every front end.
+export type { JobFileContent, JobFileInput, JobFilePath } from '../queue/queue.types';
 
 /** Meta parameters in the order they were given; names already normalised. */
 export type JobMeta = Record<string, string>;

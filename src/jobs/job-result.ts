@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ResultData } from '../queue/queue.repository';
+import { ResultData } from '../queue/queue.types';
 
 export function sha256Hex(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex');

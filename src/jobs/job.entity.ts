@@ -1,18 +1,8 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import { JobKind, JobState } from '../queue/queue.types';
 
-export const JobState = Object.freeze({
-  QUEUED: 'QUEUED',
-  RUNNING: 'RUNNING',
-  DONE: 'DONE',
-} as const);
-export type JobState = (typeof JobState)[keyof typeof JobState];
-
-export const JobKind = Object.freeze({
-  SCRIPT: 'script',
-  XML: 'xml',
-  JSON: 'json',
-} as const);
-export type JobKind = (typeof JobKind)[keyof typeof JobKind];
+// The queue defines a job's kinds and states; the entity and the job front ends use them.
+export { JobKind, JobState };
 
 /**
  * A submitted job: its domain data (application, meta) and its delivery state (the queue

@@ -11,10 +11,10 @@ import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
 import { mergeMeta, parseConfigurationFile } from './job-meta';
 import { FunctionCallKind, payloadFileName } from './function-call-result';
 import { JobKind } from './job.entity';
-import { JobRepository } from './job.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
-import type { JobCallbackTarget } from '../queue/queue.repository';
+import { QueueRepository } from '../queue/queue.repository';
+import type { JobCallbackTarget } from '../queue/queue.types';
 
 /**
  * The callback a request asks for, not yet checked: the URL as given, and the public base URL
@@ -36,7 +36,7 @@ export interface SubmittedJob {
 export class JobsService {
   constructor(
     private readonly config: AppConfig,
-    private readonly jobs: JobRepository,
+    private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
     private readonly callbackUrls: CallbackUrlPolicy,
     @Optional() private readonly metrics?: MetricsService,
@@ -170,7 +170,7 @@ export class JobsService {
       files: dataFiles,
       callback,
     };
-    await this.jobs.insert(job);
+    await this.queue.enqueue(job);
     this.notifier.jobQueued(applicationName);
     this.metrics?.jobSubmitted(applicationName, source);
     return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
@@ -196,7 +196,7 @@ export class JobsService {
       files: [{ name: payloadFileName(kind), content: payload }],
       callback: target,
     };
-    await this.jobs.insert(job);
+    await this.queue.enqueue(job);
     this.notifier.jobQueued(applicationName);
     this.metrics?.jobSubmitted(applicationName, source);
     return { jobId: job.id, applicationName, submissionTime: job.submittedAt };

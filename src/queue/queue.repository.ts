@@ -11,11 +11,28 @@
  *
  * All of the queue's SQL is in this file. Each hot-path operation is one statement.
  */
+import { readFile, stat } from 'node:fs/promises';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
-import { JobKind, JobState as JobStateName } from '../jobs/job.entity';
-import { filePieces, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
+import { DataSource, EntityManager } from 'typeorm';
+import {
+  ClaimedJob,
+  ExpiredJob,
+  JobFileContent,
+  JobFileInput,
+  JobFilePath,
+  JobKind,
+  JobState as JobStateName,
+  NewJobRow,
+  ResultData,
+} from './queue.types';
+import {
+  BLOB_INLINE_MAX_BYTES,
+  filePieces,
+  JOB_FILE_CHUNKS,
+  RESULT_CHUNKS,
+  writeChunks,
+} from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
@@ -44,23 +61,6 @@ function usageInsert(outcome: string, cpu: string, bytesOut: string): string {
 const DONE_COLUMNS =
   'id, application_name, kind, submitted_at, started_at, finished_at, callback_url';
 
-export interface NewJobRow {
-  id: string;
-  applicationName: string;
-  kind: JobKind;
-  meta: Record<string, string>;
-  source: string;
-  submittedAt: Date;
-  files: Array<{ name: string; content: Buffer }>;
-  /** Where the result is POSTed when the job ends, with the base of its links; null: nowhere. */
-  callback?: JobCallbackTarget | null;
-}
-
-export interface JobCallbackTarget {
-  url: string;
-  linksBase: string;
-}
-
 /**
  * A data-modifying CTE for the statements that end a job: queues the callback of the job the
  * `done` CTE returned (with its callback_url), so the delivery row commits with the result.
@@ -70,51 +70,6 @@ const QUEUE_CALLBACK_CTE = `callback_queued AS (
          SELECT done.id, done.callback_url, 'pending', 0, now(), now() FROM done
           WHERE done.callback_url IS NOT NULL
          ON CONFLICT (job_id) DO NOTHING)`;
-
-export interface ClaimedJob {
-  id: string;
-  applicationName: string;
-  kind: JobKind;
-  meta: Record<string, string>;
-  submittedAt: Date;
-  attempts: number;
-  source: string;
-  /** The job's input files, in the order they were stored. */
-  files: JobInputFile[];
-}
-
-export interface JobInputFile {
-  name: string;
-  /** The bytes; empty when the file is stored in pieces (`chunked`). */
-  content: Buffer;
-  /** Set for a file larger than the inline limit: its bytes are in job_file_chunk. */
-  chunked: { fileId: string; size: number } | null;
-}
-
-export interface ResultData {
-  success: boolean;
-  /** Extension of the data: zip, txt, xml, json. */
-  type: string;
-  contentType: string;
-  /** The bytes; empty when they are in `dataFile`. */
-  data: Buffer;
-  sha256: string;
-  /**
-   * A result too large to hold in memory: its bytes in a file (removed by the worker after
-   * complete()), streamed into result_chunk.
-   */
-  dataFile?: { path: string; size: number };
-  /** CPU milliseconds R used for the job, where the engine reports it (usage statistics). */
-  rCpuMs?: number;
-}
-
-export interface ExpiredJob {
-  id: string;
-  applicationName: string;
-  submittedAt: Date;
-  attempts: number;
-  lastError: string | null;
-}
 
 interface ClaimRow {
   id: string;
@@ -132,42 +87,95 @@ interface ClaimRow {
   file_sizes: string[] | null;
 }
 
+function isContent(file: JobFileInput): file is JobFileContent {
+  return 'content' in file;
+}
+
+/** A file on disk small enough to be inline is read here, so that it takes the fast path. */
+async function inlineIfSmall(file: JobFileInput): Promise<JobFileInput> {
+  if (isContent(file) || (await stat(file.path)).size > BLOB_INLINE_MAX_BYTES) {
+    return file;
+  }
+  return { name: file.name, content: await readFile(file.path) };
+}
+
+/** The job row, its inline files and the wake-up notification, in one statement. */
+async function insertJob(
+  manager: EntityManager,
+  job: NewJobRow,
+  files: JobFileContent[],
+): Promise<void> {
+  await manager.query(
+    `WITH new_job AS (
+       INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
+                        callback_url, callback_links_base)
+       VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11)
+       RETURNING id),
+     new_files AS (
+       INSERT INTO job_file (job_id, name, content, size)
+       SELECT new_job.id, f.name, f.content, octet_length(f.content)
+         FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
+     SELECT pg_notify($9, $2) FROM new_job`,
+    [
+      job.id,
+      job.applicationName,
+      job.kind,
+      JSON.stringify(job.meta),
+      job.source,
+      job.submittedAt,
+      files.map((f) => f.name),
+      files.map((f) => f.content),
+      JOB_QUEUED_CHANNEL,
+      job.callback?.url ?? null,
+      job.callback?.linksBase ?? null,
+    ],
+  );
+}
+
+async function insertChunkedFile(
+  manager: EntityManager,
+  jobId: string,
+  file: JobFilePath,
+): Promise<void> {
+  const raw: unknown = await manager.query(
+    `INSERT INTO job_file (job_id, name, content, size, chunked)
+     VALUES ($1, $2, ''::bytea, 0, true) RETURNING id`,
+    [jobId, file.name],
+  );
+  const fileId = rowsOf<{ id: string }>(raw)[0].id;
+  const { size } = await writeChunks(manager, JOB_FILE_CHUNKS, fileId, filePieces(file.path));
+  await manager.query('UPDATE job_file SET size = $2 WHERE id = $1', [fileId, size]);
+}
+
 @Injectable()
 export class QueueRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /**
-   * Stores a new job, its files and the wake-up notification in ONE statement: atomic without
-   * an explicit transaction, and one round trip instead of five (BEGIN, two INSERTs, NOTIFY,
-   * COMMIT), which is most of a submission's database time. The notification is delivered when
-   * the statement commits, so no worker can wake before the job is visible.
+   * Stores a new job, its files and the wake-up notification atomically: all or nothing, and
+   * the notification is delivered on commit, so no worker wakes before the job and all its
+   * files are visible. Files in memory, and files on disk up to BLOB_INLINE_MAX_BYTES, are
+   * stored inline in ONE statement (no explicit transaction: one round trip instead of five,
+   * which is most of a submission's database time). Larger files on disk are streamed into
+   * job_file_chunk in one transaction (src/storage/blob-chunks.ts), so a failed upload leaves
+   * nothing behind.
    */
   async enqueue(job: NewJobRow): Promise<void> {
-    await this.dataSource.query(
-      `WITH new_job AS (
-         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
-                          callback_url, callback_links_base)
-         VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11)
-         RETURNING id),
-       new_files AS (
-         INSERT INTO job_file (job_id, name, content, size)
-         SELECT new_job.id, f.name, f.content, octet_length(f.content)
-           FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
-       SELECT pg_notify($9, $2) FROM new_job`,
-      [
-        job.id,
-        job.applicationName,
-        job.kind,
-        JSON.stringify(job.meta),
-        job.source,
-        job.submittedAt,
-        job.files.map((f) => f.name),
-        job.files.map((f) => f.content),
-        JOB_QUEUED_CHANNEL,
-        job.callback?.url ?? null,
-        job.callback?.linksBase ?? null,
-      ],
-    );
+    const files = await Promise.all(job.files.map(inlineIfSmall));
+    const inline = files.filter(isContent);
+    if (inline.length === files.length) {
+      await insertJob(this.dataSource.manager, job, inline);
+      return;
+    }
+    await this.dataSource.transaction(async (manager) => {
+      // The notification the statement sends is delivered on commit, after the large files.
+      await insertJob(manager, job, inline);
+      for (const file of files) {
+        if (!isContent(file)) {
+          await insertChunkedFile(manager, job.id, file);
+        }
+      }
+    });
   }
 
   /**

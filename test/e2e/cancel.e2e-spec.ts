@@ -3,7 +3,7 @@ import { makeZip } from '../support/zip-fixtures';
 import { Answer, parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { loadTestCatalog, post } from '../support/function-calls';
 import { faultOf, jobEnvelope, postSoap } from '../support/soap-client';
-import { WorkerService } from '../../src/queue/worker.service';
+import { WorkerService } from '../../src/worker/worker.service';
 import { hashSecret } from '../../src/security/secret-hash';
 import { ServiceProcess, spawnService } from '../support/service-process';
 import {

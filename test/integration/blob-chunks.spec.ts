@@ -8,7 +8,6 @@ import { DataSource } from 'typeorm';
 import { ApiError } from '../../src/common/api-error';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { resultDataFile } from '../../src/jobs/job-result';
-import { JobRepository } from '../../src/jobs/job.repository';
 import { JobsService } from '../../src/jobs/jobs.service';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository } from '../../src/queue/queue.repository';
@@ -46,7 +45,6 @@ describe('chunked job files and results', () => {
   let dataSource: DataSource;
   let close: () => Promise<void>;
   let config: AppConfig;
-  let jobs: JobRepository;
   let jobsService: JobsService;
   let results: ResultRepository;
   let dir: string;
@@ -61,11 +59,10 @@ describe('chunked job files and results', () => {
     config = loadConfig(testEnvironment(database, { FORM_TEMP_DIR: spillParent }));
     ({ dataSource, close } = await openDatabaseForCli(config));
     await dataSource.runMigrations();
-    jobs = new JobRepository(dataSource, new QueueRepository(dataSource));
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
     jobsService = new JobsService(
       config,
-      jobs,
+      new QueueRepository(dataSource),
       new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
       new CallbackUrlPolicy(config),
     );

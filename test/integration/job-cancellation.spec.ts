@@ -38,7 +38,7 @@ describe('JobCancellationService (real database)', () => {
       ],
     }).compile();
     cancellation = module.get(JobCancellationService);
-    jobs = new JobRepository(dataSource, queue);
+    jobs = new JobRepository(dataSource);
     results = new ResultRepository(dataSource);
   });
   afterAll(async () => {
@@ -48,7 +48,7 @@ describe('JobCancellationService (real database)', () => {
 
   async function newJob(applicationName = 'demo'): Promise<string> {
     const id = randomUUID();
-    await jobs.insert({
+    await queue.enqueue({
       id,
       applicationName,
       kind: JobKind.SCRIPT,

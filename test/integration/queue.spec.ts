@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { JobRepository } from '../../src/jobs/job.repository';
 import { resultData } from '../../src/jobs/job-result';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';
@@ -24,14 +23,12 @@ describe('queue repository', () => {
   let dataSource: DataSource;
   let close: () => Promise<void>;
   let queue: QueueRepository;
-  let jobs: JobRepository;
 
   beforeAll(async () => {
     database = await createTestDatabase();
     ({ dataSource, close } = await openDatabaseForCli(loadConfig(testEnvironment(database))));
     await dataSource.runMigrations();
     queue = new QueueRepository(dataSource);
-    jobs = new JobRepository(dataSource, queue);
   });
 
   afterAll(async () => {
@@ -45,7 +42,7 @@ describe('queue repository', () => {
 
   async function submit(applicationName = 'demo', submittedAt = new Date()): Promise<string> {
     const id = randomUUID();
-    await jobs.insert({
+    await queue.enqueue({
       id,
       applicationName,
       kind: 'script',
@@ -111,7 +108,7 @@ describe('queue repository', () => {
 
   it('stores the result, ends the job and deletes its files in one statement', async () => {
     const id = randomUUID();
-    await jobs.insert({
+    await queue.enqueue({
       id,
       applicationName: 'demo',
       kind: 'script',

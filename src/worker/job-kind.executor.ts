@@ -1,8 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { ClaimedJob, ResultData } from '../queue/queue.repository';
-import type { JobExecutor } from '../queue/worker.service';
+import { ClaimedJob, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 import { FunctionCallJobExecutor } from './function-call.executor';
-import { JobKind } from './job.entity';
 import { ScriptJobExecutor } from './script-job.executor';
 
 /** The worker's executor: script jobs to ScriptJobExecutor, XML and JSON jobs to function calls. */

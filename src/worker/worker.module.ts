@@ -2,13 +2,14 @@ import { Module } from '@nestjs/common';
 import { CallbackDeliveryService } from '../callbacks/callback-delivery.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { CatalogModule } from '../catalog/catalog.module';
-import { ScriptJobExecutor } from '../jobs/script-job.executor';
-import { FunctionCallJobExecutor } from '../jobs/function-call.executor';
-import { JobKindExecutor } from '../jobs/job-kind.executor';
+import { ScriptJobExecutor } from './script-job.executor';
+import { FunctionCallJobExecutor } from './function-call.executor';
+import { JobKindExecutor } from './job-kind.executor';
 import { JobLogRepository } from '../jobs/job-log.repository';
 import { REngineModule } from '../r-engine/r-engine.module';
-import { QueueModule } from './queue.module';
-import { JOB_EXECUTOR, WorkerService } from './worker.service';
+import { QueueModule } from '../queue/queue.module';
+import { JOB_EXECUTOR } from '../queue/queue.types';
+import { WorkerService } from './worker.service';
 
 /**
  * What a worker node adds: the R engine, the job executor, the claim loop and callback delivery.

@@ -15,16 +15,9 @@ import { AppConfig } from '../config/app-config';
 import { retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
-import { QueueNotifier } from './queue-notifier.service';
-import { ClaimedJob, QueueRepository, ResultData } from './queue.repository';
-
-/** What a worker does with a claimed job. Throws REngineUnavailableError when R could not run it. */
-export interface JobExecutor {
-  execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData>;
-  /** Jobs it can run at once (the R engine's limit); unset: no limit beyond the slots. */
-  readonly capacity?: number;
-}
-export const JOB_EXECUTOR = Symbol('JOB_EXECUTOR');
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { QueueRepository } from '../queue/queue.repository';
+import { ClaimedJob, JOB_EXECUTOR, JobExecutor, ResultData } from '../queue/queue.types';
 
 /** A group of slots: the general one takes any application's jobs, a dedicated one only its own. */
 interface SlotPool {

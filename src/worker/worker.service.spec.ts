@@ -1,9 +1,10 @@
 import { loadConfig } from '../config/app-config';
 import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
-import { QueueNotifier } from './queue-notifier.service';
-import { ClaimedJob, QueueRepository, ResultData } from './queue.repository';
-import { JobEndedElsewhere, JobExecutor, WorkerService } from './worker.service';
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { QueueRepository } from '../queue/queue.repository';
+import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
+import { JobEndedElsewhere, WorkerService } from './worker.service';
 
 /** In-memory stand-in for the queue's SQL: enough to watch the worker's decisions. */
 class FakeQueue {

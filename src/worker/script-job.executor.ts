@@ -7,17 +7,16 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { applicationSettingsOf } from '../config/application-settings';
-import { JobLogRepository } from './job-log.repository';
-import { JobLogWriter } from './job-log-writer';
+import { JobLogRepository } from '../jobs/job-log.repository';
+import { JobLogWriter } from '../jobs/job-log-writer';
 import { CatalogService } from '../catalog/catalog.service';
-import { ClaimedJob, ResultData } from '../queue/queue.repository';
-import { JobExecutor } from '../queue/worker.service';
+import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
 import { zipFilesToBufferOrFile } from '../results/result-archive';
 import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../storage/blob-chunks';
-import { CONFIGURATION_FILE } from './job-input';
-import { renderConfigurationFile } from './job-meta';
-import { errorResult, resultData, resultDataFile } from './job-result';
+import { CONFIGURATION_FILE } from '../jobs/job-input';
+import { renderConfigurationFile } from '../jobs/job-meta';
+import { errorResult, resultData, resultDataFile } from '../jobs/job-result';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
 class JobDefinitionError extends Error {}

@@ -1,7 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
-import { ClaimedJob, ResultData } from '../queue/queue.repository';
-import type { JobExecutor } from '../queue/worker.service';
+import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
 import { FUNCTION_CALL_ENGINE, FunctionCallEngine } from '../r-engine/function-call-engine';
 import {
   CONTENT_TYPE_OF_KIND,
@@ -9,10 +8,10 @@ import {
   functionCallErrorDocument,
   FunctionCallKind,
   payloadFileName,
-} from './function-call-result';
-import { resultData } from './job-result';
-import { JobLogRepository } from './job-log.repository';
-import { JobLogWriter } from './job-log-writer';
+} from '../jobs/function-call-result';
+import { resultData } from '../jobs/job-result';
+import { JobLogRepository } from '../jobs/job-log.repository';
+import { JobLogWriter } from '../jobs/job-log-writer';
 import type { JobProgress } from '../r-engine/job-progress';
 
 /**

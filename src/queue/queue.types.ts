@@ -1,0 +1,106 @@
+/**
+ * The queue's contracts: what a job is to the queue (its kinds and states), what goes in
+ * (a new job and its files), what a worker gets (a claimed job) and hands back (its result
+ * data), and the executor a worker runs claimed jobs with. Front ends and workers depend on
+ * these; the queue depends on neither.
+ */
+
+export const JobState = Object.freeze({
+  QUEUED: 'QUEUED',
+  RUNNING: 'RUNNING',
+  DONE: 'DONE',
+} as const);
+export type JobState = (typeof JobState)[keyof typeof JobState];
+
+export const JobKind = Object.freeze({
+  SCRIPT: 'script',
+  XML: 'xml',
+  JSON: 'json',
+} as const);
+export type JobKind = (typeof JobKind)[keyof typeof JobKind];
+
+/** A file of a multi-file job held in memory: a plain name (no directories) and its bytes. */
+export interface JobFileContent {
+  name: string;
+  content: Buffer;
+}
+
+/** A file of a multi-file job on disk: streamed into the database when the job is stored. */
+export interface JobFilePath {
+  name: string;
+  path: string;
+}
+
+/** A file of a multi-file job as a front end hands it over: in memory or on disk. */
+export type JobFileInput = JobFileContent | JobFilePath;
+
+export interface JobCallbackTarget {
+  url: string;
+  linksBase: string;
+}
+
+export interface NewJobRow {
+  id: string;
+  applicationName: string;
+  kind: JobKind;
+  meta: Record<string, string>;
+  source: string;
+  submittedAt: Date;
+  /** In memory, or on disk (large files are streamed into job_file_chunk). */
+  files: JobFileInput[];
+  /** Where the result is POSTed when the job ends, with the base of its links; null: nowhere. */
+  callback?: JobCallbackTarget | null;
+}
+
+export interface ClaimedJob {
+  id: string;
+  applicationName: string;
+  kind: JobKind;
+  meta: Record<string, string>;
+  submittedAt: Date;
+  attempts: number;
+  source: string;
+  /** The job's input files, in the order they were stored. */
+  files: JobInputFile[];
+}
+
+export interface JobInputFile {
+  name: string;
+  /** The bytes; empty when the file is stored in pieces (`chunked`). */
+  content: Buffer;
+  /** Set for a file larger than the inline limit: its bytes are in job_file_chunk. */
+  chunked: { fileId: string; size: number } | null;
+}
+
+export interface ResultData {
+  success: boolean;
+  /** Extension of the data: zip, txt, xml, json. */
+  type: string;
+  contentType: string;
+  /** The bytes; empty when they are in `dataFile`. */
+  data: Buffer;
+  sha256: string;
+  /**
+   * A result too large to hold in memory: its bytes in a file (removed by the worker after
+   * complete()), streamed into result_chunk.
+   */
+  dataFile?: { path: string; size: number };
+  /** CPU milliseconds R used for the job, where the engine reports it (usage statistics). */
+  rCpuMs?: number;
+}
+
+export interface ExpiredJob {
+  id: string;
+  applicationName: string;
+  submittedAt: Date;
+  attempts: number;
+  lastError: string | null;
+}
+
+/** What a worker does with a claimed job. Throws REngineUnavailableError when R could not run it. */
+export interface JobExecutor {
+  execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData>;
+  /** Jobs it can run at once (the R engine's limit); unset: no limit beyond the slots. */
+  readonly capacity?: number;
+}
+export const JOB_EXECUTOR = Symbol('JOB_EXECUTOR');
