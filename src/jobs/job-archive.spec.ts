@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { HttpStatus } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
-import { explodeZip, validateJobFiles } from './job-archive';
+import { explodeZip, isZipUpload, validateJobFiles } from './job-archive';
 import type { JobFileContent, JobFileInput, ZipLimits } from './job-input';
 import {
   makeZip,
@@ -410,5 +410,19 @@ describe('validateJobFiles', () => {
 
   it('refuses duplicates', () => {
     expect400([file('a.csv'), file('b.csv'), file('a.csv')], /"a\.csv" more than once/);
+  });
+});
+
+describe('isZipUpload', () => {
+  it.each([
+    ['data.zip', 'application/octet-stream', true],
+    ['DATA.ZIP', 'application/octet-stream', true],
+    ['archive', 'application/zip', true],
+    ['archive', 'application/x-zip', true],
+    ['archive', 'Application/X-Zip-Compressed; name=x', true],
+    ['data.csv', 'text/csv', false],
+    ['zip.csv', 'application/octet-stream', false],
+  ])('%s sent as %s is a ZIP: %s', (originalName, mimeType, expected) => {
+    expect(isZipUpload(originalName, mimeType)).toBe(expected);
   });
 });

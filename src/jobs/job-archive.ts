@@ -7,6 +7,7 @@ import { crc32 } from 'node:zlib';
 import * as yauzl from 'yauzl';
 import { ApiError } from '../common/api-error';
 import type { JobFileContent, JobFileInput, ZipLimits } from './job-input';
+import { mediaType } from '../common/media-type';
 
 const MAX_FILE_NAME_BYTES = 255;
 const STORED = 0;
@@ -89,6 +90,21 @@ function corrupt(err: unknown): ApiError {
   return err instanceof ApiError
     ? err
     : ApiError.badRequest(`the ZIP archive is corrupt: ${errorText(err)}`);
+}
+
+/** The media types a ZIP archive is sent as. */
+export const ZIP_MEDIA_TYPES: ReadonlySet<string> = new Set([
+  'application/zip',
+  'application/x-zip',
+  'application/x-zip-compressed',
+]);
+
+/**
+ * Whether an uploaded file (a form part, a SOAP payload) is a ZIP archive to explode into the
+ * job: by its media type, or by its name whatever type it was sent as.
+ */
+export function isZipUpload(name: string, type: string): boolean {
+  return ZIP_MEDIA_TYPES.has(mediaType(type)) || /\.zip$/i.test(name);
 }
 
 /** A ZIP archive in memory, or in a file on disk (read from there, never loaded whole). */

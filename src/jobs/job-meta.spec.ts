@@ -7,6 +7,7 @@ import {
   parseConfigurationFile,
   parseMetaFields,
   parseMetaHeaders,
+  parseMetaParameters,
   renderConfigurationFile,
 } from './job-meta';
 
@@ -374,5 +375,45 @@ describe('renderConfigurationFile', () => {
       rScript: 'header.R',
       keep: 'me',
     });
+  });
+});
+
+describe('parseMetaParameters (SOAP parameters as meta type A)', () => {
+  it('keeps names and order; rScript and sweaveFile in any case', () => {
+    expect(
+      parseMetaParameters([
+        { name: 'RSCRIPT', value: 'a.R' },
+        { name: 'Colour', value: 'blue' },
+        { name: 'sweavefile', value: 'r.Rnw' },
+      ]),
+    ).toEqual({ rScript: 'a.R', Colour: 'blue', sweaveFile: 'r.Rnw' });
+  });
+
+  it('a name like __proto__ is just a name', () => {
+    const meta = parseMetaParameters([{ name: '__proto__', value: 'x' }]);
+    expect(Object.keys(meta)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(meta)).toBe(Object.prototype);
+  });
+
+  it.each([
+    [[{ name: ' ', value: 'x' }], /empty name/],
+    [[{ name: 'a\nb', value: 'x' }], /control characters/],
+    [
+      [
+        { name: 'rScript', value: 'a' },
+        { name: 'rscript', value: 'b' },
+      ],
+      /"rScript" is given more than once/,
+    ],
+  ])('refuses %j with a 400', (parameters, message) => {
+    let thrown: unknown;
+    try {
+      parseMetaParameters(parameters);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ApiError);
+    expect((thrown as ApiError).getStatus()).toBe(400);
+    expect((thrown as ApiError).message).toMatch(message);
   });
 });

@@ -101,6 +101,18 @@ export function parseMetaFields(fields: Array<[name: string, value: string]>): J
   return parseMeta(fields, FORM_FIELDS);
 }
 
+/**
+ * Job meta parameters from SOAP parameter elements: each element is one type A parameter, its
+ * name as given (a blank name counts as empty), under the same rules as headers and fields.
+ */
+export function parseMetaParameters(parameters: Array<{ name: string; value: string }>): JobMeta {
+  const collector = new MetaCollector();
+  for (const { name, value } of parameters) {
+    collector.add(name.trim() === '' ? '' : name, value, `the parameter element "${name}"`);
+  }
+  return collector.toMeta();
+}
+
 /** The text of a configuration file: UTF-8 if it is valid UTF-8, else ISO-8859-1 (Java's default). */
 function decodeConfigurationText(content: Buffer): string {
   let text: string;

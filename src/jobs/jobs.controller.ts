@@ -33,7 +33,7 @@ import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
-import { FormJobService } from '../upload/form-job.service';
+import { FormJobService } from './form-job.service';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
 import { CallbackRequest, JobsService, SubmittedJob } from './jobs.service';
@@ -42,16 +42,12 @@ import { JobCancellationService } from './job-cancellation.service';
 import { JobLogService } from './job-log.service';
 import { RawData } from '../common/negotiation.guard';
 import { principalOf } from '../security/principal';
-import { KIND_OF_MEDIA_TYPE, payloadText } from './function-call-result';
+import { KIND_OF_MEDIA_TYPE } from './function-call-result';
+import { ZIP_MEDIA_TYPES } from './job-archive';
+import { mediaTypeOf } from '../common/media-type';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
 import { missing } from '../common/missing-resource';
-
-const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
-
-export function mediaTypeOf(req: Request): string {
-  return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-}
 
 @RendersRepresentations()
 @Controller('svc/api/rest/jobs')
@@ -78,10 +74,9 @@ export class JobsController {
     if (isFormPost(req)) {
       return this.jobToken(req, res, await this.formJobs.submit(req, res));
     }
-    const applicationName = applicationNameOf(req);
     const mediaType = mediaTypeOf(req);
-    const functionCallKind = KIND_OF_MEDIA_TYPE[mediaType];
-    if (!functionCallKind && !ZIP_TYPES.has(mediaType)) {
+    const functionCall = KIND_OF_MEDIA_TYPE[mediaType];
+    if (!functionCall && !ZIP_MEDIA_TYPES.has(mediaType)) {
       throw ApiError.unsupportedMediaType(
         mediaType
           ? `Content-Type ${mediaType} is not supported; send application/zip, application/xml or application/json.`
@@ -91,26 +86,14 @@ export class JobsController {
     const meta = parseMetaHeaders(rawHeaderPairs(req));
     const callback = this.callbackRequest(req);
     const body = await getRawBody(req, { limit: this.config.maxRequestBytes });
-    if (body.length === 0) {
-      throw ApiError.badRequest(
-        functionCallKind
-          ? `The request body is empty; send the ${functionCallKind.toUpperCase()} payload of the function call.`
-          : 'The request body is empty; send a ZIP archive.',
-      );
-    }
-    if (functionCallKind && payloadText(body) === null) {
-      throw ApiError.badRequest('The request body is not UTF-8 text.');
-    }
-    const job = functionCallKind
-      ? await this.jobsService.submitFunctionCall(
-          applicationName,
-          functionCallKind,
-          body,
-          meta,
-          'rest',
-          callback,
-        )
-      : await this.jobsService.submitZip(applicationName, body, meta, 'rest', callback);
+    const job = await this.jobsService.submit({
+      applicationName: applicationNameOf(req),
+      source: 'rest',
+      meta,
+      callback,
+      parts: [{ name: 'body', label: null, content: body, zip: !functionCall }],
+      functionCall,
+    });
     return this.jobToken(req, res, job);
   }
 

@@ -7,14 +7,26 @@ import { ResultsModule } from '../results/results.module';
 import { JobRepository } from './job.repository';
 import { JobsService } from './jobs.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
+import { FormJobService } from './form-job.service';
 
-/** Job submission and job state, shared by the REST, form and SOAP front ends. */
+/**
+ * Job submission and job state, shared by the REST, form and SOAP front ends; the multipart
+ * form posted to /jobs (FormJobService) is read here too.
+ */
 @Module({
   imports: [QueueModule, ResultsModule, CallbacksModule],
-  providers: [JobRepository, JobsService, JobCancellationService, JobLogRepository, JobLogService],
+  providers: [
+    JobRepository,
+    JobsService,
+    FormJobService,
+    JobCancellationService,
+    JobLogRepository,
+    JobLogService,
+  ],
   exports: [
     JobRepository,
     JobsService,
+    FormJobService,
     JobCancellationService,
     JobLogRepository,
     JobLogService,

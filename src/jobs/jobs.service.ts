@@ -1,20 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Injectable, Optional } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { BLOB_INLINE_MAX_BYTES } from '../storage/blob-chunks';
-import { explodeZipToFiles, validateJobFiles, ZipSource } from './job-archive';
+import { explodeZipToFiles, validateJobFiles } from './job-archive';
+import { ApiError } from '../common/api-error';
 import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
 import { mergeMeta, parseConfigurationFile } from './job-meta';
-import { FunctionCallKind, payloadFileName } from './function-call-result';
+import { FunctionCallKind, payloadFileName, payloadText } from './function-call-result';
 import { JobKind } from './job.entity';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';
-import type { JobCallbackTarget } from '../queue/queue.types';
+import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
 
 /**
  * The callback a request asks for, not yet checked: the URL as given, and the public base URL
@@ -23,6 +24,63 @@ import type { JobCallbackTarget } from '../queue/queue.types';
 export interface CallbackRequest {
   url: string;
   linksBase: string;
+}
+
+/** A part of a submission as a front end received it: in memory (`content`) or on disk (`path`). */
+export interface IntakePart {
+  /** Its file name in the job (a ZIP archive's entries bring their own). */
+  name: string;
+  /**
+   * How messages name it, e.g. `The file "data.zip"`, `The payload "job.zip"`; errors in its
+   * ZIP entries are prefixed with it. null: the request's body, named as such.
+   */
+  label: string | null;
+  content?: Buffer;
+  path?: string;
+  /** A ZIP archive whose entries are the job's files. */
+  zip: boolean;
+}
+
+/** A job as a front end hands it to the intake. */
+export interface Submission {
+  applicationName: string;
+  /** The job's `source`: rest, form, soap, directory. */
+  source: string;
+  meta: JobMeta;
+  callback: CallbackRequest | null;
+  parts: IntakePart[];
+  /** A function call: one part, its XML or JSON payload. Unset: a script job. */
+  functionCall?: FunctionCallKind;
+}
+
+function fileOnDisk(part: IntakePart): JobFilePath {
+  if (part.path === undefined) {
+    throw new Error(`the part ${part.name} has neither content nor a path`);
+  }
+  return { name: part.name, path: part.path };
+}
+
+function lowerFirst(text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1);
+}
+
+/** The payload of a function call, checked: one part, not empty, UTF-8 text (R takes a string). */
+async function functionCallPayload(kind: FunctionCallKind, parts: IntakePart[]): Promise<Buffer> {
+  if (parts.length !== 1) {
+    throw ApiError.badRequest(`A function call has one payload (got ${parts.length}).`);
+  }
+  const [part] = parts;
+  const payload = part.content ?? (await readFile(fileOnDisk(part).path));
+  const label = part.label ?? 'The request body';
+  if (payload.length === 0) {
+    throw ApiError.badRequest(
+      `${label} is empty; send the ${kind.toUpperCase()} payload of the function call.`,
+    );
+  }
+  if (payloadText(payload) === null) {
+    throw ApiError.badRequest(`${label} is not UTF-8 text.`);
+  }
+  return payload;
 }
 
 export interface SubmittedJob {
@@ -50,45 +108,62 @@ export class JobsService {
     };
   }
 
-  /** A ZIP body: its entries are the job's files. */
-  async submitZip(
-    applicationName: string,
-    zip: Buffer,
-    meta: JobMeta,
-    source: string,
-    callback: CallbackRequest | null = null,
-  ): Promise<SubmittedJob> {
-    return this.submitZipSource(applicationName, zip, meta, source, callback);
-  }
-
   /**
-   * A ZIP archive on disk (read from there, never loaded whole): validated under the same rules
-   * as submitZip before anything is stored; large entries are inflated to a temp directory and
-   * streamed into the database from there.
+   * The one intake of every front end (REST, the form, SOAP and the drop directory): a script
+   * job from its parts (ZIP archives exploded under the ZIP rules, other files as they are) or a
+   * function call from its one payload. Meta comes collected (job-meta.ts), the callback
+   * unchecked. Everything is checked before anything is stored; 4xx ApiErrors otherwise.
    */
-  async submitZipFile(
-    applicationName: string,
-    zipPath: string,
-    meta: JobMeta,
-    source: string,
-    callback: CallbackRequest | null = null,
-  ): Promise<SubmittedJob> {
-    return this.submitZipSource(applicationName, { path: zipPath }, meta, source, callback);
+  async submit(submission: Submission): Promise<SubmittedJob> {
+    const { applicationName, parts } = submission;
+    if (submission.functionCall) {
+      const payload = await functionCallPayload(submission.functionCall, parts);
+      const callback = await this.checkedCallback(applicationName, submission.callback);
+      return this.store({
+        applicationName,
+        kind: submission.functionCall === 'xml' ? JobKind.XML : JobKind.JSON,
+        meta: submission.meta,
+        source: submission.source,
+        files: [{ name: payloadFileName(submission.functionCall), content: payload }],
+        callback,
+      });
+    }
+    // Checked before the archives are read: a refused callback costs no unpacking.
+    const callback = await this.checkedCallback(applicationName, submission.callback);
+    return this.withSpillDirectory(async (directory) => {
+      const files: JobFileInput[] = [];
+      for (const part of parts) {
+        files.push(...(await this.filesOf(part, directory)));
+      }
+      return this.storeScriptJob(submission, files, callback);
+    });
   }
 
-  private async submitZipSource(
-    applicationName: string,
-    zip: ZipSource,
-    meta: JobMeta,
-    source: string,
-    callback: CallbackRequest | null,
-  ): Promise<SubmittedJob> {
-    // Checked before the archive is read: a refused callback costs no unpacking.
-    const target = await this.checkedCallback(applicationName, callback);
-    return this.withSpillDirectory(async (directory) => {
-      const files = await this.explodeZip(zip, directory);
-      return this.storeFiles(applicationName, files, meta, source, target);
-    });
+  /** A part's job files: a ZIP's entries (large ones inflated into `directory`), else itself. */
+  private async filesOf(part: IntakePart, directory: string): Promise<JobFileInput[]> {
+    if (!part.zip) {
+      return [part.content ? { name: part.name, content: part.content } : fileOnDisk(part)];
+    }
+    const size = part.content ? part.content.length : (await stat(fileOnDisk(part).path)).size;
+    if (size === 0) {
+      throw ApiError.badRequest(
+        part.label === null
+          ? 'The request body is empty; send a ZIP archive.'
+          : `${part.label} is empty: a ZIP archive was expected.`,
+      );
+    }
+    try {
+      return await explodeZipToFiles(part.content ?? fileOnDisk(part), this.zipLimits, {
+        // A directory per archive: a submission may carry several.
+        directory: await mkdtemp(join(directory, 'zip-')),
+        inlineMaxBytes: BLOB_INLINE_MAX_BYTES,
+      });
+    } catch (error) {
+      if (error instanceof ApiError && part.label !== null) {
+        throw new ApiError(error.getStatus(), `in ${lowerFirst(part.label)}: ${error.message}`);
+      }
+      throw error;
+    }
   }
 
   /** The callback to store with the job, once CallbackUrlPolicy accepts it (else 400). */
@@ -103,20 +178,8 @@ export class JobsService {
     return { url, linksBase: callback.linksBase };
   }
 
-  /**
-   * The files of a ZIP archive; entries larger than the inline limit are inflated into
-   * `directory` (from withSpillDirectory) rather than into memory.
-   */
-  async explodeZip(zip: ZipSource, directory: string): Promise<JobFileInput[]> {
-    // A directory per archive: a form may carry several.
-    return explodeZipToFiles(zip, this.zipLimits, {
-      directory: await mkdtemp(join(directory, 'zip-')),
-      inlineMaxBytes: BLOB_INLINE_MAX_BYTES,
-    });
-  }
-
   /** Runs `use` with a private temp directory for inflated ZIP entries, removed afterwards. */
-  async withSpillDirectory<T>(use: (directory: string) => Promise<T>): Promise<T> {
+  private async withSpillDirectory<T>(use: (directory: string) => Promise<T>): Promise<T> {
     const directory = await mkdtemp(join(this.config.formTempDir ?? tmpdir(), 'svc-zip-'));
     try {
       return await use(directory);
@@ -126,79 +189,44 @@ export class JobsService {
   }
 
   /**
-   * A multi-file job; each file in memory (`content`) or on disk (`path`, streamed into the
-   * database; the caller removes it afterwards). `configuration.txt` is not a data file: its properties are merged into the
-   * meta (the request's own meta wins). Everything is checked before anything is stored.
+   * A script job's files: `configuration.txt` is not a data file: its properties are merged
+   * into the meta (the request's own meta wins).
    */
-  async submitFiles(
-    applicationName: string,
+  private async storeScriptJob(
+    submission: Submission,
     files: JobFileInput[],
-    meta: JobMeta,
-    source: string,
-    callback: CallbackRequest | null = null,
-  ): Promise<SubmittedJob> {
-    const target = await this.checkedCallback(applicationName, callback);
-    return this.storeFiles(applicationName, files, meta, source, target);
-  }
-
-  private async storeFiles(
-    applicationName: string,
-    files: JobFileInput[],
-    meta: JobMeta,
-    source: string,
     callback: JobCallbackTarget | null,
   ): Promise<SubmittedJob> {
     validateJobFiles(files);
     const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
-    const dataFiles = files.filter((f) => f !== configuration);
-    const mergedMeta = configuration
+    const meta = configuration
       ? mergeMeta(
           parseConfigurationFile(
             'content' in configuration ? configuration.content : await readFile(configuration.path),
           ),
-          meta,
+          submission.meta,
         )
-      : meta;
-    const job = {
-      id: randomUUID(),
-      applicationName,
+      : submission.meta;
+    return this.store({
+      applicationName: submission.applicationName,
       kind: JobKind.SCRIPT,
-      meta: mergedMeta,
-      source,
-      // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
-      submittedAt: new Date(),
-      files: dataFiles,
+      meta,
+      source: submission.source,
+      files: files.filter((f) => f !== configuration),
       callback,
-    };
-    await this.queue.enqueue(job);
-    this.notifier.jobQueued(applicationName);
-    this.metrics?.jobSubmitted(applicationName, source);
-    return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
+    });
   }
 
-  /** A function-call job (SPEC §5.2): the body is stored as the job's one file, its payload. */
-  async submitFunctionCall(
-    applicationName: string,
-    kind: FunctionCallKind,
-    payload: Buffer,
-    meta: JobMeta,
-    source: string,
-    callback: CallbackRequest | null = null,
-  ): Promise<SubmittedJob> {
-    const target = await this.checkedCallback(applicationName, callback);
-    const job = {
+  private async store(job: Omit<NewJobRow, 'id' | 'submittedAt'>): Promise<SubmittedJob> {
+    const row: NewJobRow = {
+      ...job,
       id: randomUUID(),
-      applicationName,
-      kind: kind === 'xml' ? JobKind.XML : JobKind.JSON,
-      meta,
-      source,
+      // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
       submittedAt: new Date(),
-      files: [{ name: payloadFileName(kind), content: payload }],
-      callback: target,
     };
-    await this.queue.enqueue(job);
-    this.notifier.jobQueued(applicationName);
-    this.metrics?.jobSubmitted(applicationName, source);
-    return { jobId: job.id, applicationName, submissionTime: job.submittedAt };
+    await this.queue.enqueue(row);
+    this.notifier.jobQueued(job.applicationName);
+    this.metrics?.jobSubmitted(job.applicationName, job.source);
+    return { jobId: row.id, applicationName: job.applicationName, submissionTime: row.submittedAt };
   }
 }

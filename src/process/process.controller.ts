@@ -7,7 +7,7 @@ import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { AppConfig } from '../config/app-config';
 import { KIND_OF_MEDIA_TYPE, payloadText } from '../jobs/function-call-result';
-import { mediaTypeOf } from '../jobs/jobs.controller';
+import { mediaTypeOf } from '../common/media-type';
 import { Access } from '../security/access.decorator';
 import { ProcessService } from './process.service';
 

@@ -8,7 +8,7 @@ import {
   isJobId,
 } from '../common/application-name';
 import { AppConfig } from '../config/app-config';
-import { mediaTypeOf } from '../jobs/jobs.controller';
+import { mediaTypeOf } from '../common/media-type';
 import { AccessQuestion, AccessPolicyService } from './access-policy.service';
 import { ACCESS_RULE, AccessRule } from './access.decorator';
 import { RequestAccessService } from './request-access.service';

@@ -9,6 +9,7 @@ import { ResultDataSource, ResultRepository } from '../results/result.repository
 import { MtomAttachment, newContentId, xopInclude } from './mtom-writer';
 import { SOAP_ENVELOPE_NAMESPACE } from './soap-fault';
 import { SOAP_TYPES_NAMESPACE } from './soap-request-reader';
+import { mediaType } from '../common/media-type';
 
 /** A job's result as the SOAP answer needs it: its metadata, and its data as a stream. */
 export type StoredResult = Pick<
@@ -36,10 +37,6 @@ export async function loadResult(
   jobId: string,
 ): Promise<StoredResult | null> {
   return results.findDataSource(applicationName, jobId);
-}
-
-function mediaType(contentType: string): string {
-  return contentType.split(';')[0].trim().toLowerCase();
 }
 
 function escapeXml(text: string): string {

@@ -82,7 +82,13 @@ describe('chunked job files and results', () => {
   }
 
   async function submit(files: Array<{ name: string; path: string }>): Promise<string> {
-    const job = await jobsService.submitFiles('demo', files, {}, 'test');
+    const job = await jobsService.submit({
+      applicationName: 'demo',
+      source: 'test',
+      meta: {},
+      callback: null,
+      parts: files.map((file) => ({ ...file, label: `The file "${file.name}"`, zip: false })),
+    });
     return job.jobId;
   }
 
@@ -247,7 +253,18 @@ describe('chunked job files and results', () => {
     expect((await collect(source!.open())).equals(resultBytes)).toBe(true);
   });
 
-  describe('submitZipFile', () => {
+  /** A ZIP archive on disk as the one part of a script job. */
+  function submitZipFile(zipPath: string, meta: Record<string, string>) {
+    return jobsService.submit({
+      applicationName: 'demo',
+      source: 'soap',
+      meta,
+      callback: null,
+      parts: [{ name: 'job.zip', label: 'The payload "job.zip"', path: zipPath, zip: true }],
+    });
+  }
+
+  describe('a ZIP archive on disk', () => {
     it('streams large entries into pieces and keeps small ones inline', async () => {
       const big = randomBytes(2 * MiB + 17);
       const zipPath = join(dir, 'job.zip');
@@ -259,7 +276,7 @@ describe('chunked job files and results', () => {
           { name: 'configuration.txt', content: 'answer=42\n' },
         ]),
       );
-      const job = await jobsService.submitZipFile('demo', zipPath, { extra: 'yes' }, 'soap');
+      const job = await submitZipFile(zipPath, { extra: 'yes' });
       const rows = await storedFiles(job.jobId);
       expect(rows.map((r) => [r.name, r.chunked])).toEqual([
         ['big.bin', true],
@@ -285,16 +302,12 @@ describe('chunked job files and results', () => {
           { name: 'b.R', content: 'y' },
         ]),
       );
-      const error = await jobsService
-        .submitZipFile('demo', zipPath, {}, 'soap')
-        .catch((e: unknown) => e);
+      const error = await submitZipFile(zipPath, {}).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ApiError);
       expect((error as ApiError).getStatus()).toBe(400);
       const notZip = join(dir, 'not.zip');
       await writeFile(notZip, 'not a zip');
-      await expect(jobsService.submitZipFile('demo', notZip, {}, 'soap')).rejects.toThrow(
-        /not a ZIP archive/,
-      );
+      await expect(submitZipFile(notZip, {})).rejects.toThrow(/not a ZIP archive/);
       expect(await countRows('job')).toBe(before);
       expect(await readdir(spillParent)).toEqual([]);
     });

@@ -3,7 +3,6 @@ import { ApiError } from '../common/api-error';
 import {
   applicationNameFromFields,
   isJobFileField,
-  isZipPart,
   metaFromFields,
   plainFileName,
 } from './form-fields';
@@ -119,18 +118,6 @@ describe('file parts', () => {
     ['file', false],
   ])('%s is a job file field: %s', (field, expected) => {
     expect(isJobFileField(field)).toBe(expected);
-  });
-
-  it.each([
-    ['data.zip', 'application/octet-stream', true],
-    ['DATA.ZIP', 'application/octet-stream', true],
-    ['archive', 'application/zip', true],
-    ['archive', 'application/x-zip', true],
-    ['archive', 'Application/X-Zip-Compressed; name=x', true],
-    ['data.csv', 'text/csv', false],
-    ['zip.csv', 'application/octet-stream', false],
-  ])('%s sent as %s is a ZIP: %s', (originalName, mimeType, expected) => {
-    expect(isZipPart({ originalName, mimeType })).toBe(expected);
   });
 
   it.each([

@@ -1,14 +1,12 @@
 import { ApiError } from '../common/api-error';
 import { APPLICATION_HEADER, checkApplicationName } from '../common/application-name';
-import type { JobMeta } from '../jobs/job-input';
-import { parseMetaFields } from '../jobs/job-meta';
+import type { JobMeta } from './job-input';
+import { parseMetaFields } from './job-meta';
 import { CALLBACK_URL_HEADER } from '../callbacks/callback-url.policy';
 
 /** The form field that carries job files (SPEC §6); `X-SVC-JobFile` without brackets is taken too. */
 export const JOB_FILE_FIELD = 'X-SVC-JobFile[]';
 const JOB_FILE_FIELDS = /^x-svc-jobfile(\[\])?$/i;
-
-const ZIP_TYPES = new Set(['application/zip', 'application/x-zip', 'application/x-zip-compressed']);
 
 type Fields = Array<[name: string, value: string]>;
 
@@ -54,12 +52,6 @@ export function callbackUrlFromFields(fields: Fields): string | null {
 
 export function isJobFileField(field: string): boolean {
   return JOB_FILE_FIELDS.test(field);
-}
-
-/** A file part to explode into the job: a ZIP by type, or by name whatever type it was sent as. */
-export function isZipPart(file: { originalName: string; mimeType: string }): boolean {
-  const type = file.mimeType.split(';')[0].trim().toLowerCase();
-  return ZIP_TYPES.has(type) || /\.zip$/i.test(file.originalName);
 }
 
 /** The plain file name of an upload: some browsers send a client path (`C:\fakepath\data.csv`). */

@@ -3,15 +3,14 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
-import type { JobFileInput } from '../jobs/job-input';
-import { JobsService, SubmittedJob } from '../jobs/jobs.service';
+import { isZipUpload } from './job-archive';
+import { IntakePart, JobsService, SubmittedJob } from './jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
 import { publicBaseUrl } from '../common/public-uri';
 import {
   applicationNameFromFields,
   callbackUrlFromFields,
   isJobFileField,
-  isZipPart,
   JOB_FILE_FIELD,
   metaFromFields,
   plainFileName,
@@ -71,55 +70,37 @@ export class FormJobService implements OnModuleInit {
         callbackUrl === null
           ? null
           : { url: callbackUrl, linksBase: publicBaseUrl(req, this.config.publicBaseUrl) };
-      // Large ZIP entries are inflated into a directory of their own; every file is then
-      // streamed from disk into the database (never whole in memory).
-      return this.jobsService.withSpillDirectory(async (spillDirectory) => {
-        const files = await this.jobFiles(form.files, spillDirectory);
-        if (files.length === 0 && !meta.rScript) {
-          throw ApiError.badRequest(
-            `the form has no job file and no X-SVC-Meta-rScript: choose a file in ${JOB_FILE_FIELD} ` +
-              'or name a catalog script.',
-          );
-        }
-        return this.jobsService.submitFiles(applicationName, files, meta, FORM_SOURCE, callback);
+      if (form.files.length === 0 && !meta.rScript) {
+        throw ApiError.badRequest(
+          `the form has no job file and no X-SVC-Meta-rScript: choose a file in ${JOB_FILE_FIELD} ` +
+            'or name a catalog script.',
+        );
+      }
+      // The parts stay on disk; large ZIP entries are inflated to disk too, and every file is
+      // streamed into the database (never whole in memory).
+      return this.jobsService.submit({
+        applicationName,
+        source: FORM_SOURCE,
+        meta,
+        callback,
+        parts: form.files.map(jobPart),
       });
     });
   }
+}
 
-  /** The job's files: ZIP parts exploded under the ZIP body rules, other files as they are. */
-  private async jobFiles(parts: ReceivedFile[], spillDirectory: string): Promise<JobFileInput[]> {
-    const files: JobFileInput[] = [];
-    for (const part of parts) {
-      if (!isJobFileField(part.field)) {
-        throw ApiError.badRequest(
-          `the form sends a file in the field "${part.field}"; job files go in ${JOB_FILE_FIELD}.`,
-        );
-      }
-      const name = plainFileName(part.originalName);
-      if (isZipPart(part)) {
-        files.push(...(await this.explode(name, part, spillDirectory)));
-      } else {
-        files.push({ name, path: part.path });
-      }
-    }
-    return files;
+/** A form part as a part of the job: a ZIP (by type or name) is exploded, other files kept. */
+function jobPart(part: ReceivedFile): IntakePart {
+  if (!isJobFileField(part.field)) {
+    throw ApiError.badRequest(
+      `the form sends a file in the field "${part.field}"; job files go in ${JOB_FILE_FIELD}.`,
+    );
   }
-
-  private async explode(
-    name: string,
-    zip: ReceivedFile,
-    spillDirectory: string,
-  ): Promise<JobFileInput[]> {
-    if (zip.size === 0) {
-      throw ApiError.badRequest(`the file "${name}" is empty: a ZIP archive was expected.`);
-    }
-    try {
-      return await this.jobsService.explodeZip({ path: zip.path }, spillDirectory);
-    } catch (error) {
-      if (error instanceof ApiError) {
-        throw new ApiError(error.getStatus(), `in the file "${name}": ${error.message}`);
-      }
-      throw error;
-    }
-  }
+  const name = plainFileName(part.originalName);
+  return {
+    name,
+    label: `The file "${name}"`,
+    path: part.path,
+    zip: isZipUpload(part.originalName, part.mimeType),
+  };
 }
