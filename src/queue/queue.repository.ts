@@ -190,12 +190,14 @@ export class QueueRepository {
     limit: number,
     leaseSeconds: number,
     applicationName: string | null,
+    kinds: readonly JobKind[] | null = null,
   ): Promise<ClaimedJob[]> {
     const raw: unknown = await this.dataSource.query(
       `WITH next AS (
          SELECT id FROM job
           WHERE state = 'QUEUED' AND run_after <= now()
             AND ($4::varchar IS NULL OR application_name = $4::varchar)
+            AND ($6::varchar[] IS NULL OR kind = ANY($6::varchar[]))
           ORDER BY priority, submitted_at
           LIMIT $2
           FOR UPDATE SKIP LOCKED),
@@ -216,7 +218,7 @@ export class QueueRepository {
                   array_agg(f.size ORDER BY f.id) AS sizes
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority, claimed.submitted_at`,
-      [owner, limit, leaseSeconds, applicationName, JOB_STARTED_CHANNEL],
+      [owner, limit, leaseSeconds, applicationName, JOB_STARTED_CHANNEL, kinds],
     );
     return rowsOf<ClaimRow>(raw).map((row) => ({
       id: row.id,

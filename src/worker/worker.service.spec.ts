@@ -3,7 +3,7 @@ import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
-import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
+import type { ClaimedJob, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 import { JobEndedElsewhere, WorkerService } from './worker.service';
 
 /** In-memory stand-in for the queue's SQL: enough to watch the worker's decisions. */
@@ -19,10 +19,12 @@ class FakeQueue {
     limit: number,
     _lease: number,
     applicationName: string | null,
+    kinds: readonly JobKind[] | null = null,
   ): Promise<ClaimedJob[]> {
     this.claimCalls.push({ limit, applicationName });
     const taken = this.queued
       .filter((j) => applicationName === null || j.applicationName === applicationName)
+      .filter((j) => kinds === null || kinds.includes(j.kind))
       .slice(0, limit);
     this.queued = this.queued.filter((j) => !taken.includes(j));
     return Promise.resolve(taken.map((j) => ({ ...j, attempts: j.attempts + 1 })));
@@ -47,11 +49,16 @@ class FakeQueue {
   }
 }
 
-function job(id: string, applicationName = 'demo', attempts = 0): ClaimedJob {
+function job(
+  id: string,
+  applicationName = 'demo',
+  attempts = 0,
+  kind: JobKind = 'script',
+): ClaimedJob {
   return {
     id,
     applicationName,
-    kind: 'script',
+    kind,
     meta: {},
     submittedAt: new Date('2026-11-22T09:00:00.000Z'),
     attempts,
@@ -94,6 +101,40 @@ describe('WorkerService', () => {
     });
     return new WorkerService(config, queue as unknown as QueueRepository, notifier, executor);
   }
+
+  it('runs function calls in slots of their own while scripts take every script slot', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [
+      job('s1'),
+      job('s2'),
+      job('s3'),
+      job('f1', 'demo', 0, 'json'),
+      job('f2', 'demo', 0, 'xml'),
+    ];
+    const started: string[] = [];
+    let releaseScripts = (): void => undefined;
+    const scriptsMayEnd = new Promise<void>((resolve) => (releaseScripts = resolve));
+    const executor: JobExecutor = {
+      execute: async (claimed) => {
+        started.push(claimed.id);
+        if (claimed.kind === 'script') {
+          await scriptsMayEnd;
+        }
+        return resultData(true, 'json', 'application/json', Buffer.from(claimed.id));
+      },
+    };
+    const worker = workerWith(queue, executor, { SCRIPT_SLOTS: '2', FUNCTION_CALL_SLOTS: '1' });
+    worker.wake();
+    for (let i = 0; i < 200 && queue.completed.length < 2; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Both calls ran (one slot, in turn) while two scripts held the script slots.
+    expect(queue.completed.map((c) => c.id)).toEqual(['f1', 'f2']);
+    expect(started.filter((id) => id.startsWith('s'))).toEqual(['s1', 's2']);
+    releaseScripts();
+    await settle(worker, queue, 5);
+    expect(queue.completed.map((c) => c.id).sort()).toEqual(['f1', 'f2', 's1', 's2', 's3']);
+  });
 
   it('never runs more jobs at once than it has slots', async () => {
     const queue = new FakeQueue();

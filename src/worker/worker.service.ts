@@ -17,11 +17,15 @@ import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
-import { ClaimedJob, JOB_EXECUTOR, JobExecutor, ResultData } from '../queue/queue.types';
+import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 
 /** A group of slots: the general one takes any application's jobs, a dedicated one only its own. */
 interface SlotPool {
+  /** For the log: scripts, function calls, or the application's name. */
+  name: string;
   applicationName: string | null;
+  /** The kinds of job it takes; null: any. */
+  kinds: readonly JobKind[] | null;
   size: number;
   running: Set<string>;
 }
@@ -68,12 +72,24 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     this.pools = [
       // Claiming more than the engine can run would hold jobs other nodes could be running.
       {
+        name: 'scripts',
         applicationName: null,
+        kinds: [JobKind.SCRIPT],
         size: Math.min(config.scriptSlots, executor.capacity ?? Infinity),
         running: new Set(),
       },
+      // Function calls have slots of their own: a flood of long scripts does not hold them up.
+      {
+        name: 'function calls',
+        applicationName: null,
+        kinds: [JobKind.XML, JobKind.JSON],
+        size: config.functionCallSlots,
+        running: new Set(),
+      },
       ...Object.entries(config.applicationSlots).map(([applicationName, size]) => ({
+        name: applicationName,
         applicationName,
+        kinds: null,
         size,
         running: new Set<string>(),
       })),
@@ -98,7 +114,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       timer.unref();
     }
     this.logger.log(
-      `worker ${this.owner} started with ${this.pools.map((p) => `${p.applicationName ?? 'any'}:${p.size}`).join(', ')} slots`,
+      `worker ${this.owner} started with ${this.pools.map((p) => `${p.name}:${p.size}`).join(', ')} slots`,
     );
     await this.supervise();
     this.wake();
@@ -143,6 +159,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
             free,
             this.config.leaseSeconds,
             pool.applicationName,
+            pool.kinds,
           );
           for (const job of jobs) {
             this.start(job, pool);

@@ -1,9 +1,12 @@
-import { parseXml, REST, request, waitForResult } from '../support/rest-client';
+import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
+import { makeZip } from '../support/zip-fixtures';
 import { loadTestCatalog, post } from '../support/function-calls';
 import { startTestService, TestService } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
 
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
+// webR runs scripts and calls in turn on its one instance: only native R has separate slots.
+const itNative = process.env.R_ENGINE === 'webr' ? it.skip : it;
 
 interface ResultView {
   success: boolean;
@@ -44,6 +47,39 @@ describe('function-call jobs over REST (SPEC §5.2)', () => {
     return { jobId: token.jobId, submissionTime: token.submissionTime, result, data };
   }
   type Answer = Awaited<ReturnType<typeof request>>;
+
+  itNative(
+    'has slots of its own: a function-call job runs while long scripts take every script slot',
+    async () => {
+      const sleeper = await makeZip([{ name: 'sleep.R', content: 'Sys.sleep(20)\n' }]);
+      // SCRIPT_SLOTS is 2 here: two sleeping scripts take both.
+      const scripts = await Promise.all(
+        [1, 2].map(async () => {
+          const answer = await postZip(service.url, sleeper, JSON_ACCEPT);
+          expect(answer.status).toBe(202);
+          return (JSON.parse(answer.text) as { jobToken: { jobId: string } }).jobToken.jobId;
+        }),
+      );
+      const stateOf = async (jobId: string): Promise<string> =>
+        (
+          JSON.parse(
+            (await request(`${service.url}${REST}/jobs/demo/${jobId}`, { headers: JSON_ACCEPT }))
+              .text,
+          ) as { jobStatus: { state: string } }
+        ).jobStatus.state;
+      for (const jobId of scripts) {
+        while ((await stateOf(jobId)) !== 'RUNNING') {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+      const { result } = await runJob('application/json', '{"RFunction":"combn","n":4,"k":2}');
+      expect(result).toMatchObject({ success: true, type: 'json' });
+      expect(await Promise.all(scripts.map(stateOf))).toEqual(['RUNNING', 'RUNNING']);
+      for (const jobId of scripts) {
+        await request(`${service.url}${REST}/jobs/demo/${jobId}`, { method: 'DELETE' });
+      }
+    },
+  );
 
   it('runs a JSON job: the string svcJsonService returns is the result (type json)', async () => {
     const { result, data } = await runJob('application/json', '{"RFunction":"combn","n":5,"k":2}');
