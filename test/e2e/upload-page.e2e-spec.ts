@@ -282,8 +282,17 @@ describe('the upload page in Chromium (SPEC §6)', () => {
         JOB_WAIT_MS,
         'the three result files in the preview',
       );
-      expect(await text(page, '#jobLog')).toBe('first line\nsecond line');
-      expect(await text(page, '#jobProgressText')).toBe('100 %: done');
+      // The log stream reads the job's lines every 250 ms: its last lines may follow the result.
+      await waitFor(
+        async () => (await text(page, '#jobLog')) === 'first line\nsecond line',
+        JOB_WAIT_MS,
+        'both lines in the log',
+      );
+      await waitFor(
+        async () => (await text(page, '#jobProgressText')) === '100 %: done',
+        JOB_WAIT_MS,
+        'the progress bar at done',
+      );
       expect(await page.locator('#jobCancelButton').isHidden()).toBe(true);
       expect(await text(page, '#previewMessage')).toBe(
         '3 files; text files, images and PDFs are shown below.',
