@@ -28,6 +28,8 @@ export interface SandboxRun {
   singleJobP50Ms: number;
   /** /process, one connection, p50. */
   processP50Ms: number;
+  /** CPU per job of the batch: svc, R and PostgreSQL together (robust to a busy machine). */
+  cpuPerJobMs: number;
 }
 
 export interface SandboxBenchOptions {
@@ -82,6 +84,7 @@ export async function sandboxBench(
         jobsPerSecond: batch.jobsPerSecond,
         singleJobP50Ms: batch.singleServerMs.p50,
         processP50Ms: call.latencyMs.p50,
+        cpuPerJobMs: batch.serviceCpuPerJobMs + batch.rCpuPerJobMs + batch.postgresCpuPerJobMs,
       });
     }
   }
@@ -200,11 +203,13 @@ export function printSandbox(
     jobs: of('none', (r) => r.jobsPerSecond),
     single: of('none', (r) => r.singleJobP50Ms),
     call: of('none', (r) => r.processP50Ms),
+    cpu: of('none', (r) => r.cpuPerJobMs),
   };
   const on = {
     jobs: of('bwrap', (r) => r.jobsPerSecond),
     single: of('bwrap', (r) => r.singleJobP50Ms),
     call: of('bwrap', (r) => r.processP50Ms),
+    cpu: of('bwrap', (r) => r.cpuPerJobMs),
   };
   const comparison: SandboxComparison = {
     throughputCost: 1 - on.jobs.median / off.jobs.median,
@@ -228,6 +233,15 @@ export function printSandbox(
           `${round(comparison.throughputCost * 100, 1)} %`,
           `<= ${MAX_THROUGHPUT_COST * 100} %`,
           met(comparison.throughputTargetMet),
+        ],
+        [
+          'batch: CPU per job, svc + R + PostgreSQL, ms (cost when CPU-bound)',
+          formatSpread(off.cpu, 1),
+          formatSpread(on.cpu, 1),
+          String(round(on.cpu.median / off.cpu.median, 3)),
+          `${round((1 - off.cpu.median / on.cpu.median) * 100, 1)} %`,
+          '',
+          '',
         ],
         [
           `one job at a time, ${paired.pairs} pairs: p50 submit->stored, ms`,
