@@ -36,7 +36,7 @@ import { Access } from '../security/access.decorator';
 import { FormJobService } from './form-job.service';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
-import { CallbackRequest, JobsService, SubmittedJob } from './jobs.service';
+import { CallbackRequest, IntakePart, JobsService, SubmittedJob } from './jobs.service';
 import { JobEntity, JobState } from './job.entity';
 import { JobCancellationService } from './job-cancellation.service';
 import { JobLogService } from './job-log.service';
@@ -85,13 +85,22 @@ export class JobsController {
     }
     const meta = parseMetaHeaders(rawHeaderPairs(req));
     const callback = this.callbackRequest(req);
-    const body = await getRawBody(req, { limit: this.config.maxRequestBytes });
+    // A function call's payload is read whole (R takes it as one string); a ZIP body is
+    // streamed to disk by the intake and read from there.
+    const body: IntakePart = functionCall
+      ? {
+          name: 'body',
+          label: null,
+          content: await getRawBody(req, { limit: this.config.maxRequestBytes }),
+          zip: false,
+        }
+      : { name: 'body', label: null, stream: req, declaredBytes: declaredLength(req), zip: true };
     const job = await this.jobsService.submit({
       applicationName: applicationNameOf(req),
       source: 'rest',
       meta,
       callback,
-      parts: [{ name: 'body', label: null, content: body, zip: !functionCall }],
+      parts: [body],
       functionCall,
     });
     return this.jobToken(req, res, job);
@@ -273,4 +282,10 @@ export class JobsController {
   otherOnJob(@Req() req: Request): never {
     throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
   }
+}
+
+/** The body's announced length (Content-Length), if any. */
+function declaredLength(req: Request): number | undefined {
+  const value = Number(req.headers['content-length']);
+  return Number.isFinite(value) ? value : undefined;
 }

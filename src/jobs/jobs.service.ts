@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +40,13 @@ export interface IntakePart {
   label: string | null;
   content?: Buffer;
   path?: string;
+  /**
+   * A request body still arriving: written to the intake's spill directory as it comes (never
+   * held whole in memory), up to MAX_REQUEST_BYTES (413 beyond).
+   */
+  stream?: Readable;
+  /** The size the stream announces (Content-Length): over the limit, refused before reading. */
+  declaredBytes?: number;
   /** A ZIP archive whose entries are the job's files. */
   zip: boolean;
 }
@@ -58,6 +68,12 @@ function fileOnDisk(part: IntakePart): JobFilePath {
     throw new Error(`the part ${part.name} has neither content nor a path`);
   }
   return { name: part.name, path: part.path };
+}
+
+function tooLarge(limit: number): ApiError {
+  return ApiError.payloadTooLarge(
+    `The request body is larger than the configured limit (MAX_REQUEST_BYTES: ${limit} bytes).`,
+  );
 }
 
 function lowerFirst(text: string): string {
@@ -140,7 +156,10 @@ export class JobsService {
   }
 
   /** A part's job files: a ZIP's entries (large ones inflated into `directory`), else itself. */
-  private async filesOf(part: IntakePart, directory: string): Promise<JobFileInput[]> {
+  private async filesOf(received: IntakePart, directory: string): Promise<JobFileInput[]> {
+    const part = received.stream
+      ? await this.spool(received, received.stream, directory)
+      : received;
     if (!part.zip) {
       return [part.content ? { name: part.name, content: part.content } : fileOnDisk(part)];
     }
@@ -164,6 +183,45 @@ export class JobsService {
       }
       throw error;
     }
+  }
+
+  /** A part's stream written to a file of the spill directory, counted against the limit. */
+  private async spool(part: IntakePart, stream: Readable, directory: string): Promise<IntakePart> {
+    const limit = this.config.maxRequestBytes;
+    if ((part.declaredBytes ?? 0) > limit) {
+      // Read and dropped, so that the client gets the answer.
+      stream.resume();
+      throw tooLarge(limit);
+    }
+    const path = join(await mkdtemp(join(directory, 'body-')), 'body');
+    let received = 0;
+    const counter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        received += chunk.length;
+        done(received > limit ? tooLarge(limit) : null, chunk);
+      },
+    });
+    // Not pipeline(stream, …): on an error it would destroy the request, and with it the answer.
+    const written = pipeline(counter, createWriteStream(path));
+    const abort = (): void => {
+      if (!stream.readableEnded) {
+        counter.destroy(new Error('the client stopped sending it'));
+      }
+    };
+    stream.once('error', abort).once('close', abort).pipe(counter);
+    try {
+      await written;
+    } catch (error) {
+      stream.unpipe(counter);
+      stream.resume();
+      if (error instanceof ApiError) {
+        throw error;
+      }
+      throw ApiError.badRequest(`The request body could not be read: ${(error as Error).message}.`);
+    } finally {
+      stream.off('error', abort).off('close', abort);
+    }
+    return { name: part.name, label: part.label, path, zip: part.zip };
   }
 
   /** The callback to store with the job, once CallbackUrlPolicy accepts it (else 400). */
