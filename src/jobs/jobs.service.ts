@@ -72,8 +72,9 @@ export class JobsService {
     meta: JobMeta,
     source: string,
     callback: CallbackRequest | null = null,
+    jobId: string = randomUUID(),
   ): Promise<SubmittedJob> {
-    return this.submitZipSource(applicationName, { path: zipPath }, meta, source, callback);
+    return this.submitZipSource(applicationName, { path: zipPath }, meta, source, callback, jobId);
   }
 
   private async submitZipSource(
@@ -82,12 +83,13 @@ export class JobsService {
     meta: JobMeta,
     source: string,
     callback: CallbackRequest | null,
+    jobId: string = randomUUID(),
   ): Promise<SubmittedJob> {
     // Checked before the archive is read: a refused callback costs no unpacking.
     const target = await this.checkedCallback(applicationName, callback);
     return this.withSpillDirectory(async (directory) => {
       const files = await this.explodeZip(zip, directory);
-      return this.storeFiles(applicationName, files, meta, source, target);
+      return this.storeFiles(applicationName, files, meta, source, target, jobId);
     });
   }
 
@@ -129,6 +131,8 @@ export class JobsService {
    * A multi-file job; each file in memory (`content`) or on disk (`path`, streamed into the
    * database; the caller removes it afterwards). `configuration.txt` is not a data file: its properties are merged into the
    * meta (the request's own meta wins). Everything is checked before anything is stored.
+   * `jobId` is given by a caller that must be able to submit again without making a second job
+   * (the drop directory): a second insert under the same id fails on the primary key.
    */
   async submitFiles(
     applicationName: string,
@@ -136,9 +140,10 @@ export class JobsService {
     meta: JobMeta,
     source: string,
     callback: CallbackRequest | null = null,
+    jobId: string = randomUUID(),
   ): Promise<SubmittedJob> {
     const target = await this.checkedCallback(applicationName, callback);
-    return this.storeFiles(applicationName, files, meta, source, target);
+    return this.storeFiles(applicationName, files, meta, source, target, jobId);
   }
 
   private async storeFiles(
@@ -147,6 +152,7 @@ export class JobsService {
     meta: JobMeta,
     source: string,
     callback: JobCallbackTarget | null,
+    jobId: string,
   ): Promise<SubmittedJob> {
     validateJobFiles(files);
     const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
@@ -160,7 +166,7 @@ export class JobsService {
         )
       : meta;
     const job = {
-      id: randomUUID(),
+      id: jobId,
       applicationName,
       kind: JobKind.SCRIPT,
       meta: mergedMeta,
