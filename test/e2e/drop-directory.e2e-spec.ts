@@ -1,0 +1,261 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { rename, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { explodeZip } from '../../src/jobs/job-archive';
+import { parseXml, postZip } from '../support/rest-client';
+import { ServiceProcess, spawnNodes, stopServices } from '../support/service-process';
+import {
+  createTestDatabase,
+  SERVER_DATABASE_URL,
+  startTestService,
+  TestDatabase,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
+
+const APP = 'dropper';
+const SCRIPT = 'writeLines(paste("sum", sum(1:10)), "out.txt")\n';
+
+/** Writes a file into inbox/ as a client should: under a temporary name, then renamed. */
+async function drop(root: string, name: string, content: Buffer | string): Promise<void> {
+  const temporary = join(root, 'inbox', `.${name}.part`);
+  await writeFile(temporary, content);
+  await rename(temporary, join(root, 'inbox', name));
+}
+
+async function waitForFile(path: string, timeoutMs = 90000): Promise<Buffer> {
+  return waitFor(() => Promise.resolve(existsSync(path) && readFileSync(path)), timeoutMs, path);
+}
+
+/** The text of `out.txt` in a result ZIP. */
+async function outText(zip: Buffer): Promise<string | undefined> {
+  const files = await explodeZip(zip, {
+    maxEntries: 10,
+    maxUncompressedBytes: 1e7,
+    maxCompressionRatio: 1e4,
+  });
+  return files.find((file) => file.name === 'out.txt')?.content.toString();
+}
+
+async function queryDatabase<T>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(sql, params)).rows as T[];
+  } finally {
+    await client.end();
+  }
+}
+
+async function directoryJobs(url: string): Promise<number> {
+  const rows = await queryDatabase<{ n: number }>(
+    url,
+    `SELECT count(*)::int AS n FROM job WHERE source = 'directory'`,
+  );
+  return rows[0].n;
+}
+
+/** A claim left by a node that died: a file in its processing folder, untouched for an hour. */
+async function deadClaim(
+  root: string,
+  node: string,
+  claimId: string,
+  name: string,
+  content: Buffer,
+): Promise<void> {
+  const folder = join(root, 'processing', node);
+  mkdirSync(folder, { recursive: true });
+  await writeFile(join(folder, `${claimId}.${name}`), content);
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  await utimes(folder, anHourAgo, anHourAgo);
+}
+
+// The assertions count rows in the database, so these tests need a PostgreSQL server.
+const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
+
+describeWithServer('a drop directory on one node', () => {
+  let root: string;
+  let service: TestService;
+  let url: string;
+
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-drop-'));
+    service = await startTestService({
+      APPLICATION_SETTINGS: JSON.stringify({ [APP]: { dropDirectory: root } }),
+      DROP_POLL_INTERVAL_MS: '200',
+    });
+    url = service.database.url ?? '';
+  });
+
+  afterAll(async () => {
+    await service.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('creates inbox, processing, accepted, rejected and outbox', () => {
+    expect(readdirSync(root).sort()).toEqual([
+      'accepted',
+      'inbox',
+      'outbox',
+      'processing',
+      'rejected',
+    ]);
+  });
+
+  it('runs a ZIP as a job with source=directory and writes its result ZIP to outbox/', async () => {
+    await drop(root, 'report.zip', await makeZip([{ name: 'report.R', content: SCRIPT }]));
+    const result = await waitForFile(join(root, 'outbox', 'report.zip.result.zip'));
+    expect(await outText(result)).toBe('sum 55\n');
+    expect(existsSync(join(root, 'accepted', 'report.zip'))).toBe(true);
+    expect(readdirSync(join(root, 'inbox'))).toEqual([]);
+    const rows = await queryDatabase<{ application_name: string; source: string }>(
+      url,
+      `SELECT j.application_name, j.source FROM drop_file d JOIN job j ON j.id = d.job_id
+        WHERE d.file_name = 'report.zip'`,
+    );
+    expect(rows).toEqual([{ application_name: APP, source: 'directory' }]);
+  });
+
+  it('runs a single .R file', async () => {
+    await drop(root, 'single.R', SCRIPT);
+    const result = await waitForFile(join(root, 'outbox', 'single.R.result.zip'));
+    expect(await outText(result)).toBe('sum 55\n');
+    expect(existsSync(join(root, 'accepted', 'single.R'))).toBe(true);
+  });
+
+  it('writes the error text of a failed job to <name>.result.txt', async () => {
+    await drop(root, 'fails.R', 'stop("no data for this month")\n');
+    const text = (await waitForFile(join(root, 'outbox', 'fails.R.result.txt'))).toString();
+    expect(text).toContain('no data for this month');
+  });
+
+  it('rejects an invalid ZIP with the message the REST API gives', async () => {
+    const bad = Buffer.from('this is not a zip archive at all');
+    await drop(root, 'broken.zip', bad);
+    const why = (await waitForFile(join(root, 'rejected', 'broken.zip.error.txt'))).toString();
+    expect(readFileSync(join(root, 'rejected', 'broken.zip'))).toEqual(bad);
+    const rest = await postZip(service.url, bad, { 'X-SVC-Application-Name': APP });
+    expect(rest.status).toBe(400);
+    expect(why).toBe(`${parseXml(rest.text).error.message}\n`);
+    expect(existsSync(join(root, 'outbox', 'broken.zip.result.txt'))).toBe(false);
+  });
+
+  it('rejects a file that is neither a ZIP nor an R script', async () => {
+    await drop(root, 'notes.txt', 'hello');
+    const why = (await waitForFile(join(root, 'rejected', 'notes.txt.error.txt'))).toString();
+    expect(why).toContain('neither a ZIP archive (.zip) nor an R script (.R)');
+  });
+
+  it('leaves a file being written under a temporary name until it is renamed', async () => {
+    const zip = await makeZip([{ name: 'late.R', content: SCRIPT }]);
+    const inbox = join(root, 'inbox');
+    await writeFile(join(inbox, '.late.zip'), zip.subarray(0, 10));
+    await writeFile(join(inbox, 'late.zip.part'), zip.subarray(0, 10));
+    await writeFile(join(inbox, 'late.zip.tmp'), zip);
+    // A file dropped after them is taken: the watcher has looked at the inbox since.
+    await drop(root, 'marker.R', SCRIPT);
+    await waitForFile(join(root, 'accepted', 'marker.R'));
+    expect(readdirSync(inbox).sort()).toEqual(['.late.zip', 'late.zip.part', 'late.zip.tmp']);
+
+    await rename(join(inbox, 'late.zip.tmp'), join(inbox, 'late.zip'));
+    expect(await outText(await waitForFile(join(root, 'outbox', 'late.zip.result.zip')))).toBe(
+      'sum 55\n',
+    );
+    expect(readdirSync(inbox).sort()).toEqual(['.late.zip', 'late.zip.part']);
+  });
+
+  it('finishes the claim of a node that died between claim and submit', async () => {
+    const before = await directoryJobs(url);
+    const zip = await makeZip([{ name: 'orphan.R', content: SCRIPT }]);
+    await deadClaim(root, 'dead-node-1', '00000000000000a1', 'orphan.zip', zip);
+    const result = await waitForFile(join(root, 'outbox', 'orphan.zip.result.zip'));
+    expect(await outText(result)).toBe('sum 55\n');
+    expect(existsSync(join(root, 'accepted', 'orphan.zip'))).toBe(true);
+    expect(existsSync(join(root, 'processing', 'dead-node-1'))).toBe(false);
+    expect(await directoryJobs(url)).toBe(before + 1);
+  });
+
+  it('does not submit again the claim of a node that died after storing its job', async () => {
+    // The dead node recorded the claim and stored the job, then died before noting it.
+    const zip = await makeZip([{ name: 'once.R', content: SCRIPT }]);
+    const rest = await postZip(service.url, zip, { 'X-SVC-Application-Name': APP });
+    expect(rest.status).toBe(202);
+    const jobId = parseXml(rest.text).jobToken.jobId;
+    await queryDatabase(
+      url,
+      `INSERT INTO drop_file (application_name, claim_id, file_name, job_id, claimed_at)
+       VALUES ($1, '00000000000000b2', 'once.zip', $2, now())`,
+      [APP, jobId],
+    );
+    const jobsBefore = await queryDatabase<{ n: number }>(
+      url,
+      'SELECT count(*)::int AS n FROM job',
+    );
+    await deadClaim(root, 'dead-node-2', '00000000000000b2', 'once.zip', zip);
+
+    const result = await waitForFile(join(root, 'outbox', 'once.zip.result.zip'));
+    expect(await outText(result)).toBe('sum 55\n');
+    expect(existsSync(join(root, 'accepted', 'once.zip'))).toBe(true);
+    expect(await queryDatabase(url, 'SELECT count(*)::int AS n FROM job')).toEqual(jobsBefore);
+  });
+});
+
+describeWithServer('a drop directory watched by two nodes', () => {
+  let root: string;
+  let database: TestDatabase;
+  let nodes: ServiceProcess[] = [];
+
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-drop-'));
+    database = await createTestDatabase();
+    const env = testEnvironment(database, {
+      APPLICATION_SETTINGS: JSON.stringify({ [APP]: { dropDirectory: root } }),
+      DROP_POLL_INTERVAL_MS: '100',
+      LEASE_SECONDS: '3',
+      HEARTBEAT_SECONDS: '1',
+    });
+    nodes = await spawnNodes(env, 2);
+  });
+
+  afterAll(async () => {
+    await stopServices(nodes);
+    await database.drop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('makes each file exactly one job, also when a node is killed while taking files', async () => {
+    const names = Array.from({ length: 8 }, (_, i) => `batch-${i}.zip`);
+    const zips = await Promise.all(
+      names.map((_, i) =>
+        makeZip([{ name: 'job.R', content: `writeLines("file ${i}", "out.txt")\n` }]),
+      ),
+    );
+    await Promise.all(names.slice(0, 4).map((name, i) => drop(root, name, zips[i])));
+    // Killed while the others are being claimed and submitted: what it held is taken over.
+    await waitFor(
+      () => Promise.resolve(readdirSync(join(root, 'accepted')).length > 0),
+      60000,
+      'a claim',
+    );
+    nodes[0].child.kill('SIGKILL');
+    await nodes[0].exited();
+    await Promise.all(names.slice(4).map((name, i) => drop(root, name, zips[i + 4])));
+
+    for (const [i, name] of names.entries()) {
+      const result = await waitForFile(join(root, 'outbox', `${name}.result.zip`));
+      expect(await outText(result)).toBe(`file ${i}\n`);
+    }
+    expect(readdirSync(join(root, 'accepted')).sort()).toEqual([...names].sort());
+    const rows = await queryDatabase<{ file_name: string; jobs: number }>(
+      database.url ?? '',
+      `SELECT d.file_name, count(j.id)::int AS jobs FROM drop_file d JOIN job j ON j.id = d.job_id
+        GROUP BY d.file_name ORDER BY d.file_name`,
+    );
+    expect(rows).toEqual([...names].sort().map((file_name) => ({ file_name, jobs: 1 })));
+    expect(await directoryJobs(database.url ?? '')).toBe(names.length);
+  });
+});
