@@ -21,8 +21,17 @@ class FakeDrops {
   records = new Map<string, DropRecord>();
   forgotten: string[] = [];
   passes = 0;
-  /** Holds a pass at its last step while set (the results query). */
-  hold: Promise<void> | null = null;
+  /** Holds passes at their last step (the results query) until released. */
+  private hold: Promise<void> | null = null;
+  private release = (): void => undefined;
+
+  holdPasses(): void {
+    this.hold = new Promise((resolve) => (this.release = resolve));
+  }
+  releasePasses(): void {
+    this.hold = null;
+    this.release();
+  }
 
   record(_app: string, claimId: string, _name: string, jobId: string): Promise<DropRecord> {
     const record = this.records.get(claimId) ?? { jobId, submitted: false };
@@ -120,6 +129,7 @@ describe('DropDirectoryService', () => {
 
   afterEach(async () => {
     jest.useRealTimers();
+    drops.releasePasses();
     await context?.close();
     rmSync(root, { recursive: true, force: true });
   });
@@ -131,8 +141,7 @@ describe('DropDirectoryService', () => {
   });
 
   it('looks again DROP_POLL_INTERVAL_MS after a pass ends, never while one runs', async () => {
-    let release = (): void => undefined;
-    drops.hold = new Promise((resolve) => (release = resolve));
+    drops.holdPasses();
     await start();
     await jest.advanceTimersByTimeAsync(0);
     await until(() => drops.passes === 1);
@@ -141,8 +150,7 @@ describe('DropDirectoryService', () => {
     await settle();
     expect(drops.passes).toBe(1);
 
-    drops.hold = null;
-    release();
+    drops.releasePasses();
     await settle();
     await jest.advanceTimersByTimeAsync(POLL_MS - 1);
     await settle();
@@ -151,16 +159,29 @@ describe('DropDirectoryService', () => {
     await until(() => drops.passes === 2);
   });
 
-  it('touches its processing folder every HEARTBEAT_SECONDS', async () => {
+  it('touches its processing folder every HEARTBEAT_SECONDS, even while a pass is stuck', async () => {
+    drops.holdPasses();
     await start();
     const own = join(root, 'processing', service.node);
     const started = Date.now();
+    await jest.advanceTimersByTimeAsync(0);
+    await until(() => drops.passes === 1 && statSync(own).mtimeMs === started);
     await jest.advanceTimersByTimeAsync(HEARTBEAT_SECONDS * 1000 - 1);
     await settle();
-    // Made by mkdir with the real clock, not yet touched on the fake one.
-    expect(statSync(own).mtimeMs).not.toBe(Date.now());
+    expect(statSync(own).mtimeMs).toBe(started);
     await jest.advanceTimersByTimeAsync(1);
     await until(() => statSync(own).mtimeMs === started + HEARTBEAT_SECONDS * 1000);
+    expect(drops.passes).toBe(1);
+  });
+
+  it('makes its processing folder again when another node took it for a dead one', async () => {
+    await start();
+    const own = join(root, 'processing', service.node);
+    rmSync(own, { recursive: true });
+    await writeFile(join(root, 'inbox', 'later.zip'), 'zip bytes');
+    await service.runPass();
+    expect(readdirSync(own)).toEqual([]);
+    expect(readdirSync(join(root, 'accepted'))).toEqual(['later.zip']);
   });
 
   it('takes over the claims of a node silent for LEASE_SECONDS, and not before', async () => {

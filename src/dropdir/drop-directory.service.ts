@@ -113,6 +113,8 @@ export class DropDirectoryService
       `watching ${this.directories.map((d) => `${d.applicationName}: ${d.root}`).join(', ')}`,
     );
     this.timers.push(setInterval(() => void this.heartbeat(), this.config.heartbeatSeconds * 1000));
+    // Other modules' start-up may have taken a while since onModuleInit made the folder.
+    void this.heartbeat();
     this.schedule(0);
   }
 
@@ -145,6 +147,7 @@ export class DropDirectoryService
   async runPass(): Promise<void> {
     for (const dir of this.directories) {
       await this.guarded(`drop directory ${dir.root}`, async () => {
+        await mkdir(this.ownClaims(dir), { recursive: true });
         await this.takeOverDeadClaims(dir);
         await this.finishClaims(dir);
         await this.claimInbox(dir);
@@ -172,13 +175,17 @@ export class DropDirectoryService
     return join(dir.processing, this.node);
   }
 
-  /** Tells other nodes this one lives: the mtime of its processing folder. */
+  /**
+   * Tells other nodes this one lives: the mtime of its processing folder, made again if a node
+   * took it for a dead one's (this node was stalled for LEASE_SECONDS) and removed it.
+   */
   private async heartbeat(): Promise<void> {
     const now = new Date();
     for (const dir of this.directories) {
-      await utimes(this.ownClaims(dir), now, now).catch((error: Error) =>
-        this.logger.warn(`cannot touch ${this.ownClaims(dir)}: ${error.message}`),
-      );
+      const own = this.ownClaims(dir);
+      await mkdir(own, { recursive: true })
+        .then(() => utimes(own, now, now))
+        .catch((error: Error) => this.logger.warn(`cannot touch ${own}: ${error.message}`));
     }
   }
 

@@ -15,7 +15,7 @@ import {
   TestService,
   waitFor,
 } from '../support/test-service';
-import { makeZip } from '../support/zip-fixtures';
+import { makeZip, makeZipBomb } from '../support/zip-fixtures';
 
 const APP = 'dropper';
 const SCRIPT = 'writeLines(paste("sum", sum(1:10)), "out.txt")\n';
@@ -133,20 +133,28 @@ describeWithServer('a drop directory on one node', () => {
     expect(text).toContain('no data for this month');
   });
 
-  it('rejects an invalid ZIP with the message the REST API gives', async () => {
-    const bad = Buffer.from('this is not a zip archive at all');
-    await drop(root, 'broken.zip', bad);
-    const why = (await waitForFile(join(root, 'rejected', 'broken.zip.error.txt'))).toString();
-    expect(readFileSync(join(root, 'rejected', 'broken.zip'))).toEqual(bad);
-    const rest = await postZip(service.url, bad, { 'X-SVC-Application-Name': APP });
-    expect(rest.status).toBe(400);
-    expect(why).toBe(`${parseXml(rest.text).error.message}\n`);
-    expect(existsSync(join(root, 'outbox', 'broken.zip.result.txt'))).toBe(false);
-  });
+  it.each([
+    ['broken.zip', 'not a ZIP', 400, () => Promise.resolve(Buffer.from('this is no zip archive'))],
+    ['bomb.zip', 'too large unpacked', 413, () => makeZipBomb(20 * 1024 * 1024)],
+  ])(
+    'rejects %s (%s) with the message the REST API answers with %d',
+    async (name, _what, status, content) => {
+      const bad = await content();
+      await drop(root, name, bad);
+      // The reason is written first, then the file is moved next to it.
+      expect(await waitForFile(join(root, 'rejected', name))).toEqual(bad);
+      const why = readFileSync(join(root, 'rejected', `${name}.error.txt`), 'utf8');
+      const rest = await postZip(service.url, bad, { 'X-SVC-Application-Name': APP });
+      expect(rest.status).toBe(status);
+      expect(why).toBe(`${parseXml(rest.text).error.message}\n`);
+      expect(readdirSync(join(root, 'outbox')).filter((f) => f.startsWith(name))).toEqual([]);
+    },
+  );
 
   it('rejects a file that is neither a ZIP nor an R script', async () => {
     await drop(root, 'notes.txt', 'hello');
-    const why = (await waitForFile(join(root, 'rejected', 'notes.txt.error.txt'))).toString();
+    await waitForFile(join(root, 'rejected', 'notes.txt'));
+    const why = readFileSync(join(root, 'rejected', 'notes.txt.error.txt'), 'utf8');
     expect(why).toContain('neither a ZIP archive (.zip) nor an R script (.R)');
   });
 
