@@ -96,7 +96,7 @@ describe('DropDirectoryService', () => {
   let root: string;
   let drops: FakeDrops;
   let jobs: FakeJobs;
-  let context: INestApplicationContext;
+  let context: INestApplicationContext | undefined;
   let service: DropDirectoryService;
 
   async function start(): Promise<void> {
@@ -125,6 +125,7 @@ describe('DropDirectoryService', () => {
     root = mkdtempSync(join(tmpdir(), 'svc-drop-unit-'));
     drops = new FakeDrops();
     jobs = new FakeJobs();
+    context = undefined;
   });
 
   afterEach(async () => {
@@ -138,6 +139,20 @@ describe('DropDirectoryService', () => {
     await start();
     expect(readdirSync(root).sort()).toEqual([...DROP_FOLDERS].sort());
     expect(readdirSync(join(root, 'processing'))).toEqual([service.node]);
+  });
+
+  it('stops the start-up naming the application and the folder it cannot make', async () => {
+    const parent = root;
+    const file = join(parent, 'a-file');
+    await writeFile(file, '');
+    root = join(file, 'drop');
+    try {
+      await expect(start()).rejects.toThrow(
+        `APPLICATION_SETTINGS: "reports": dropDirectory ${root}: cannot create ${join(root, 'inbox')} (`,
+      );
+    } finally {
+      root = parent;
+    }
   });
 
   it('looks again DROP_POLL_INTERVAL_MS after a pass ends, never while one runs', async () => {
