@@ -3,6 +3,7 @@ import { rename, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { parseXml, postZip } from '../support/rest-client';
 import { ServiceProcess, spawnNodes, stopServices } from '../support/service-process';
@@ -41,19 +42,30 @@ async function outText(zip: Buffer): Promise<string | undefined> {
   return files.find((file) => file.name === 'out.txt')?.content.toString();
 }
 
-async function queryDatabase<T>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
-  const client = new Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql, params)).rows as T[];
-  } finally {
-    await client.end();
-  }
+/** Runs one statement on the service's database and returns its rows. */
+type Query = <T>(sql: string, params?: unknown[]) => Promise<T[]>;
+
+/** Through the service's own connection: the server's or the embedded database. */
+function queryThrough(service: TestService): Query {
+  const dataSource = service.app.get(DataSource);
+  return <T>(sql: string, params: unknown[] = []) => dataSource.query<T[]>(sql, params);
 }
 
-async function directoryJobs(url: string): Promise<number> {
-  const rows = await queryDatabase<{ n: number }>(
-    url,
+/** Through a connection of its own to a PostgreSQL server (the nodes are other processes). */
+function queryServer(url: string): Query {
+  return async <T>(sql: string, params: unknown[] = []) => {
+    const client = new Client({ connectionString: url });
+    await client.connect();
+    try {
+      return (await client.query(sql, params)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  };
+}
+
+async function directoryJobs(query: Query): Promise<number> {
+  const rows = await query<{ n: number }>(
     `SELECT count(*)::int AS n FROM job WHERE source = 'directory'`,
   );
   return rows[0].n;
@@ -74,13 +86,12 @@ async function deadClaim(
   await utimes(folder, anHourAgo, anHourAgo);
 }
 
-// The assertions count rows in the database, so these tests need a PostgreSQL server.
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
 
-describeWithServer('a drop directory on one node', () => {
+describe('a drop directory on one node', () => {
   let root: string;
   let service: TestService;
-  let url: string;
+  let query: Query;
 
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'svc-drop-'));
@@ -88,7 +99,7 @@ describeWithServer('a drop directory on one node', () => {
       APPLICATION_SETTINGS: JSON.stringify({ [APP]: { dropDirectory: root } }),
       DROP_POLL_INTERVAL_MS: '200',
     });
-    url = service.database.url ?? '';
+    query = queryThrough(service);
   });
 
   afterAll(async () => {
@@ -112,8 +123,7 @@ describeWithServer('a drop directory on one node', () => {
     expect(await outText(result)).toBe('sum 55\n');
     expect(existsSync(join(root, 'accepted', 'report.zip'))).toBe(true);
     expect(readdirSync(join(root, 'inbox'))).toEqual([]);
-    const rows = await queryDatabase<{ application_name: string; source: string }>(
-      url,
+    const rows = await query<{ application_name: string; source: string }>(
       `SELECT j.application_name, j.source FROM drop_file d JOIN job j ON j.id = d.job_id
         WHERE d.file_name = 'report.zip'`,
     );
@@ -177,14 +187,14 @@ describeWithServer('a drop directory on one node', () => {
   });
 
   it('finishes the claim of a node that died between claim and submit', async () => {
-    const before = await directoryJobs(url);
+    const before = await directoryJobs(query);
     const zip = await makeZip([{ name: 'orphan.R', content: SCRIPT }]);
     await deadClaim(root, 'dead-node-1', '00000000000000a1', 'orphan.zip', zip);
     const result = await waitForFile(join(root, 'outbox', 'orphan.zip.result.zip'));
     expect(await outText(result)).toBe('sum 55\n');
     expect(existsSync(join(root, 'accepted', 'orphan.zip'))).toBe(true);
     expect(existsSync(join(root, 'processing', 'dead-node-1'))).toBe(false);
-    expect(await directoryJobs(url)).toBe(before + 1);
+    expect(await directoryJobs(query)).toBe(before + 1);
   });
 
   it('does not submit again the claim of a node that died after storing its job', async () => {
@@ -193,22 +203,18 @@ describeWithServer('a drop directory on one node', () => {
     const rest = await postZip(service.url, zip, { 'X-SVC-Application-Name': APP });
     expect(rest.status).toBe(202);
     const jobId = parseXml(rest.text).jobToken.jobId;
-    await queryDatabase(
-      url,
+    await query(
       `INSERT INTO drop_file (application_name, claim_id, file_name, job_id, claimed_at)
        VALUES ($1, '00000000000000b2', 'once.zip', $2, now())`,
       [APP, jobId],
     );
-    const jobsBefore = await queryDatabase<{ n: number }>(
-      url,
-      'SELECT count(*)::int AS n FROM job',
-    );
+    const jobsBefore = await query<{ n: number }>('SELECT count(*)::int AS n FROM job');
     await deadClaim(root, 'dead-node-2', '00000000000000b2', 'once.zip', zip);
 
     const result = await waitForFile(join(root, 'outbox', 'once.zip.result.zip'));
     expect(await outText(result)).toBe('sum 55\n');
     expect(existsSync(join(root, 'accepted', 'once.zip'))).toBe(true);
-    expect(await queryDatabase(url, 'SELECT count(*)::int AS n FROM job')).toEqual(jobsBefore);
+    expect(await query('SELECT count(*)::int AS n FROM job')).toEqual(jobsBefore);
   });
 });
 
@@ -258,12 +264,12 @@ describeWithServer('a drop directory watched by two nodes', () => {
       expect(await outText(result)).toBe(`file ${i}\n`);
     }
     expect(readdirSync(join(root, 'accepted')).sort()).toEqual([...names].sort());
-    const rows = await queryDatabase<{ file_name: string; jobs: number }>(
-      database.url ?? '',
+    const query = queryServer(database.url ?? '');
+    const rows = await query<{ file_name: string; jobs: number }>(
       `SELECT d.file_name, count(j.id)::int AS jobs FROM drop_file d JOIN job j ON j.id = d.job_id
         GROUP BY d.file_name ORDER BY d.file_name`,
     );
     expect(rows).toEqual([...names].sort().map((file_name) => ({ file_name, jobs: 1 })));
-    expect(await directoryJobs(database.url ?? '')).toBe(names.length);
+    expect(await directoryJobs(query)).toBe(names.length);
   });
 });
