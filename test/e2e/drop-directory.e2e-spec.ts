@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { rename, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
@@ -69,6 +70,21 @@ async function directoryJobs(query: Query): Promise<number> {
     `SELECT count(*)::int AS n FROM job WHERE source = 'directory'`,
   );
   return rows[0].n;
+}
+
+/** The node whose processing folder holds a claim of `name`; the first node once it is accepted. */
+function claimHolder(
+  root: string,
+  name: string,
+  nodes: ServiceProcess[],
+): ServiceProcess | undefined {
+  const listing = (path: string) => (existsSync(path) ? readdirSync(path) : []);
+  for (const folder of listing(join(root, 'processing'))) {
+    if (listing(join(root, 'processing', folder)).some((f) => f.endsWith(`.${name}`))) {
+      return nodes.find((node) => folder.includes(`-${node.child.pid}-`));
+    }
+  }
+  return existsSync(join(root, 'accepted', name)) ? nodes[0] : undefined;
 }
 
 /** A claim left by a node that died: a file in its processing folder, untouched for an hour. */
@@ -241,27 +257,41 @@ describeWithServer('a drop directory watched by two nodes', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it('makes each file exactly one job, also when a node is killed while taking files', async () => {
-    const names = Array.from({ length: 8 }, (_, i) => `batch-${i}.zip`);
-    const zips = await Promise.all(
-      names.map((_, i) =>
-        makeZip([{ name: 'job.R', content: `writeLines("file ${i}", "out.txt")\n` }]),
-      ),
-    );
-    await Promise.all(names.slice(0, 4).map((name, i) => drop(root, name, zips[i])));
-    // Killed while the others are being claimed and submitted: what it held is taken over.
-    await waitFor(
-      () => Promise.resolve(readdirSync(join(root, 'accepted')).length > 0),
+  it('makes each file exactly one job, also when a node is killed between claim and submit', async () => {
+    const BIG = 40 * 1024 * 1024;
+    const expected = new Map<string, string>([['big.zip', `big ${BIG}\n`]]);
+    for (let i = 0; i < 7; i++) {
+      expected.set(`batch-${i}.zip`, `file ${i}\n`);
+    }
+    const names = [...expected.keys()];
+    const smallZip = (i: number) =>
+      makeZip([{ name: 'job.R', content: `writeLines("file ${i}", "out.txt")\n` }]);
+    // Incompressible and stored: its submission streams 40 MiB into the database, a wide window
+    // between the claim and the stored job.
+    const bigZip = await makeZip([
+      { name: 'job.R', content: 'writeLines(paste("big", file.size("data.bin")), "out.txt")\n' },
+      { name: 'data.bin', content: randomBytes(BIG), compress: false },
+    ]);
+    await drop(root, 'big.zip', bigZip);
+    for (let i = 0; i < 3; i++) {
+      await drop(root, `batch-${i}.zip`, await smallZip(i));
+    }
+    // The node holding big.zip in processing/<host>-<pid>-<id>/ is killed; if it was too quick
+    // for the test to see the claim, the first node is.
+    const holder = await waitFor(
+      () => Promise.resolve(claimHolder(root, 'big.zip', nodes)),
       60000,
-      'a claim',
+      'the claim of big.zip',
     );
-    nodes[0].child.kill('SIGKILL');
-    await nodes[0].exited();
-    await Promise.all(names.slice(4).map((name, i) => drop(root, name, zips[i + 4])));
+    holder.child.kill('SIGKILL');
+    await holder.exited();
+    for (let i = 3; i < 7; i++) {
+      await drop(root, `batch-${i}.zip`, await smallZip(i));
+    }
 
-    for (const [i, name] of names.entries()) {
+    for (const [name, text] of expected) {
       const result = await waitForFile(join(root, 'outbox', `${name}.result.zip`));
-      expect(await outText(result)).toBe(`file ${i}\n`);
+      expect(await outText(result)).toBe(text);
     }
     expect(readdirSync(join(root, 'accepted')).sort()).toEqual([...names].sort());
     const query = queryServer(database.url ?? '');
