@@ -8,10 +8,12 @@ import { WorkerModule } from './worker/worker.module';
 import { DatabaseTarget } from './storage/database-options';
 import { StorageModule } from './storage/storage.module';
 import { MetricsModule } from './metrics/metrics.module';
+import { DropDirectoryModule } from './dropdir/dropdir.module';
 
 /**
  * The module set of a role. Every role shares the same providers (configuration, storage,
- * queue, catalog); `api` adds the controllers, `worker` the R engine and the claim loop, `all` both.
+ * queue, catalog); `api` adds the controllers and the drop directory watcher, `worker` the R engine
+ * and the claim loop, `all` both.
  */
 @Module({})
 export class AppModule {
@@ -26,7 +28,8 @@ export class AppModule {
         QueueModule,
         CatalogModule,
         MetricsModule,
-        ...(withApi ? [ApiModule] : []),
+        // The drop directory is a front end like REST: it runs where jobs are taken in.
+        ...(withApi ? [ApiModule, DropDirectoryModule] : []),
         ...(withWorker ? [WorkerModule] : []),
       ],
     };

@@ -108,10 +108,27 @@ describe('configuration', () => {
           '{"a":{"networkAllowed":"yes","colour":1,"callbackSecret":"short"},"bad-name":{}}',
       }),
     ).toEqual([
-      'APPLICATION_SETTINGS: "a": unknown setting "colour" (known: networkAllowed, resultRetentionHours, callbackHosts, callbackSecret, inboxDirectory)',
+      'APPLICATION_SETTINGS: "a": unknown setting "colour" (known: networkAllowed, resultRetentionHours, callbackHosts, callbackSecret, dropDirectory)',
       'APPLICATION_SETTINGS: "a": networkAllowed must be true or false',
       'APPLICATION_SETTINGS: "a": callbackSecret must be a string of at least 16 characters',
       'APPLICATION_SETTINGS: "bad-name": not an application name (letters, digits, _; at most 64)',
+    ]);
+  });
+
+  it('takes a drop directory as an absolute path of one application only', () => {
+    const config = loadConfig({
+      APPLICATION_SETTINGS: '{"reports":{"dropDirectory":"/srv/drop"}}',
+    });
+    expect(applicationSettingsOf(config, 'reports').dropDirectory).toBe('/srv/drop');
+    expect(applicationSettingsOf(config, 'other').dropDirectory).toBeNull();
+    expect(
+      problemsOf({
+        APPLICATION_SETTINGS:
+          '{"a":{"dropDirectory":"drop"},"b":{"dropDirectory":"/srv/x"},"c":{"dropDirectory":"/srv/x/"}}',
+      }),
+    ).toEqual([
+      'APPLICATION_SETTINGS: "a": dropDirectory must be an absolute path, e.g. "/srv/svc/drop/a"',
+      'APPLICATION_SETTINGS: "c": dropDirectory /srv/x/ is already the drop directory of "b"',
     ]);
   });
 

@@ -101,6 +101,8 @@ export class AppConfig implements SecuritySettings {
   @IsInt() @Min(1) leaseSeconds!: number;
   @IsInt() @Min(1) heartbeatSeconds!: number;
   @IsInt() @Min(10) pollIntervalMs!: number;
+  /** How often drop directories are scanned (inbox, claims of dead nodes, results to write). */
+  @IsInt() @Min(100) dropPollIntervalMs!: number;
   @IsInt() @Min(0) shutdownGraceSeconds!: number;
   @IsInt() @Min(1) maxRequestBytes!: number;
   /** R output kept per job in its log (GET /jobs/{app}/{jobId}/log); the rest is cut. */

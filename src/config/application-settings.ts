@@ -1,3 +1,5 @@
+import { isAbsolute, resolve } from 'node:path';
+
 /**
  * Per-application settings that are not access rules (those are APPLICATION_SECURITY):
  * `APPLICATION_SETTINGS={"reports":{"networkAllowed":true,"resultRetentionHours":24}}`.
@@ -13,8 +15,8 @@ export interface ApplicationSettings {
   callbackHosts?: string[];
   /** Key of the HMAC-SHA256 signature sent with this application's callbacks. */
   callbackSecret?: string;
-  /** A directory watched for job files dropped into it (absolute path). */
-  inboxDirectory?: string;
+  /** A drop directory (absolute path): job files renamed into its inbox/ are submitted. */
+  dropDirectory?: string;
 }
 
 /** The settings of one application with every default applied. */
@@ -23,7 +25,7 @@ export interface ResolvedApplicationSettings {
   resultRetentionHours: number;
   callbackHosts: string[];
   callbackSecret: string | null;
-  inboxDirectory: string | null;
+  dropDirectory: string | null;
 }
 
 export interface ApplicationSettingsSource {
@@ -37,7 +39,7 @@ const FIELDS = new Set([
   'resultRetentionHours',
   'callbackHosts',
   'callbackSecret',
-  'inboxDirectory',
+  'dropDirectory',
 ]);
 
 export function applicationSettingsOf(
@@ -52,7 +54,7 @@ export function applicationSettingsOf(
     resultRetentionHours: entry.resultRetentionHours ?? config.resultRetentionHours,
     callbackHosts: entry.callbackHosts ?? [],
     callbackSecret: entry.callbackSecret ?? null,
-    inboxDirectory: entry.inboxDirectory ?? null,
+    dropDirectory: entry.dropDirectory ?? null,
   };
 }
 
@@ -70,6 +72,7 @@ export function retentionByApplication(config: ApplicationSettingsSource): Recor
 /** One line per problem, each naming APPLICATION_SETTINGS and the application. */
 export function applicationSettingsProblems(settings: unknown): string[] {
   const problems: string[] = [];
+  const dropDirectories = new Map<string, string>();
   if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
     return ['APPLICATION_SETTINGS: must be a JSON object of application names'];
   }
@@ -115,12 +118,28 @@ export function applicationSettingsProblems(settings: unknown): string[] {
     ) {
       problems.push(`${where}: callbackSecret must be a string of at least 16 characters`);
     }
-    if (
-      e.inboxDirectory !== undefined &&
-      !(typeof e.inboxDirectory === 'string' && e.inboxDirectory.startsWith('/'))
-    ) {
-      problems.push(`${where}: inboxDirectory must be an absolute path`);
-    }
+    problems.push(...dropDirectoryProblems(where, e.dropDirectory, dropDirectories, app));
   }
   return problems;
+}
+
+/** A drop directory must be an absolute path of one application only (each file one job). */
+function dropDirectoryProblems(
+  where: string,
+  directory: unknown,
+  seen: Map<string, string>,
+  app: string,
+): string[] {
+  if (directory === undefined) {
+    return [];
+  }
+  if (!(typeof directory === 'string' && isAbsolute(directory))) {
+    return [`${where}: dropDirectory must be an absolute path, e.g. "/srv/svc/drop/${app}"`];
+  }
+  const key = resolve(directory);
+  const other = seen.get(key);
+  seen.set(key, app);
+  return other === undefined
+    ? []
+    : [`${where}: dropDirectory ${directory} is already the drop directory of "${other}"`];
 }

@@ -61,6 +61,11 @@ export interface Submission {
   parts: IntakePart[];
   /** A function call: one part, its XML or JSON payload. Unset: a script job. */
   functionCall?: FunctionCallKind;
+  /**
+   * The job's id, given by a caller that must be able to submit again without making a second
+   * job (the drop directory): a second insert under the same id fails on the primary key.
+   */
+  jobId?: string;
 }
 
 function fileOnDisk(part: IntakePart): JobFilePath {
@@ -142,6 +147,7 @@ export class JobsService {
         source: submission.source,
         files: [{ name: payloadFileName(submission.functionCall), content: payload }],
         callback,
+        id: submission.jobId,
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
@@ -272,13 +278,16 @@ export class JobsService {
       source: submission.source,
       files: files.filter((f) => f !== configuration),
       callback,
+      id: submission.jobId,
     });
   }
 
-  private async store(job: Omit<NewJobRow, 'id' | 'submittedAt'>): Promise<SubmittedJob> {
+  private async store(
+    job: Omit<NewJobRow, 'id' | 'submittedAt'> & { id?: string },
+  ): Promise<SubmittedJob> {
     const row: NewJobRow = {
       ...job,
-      id: randomUUID(),
+      id: job.id ?? randomUUID(),
       // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
       submittedAt: new Date(),
     };

@@ -1,4 +1,5 @@
 import { JobCallbackEntity } from '../callbacks/job-callback.entity';
+import { DropFileEntity } from '../dropdir/drop-file.entity';
 import { CatalogFileEntity } from '../catalog/catalog-file.entity';
 import { JobFileChunkEntity } from '../jobs/job-file-chunk.entity';
 import { JobFileEntity } from '../jobs/job-file.entity';
@@ -17,5 +18,6 @@ export const ENTITIES = [
   ResultChunkEntity,
   CatalogFileEntity,
   JobUsageEntity,
+  DropFileEntity,
   JobCallbackEntity,
 ];

@@ -1,7 +1,7 @@
 import { hashSecret } from '../../src/security/secret-hash';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
-import { ServiceProcess, spawnService } from '../support/service-process';
+import { ServiceProcess, spawnNodes, stopServices } from '../support/service-process';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
@@ -253,19 +253,15 @@ const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
 // Several nodes need a shared database server; the embedded database belongs to one process.
 describeWithServer('usage statistics across two nodes', () => {
   let database: TestDatabase;
-  const nodes: ServiceProcess[] = [];
+  let nodes: ServiceProcess[] = [];
 
   beforeAll(async () => {
     database = await createTestDatabase();
     const env = testEnvironment(database, { ADMIN_USER: 'root', ADMIN_PASSWORD: 'root-secret-1' });
-    nodes.push(await spawnService(env));
-    nodes.push(await spawnService({ ...env, MIGRATIONS_RUN: 'false' }));
+    nodes = await spawnNodes(env, 2);
   });
   afterAll(async () => {
-    for (const node of nodes) {
-      node.child.kill('SIGTERM');
-    }
-    await Promise.all(nodes.map((node) => node.exited()));
+    await stopServices(nodes);
     await database.drop();
   });
 

@@ -82,6 +82,26 @@ export async function spawnService(
   return { child, url, output: () => output, exited: () => exit };
 }
 
+/**
+ * Nodes of one service sharing a database: the first applies the migrations, the others start
+ * on the migrated schema. All with the same environment, one after the other.
+ */
+export async function spawnNodes(env: NodeJS.ProcessEnv, count: number): Promise<ServiceProcess[]> {
+  const nodes = [await spawnService(env)];
+  while (nodes.length < count) {
+    nodes.push(await spawnService({ ...env, MIGRATIONS_RUN: 'false' }));
+  }
+  return nodes;
+}
+
+/** Stops services as an operator would (SIGTERM) and waits until every one has exited. */
+export async function stopServices(nodes: ServiceProcess[]): Promise<void> {
+  for (const node of nodes) {
+    node.child.kill('SIGTERM');
+  }
+  await Promise.all(nodes.map((node) => node.exited()));
+}
+
 /** Runs a command-line entry point of the built service and collects its output. */
 export async function runCli(
   script: string,
