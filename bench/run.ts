@@ -20,7 +20,7 @@ import { EndToEndRun, endToEndRun, RSCRIPT } from './end-to-end.bench';
 import { pdfJobZip, smallScriptZip } from './job-archives';
 import { formatSpread, heading, table } from './report';
 import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
-import { Spread, spread, round } from './stats';
+import { optionInt, Spread, spread, round } from './stats';
 import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
@@ -77,13 +77,7 @@ function parseOptions() {
     },
     strict: true,
   });
-  const int = (name: string, text: string, min: number, max: number): number => {
-    const n = Number(text);
-    if (!Number.isInteger(n) || n < min || n > max) {
-      throw new Error(`--${name} must be an integer from ${min} to ${max}, not ${text}`);
-    }
-    return n;
-  };
+  const int = optionInt;
   const only = values.only.split(',').map((s) => s.trim());
   for (const section of only) {
     if (!(SECTIONS as readonly string[]).includes(section)) {

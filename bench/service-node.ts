@@ -29,7 +29,7 @@ export interface NodeOptions {
   env?: Record<string, string>;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.once('error', reject);

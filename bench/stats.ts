@@ -60,3 +60,12 @@ export function round(value: number, digits = 1): number {
   const factor = 10 ** digits;
   return Math.round(value * factor) / factor;
 }
+
+/** The whole number an option `--name` gives, or an error naming its bounds. */
+export function optionInt(name: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new Error(`--${name} must be an integer from ${min} to ${max}, not ${text}`);
+  }
+  return n;
+}

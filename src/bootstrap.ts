@@ -12,6 +12,7 @@ import {
   DatabaseTarget,
   PendingMigrationsError,
   pendingMigrations,
+  serverTarget,
 } from './storage/database-options';
 import { EmbeddedPostgres } from './storage/embedded-postgres';
 
@@ -68,7 +69,7 @@ export async function startService(
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
   const target: DatabaseTarget = embedded
     ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
-    : { kind: 'server', url: config.databaseUrl ?? '' };
+    : serverTarget(config);
   let app: INestApplication | INestApplicationContext | null = null;
   try {
     await prepareDatabase(config, target, logger);

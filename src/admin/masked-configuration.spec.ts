@@ -41,9 +41,13 @@ describe('maskedConfiguration', () => {
   });
 
   it('shows the whole effective configuration (no key lost)', () => {
-    const config = loadConfig({ DATABASE_URL: 'postgres://a:b@h/d' });
+    const config = loadConfig({
+      DATABASE_URL: 'postgres://a:b@h/d',
+      DATABASE_LISTEN_URL: 'postgres://a:c@direct/d',
+    });
     const masked = maskedConfiguration(config);
     expect(Object.keys(masked).sort()).toEqual(Object.keys(config).sort());
     expect(JSON.stringify(masked)).not.toContain(':b@');
+    expect(masked.databaseListenUrl).toBe(`postgres://a:${MASK}@direct/d`);
   });
 });

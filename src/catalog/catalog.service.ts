@@ -90,6 +90,19 @@ export class CatalogService {
     return rows.map((row) => row.application_name);
   }
 
+  /**
+   * Per application with files in `section`: a fingerprint that changes with any change to them
+   * (a file stored, replaced or deleted), for nodes that cannot LISTEN for the notification.
+   */
+  async sectionFingerprints(section: CatalogSection): Promise<Map<string, string>> {
+    const rows = await this.dataSource.query<Array<{ application_name: string; print: string }>>(
+      `SELECT application_name, count(*) || '/' || max(updated_at) AS print
+         FROM catalog_file WHERE section = $1 GROUP BY application_name`,
+      [section],
+    );
+    return new Map(rows.map((row) => [row.application_name, row.print]));
+  }
+
   async countFiles(): Promise<number> {
     return this.dataSource.getRepository(CatalogFileEntity).count();
   }

@@ -82,6 +82,35 @@ describe('configuration', () => {
     }
   });
 
+  it('reads the pooler and the direct LISTEN URL, and refuses them without DATABASE_URL', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db/svc' })).toMatchObject({
+      databaseListenUrl: null,
+      databasePooler: 'none',
+    });
+    expect(
+      loadConfig({
+        DATABASE_URL: 'postgres://u@pgbouncer:6432/svc',
+        DATABASE_POOLER: 'pgbouncer',
+        DATABASE_LISTEN_URL: 'postgresql://u@db:5432/svc',
+      }),
+    ).toMatchObject({
+      databasePooler: 'pgbouncer',
+      databaseListenUrl: 'postgresql://u@db:5432/svc',
+    });
+    expect(problemsOf({ DATABASE_URL: 'postgres://u@db/svc', DATABASE_POOLER: 'odyssey' })).toEqual(
+      [expect.stringMatching(/^DATABASE_POOLER="odyssey": must be one of/)],
+    );
+    expect(
+      problemsOf({ DATABASE_URL: 'postgres://u@db/svc', DATABASE_LISTEN_URL: 'http://db' }),
+    ).toEqual(['DATABASE_LISTEN_URL=(value hidden): must be a postgres:// URL']);
+    expect(problemsOf({ DATABASE_LISTEN_URL: 'postgres://u@db/svc' })).toEqual([
+      expect.stringMatching(/^DATABASE_LISTEN_URL: needs DATABASE_URL/),
+    ]);
+    expect(problemsOf({ DATABASE_POOLER: 'pgbouncer' })).toEqual([
+      expect.stringMatching(/^DATABASE_POOLER: needs DATABASE_URL/),
+    ]);
+  });
+
   it('rejects a heartbeat that is not shorter than the lease', () => {
     expect(problemsOf({ LEASE_SECONDS: '5', HEARTBEAT_SECONDS: '5' })).toEqual([
       'HEARTBEAT_SECONDS=5: must be less than LEASE_SECONDS (5)',

@@ -43,6 +43,8 @@ export type Role = (typeof ROLES)[number];
 export const R_ENGINES = ['auto', 'native', 'webr'] as const;
 export type REngineSetting = (typeof R_ENGINES)[number];
 export const R_SCRIPT_MODES = ['fork', 'spawn'] as const;
+/** none: DATABASE_URL reaches PostgreSQL directly; pgbouncer: through PgBouncer (transaction mode). */
+export const DATABASE_POOLERS = ['none', 'pgbouncer'] as const;
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -56,6 +58,16 @@ export class AppConfig implements SecuritySettings {
   @IsOptional()
   @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })
   databaseUrl!: string | null;
+  /**
+   * A direct connection to the same database, used only for LISTEN (a session, which a
+   * transaction-mode pooler cannot keep); null: DATABASE_URL, unless DATABASE_POOLER says it
+   * goes through a pooler, then the nodes poll.
+   */
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })
+  databaseListenUrl!: string | null;
+  /** What DATABASE_URL goes through: none, or pgbouncer in transaction-pooling mode. */
+  @IsIn(DATABASE_POOLERS) databasePooler!: (typeof DATABASE_POOLERS)[number];
   @IsString() dataDir!: string;
   @IsOptional()
   @IsUrl({ require_tld: false, protocols: ['http', 'https'], require_protocol: true })
@@ -275,6 +287,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   problems.push(...applicationSettingsProblems(config.applicationSettings));
   problems.push(...securityConfigProblems(config));
+  if (!config.databaseUrl && (config.databaseListenUrl || config.databasePooler !== 'none')) {
+    problems.push(
+      `${config.databaseListenUrl ? 'DATABASE_LISTEN_URL' : 'DATABASE_POOLER'}: needs DATABASE_URL (the embedded database has no pooler and listens in-process); unset it or set DATABASE_URL`,
+    );
+  }
   if (config.heartbeatSeconds >= config.leaseSeconds) {
     problems.push(
       `HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`,

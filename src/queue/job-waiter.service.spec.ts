@@ -1,4 +1,5 @@
 import { Test } from '@nestjs/testing';
+import { loadConfig } from '../config/app-config';
 import { DATABASE_TARGET } from '../storage/storage.module';
 import { JobWaiter } from './job-waiter.service';
 import { QueueNotifier } from './queue-notifier.service';
@@ -116,5 +117,21 @@ describe('JobWaiter', () => {
     abort.abort();
     await expect(waiting).resolves.toBeNull();
     expect(t.looks()).toBe(1);
+  });
+
+  it('looks every POLL_INTERVAL_MS on a node without a LISTEN connection (behind a pooler)', async () => {
+    const polling = new QueueNotifier(
+      { kind: 'server', url: 'postgres://pooler.invalid/svc', listenUrl: null },
+      loadConfig({ POLL_INTERVAL_MS: '500' }),
+    );
+    const t = table();
+    const waiting = new JobWaiter(polling).waitFor('j', t.look, 60_000);
+    await settle();
+    await jest.advanceTimersByTimeAsync(2_000);
+    expect(t.looks()).toBe(5); // the first look and one per 500 ms
+    t.ready();
+    await jest.advanceTimersByTimeAsync(500);
+    await expect(waiting).resolves.toBe('result');
+    await polling.onApplicationShutdown();
   });
 });

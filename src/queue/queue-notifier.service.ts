@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import { Client } from 'pg';
+import { Inject, Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
 import { DatabaseTarget } from '../storage/database-options';
+import { ListenConnection } from '../storage/listen-connection';
 import { DATABASE_TARGET } from '../storage/storage.module';
 import { JOB_QUEUED_CHANNEL, JOB_STARTED_CHANNEL, RESULT_READY_CHANNEL } from './queue.repository';
 
@@ -15,20 +16,49 @@ const LOCAL_ECHO_WINDOW_MS = 10_000;
  * - jobs were started by a worker (onJobStarted).
  * All are hints: a notification sent while the LISTEN connection was down is never reported, so
  * whoever waits looks again when it is back (onListening); workers also poll (POLL_INTERVAL_MS).
+ * With no LISTEN connection at all (DATABASE_URL goes through a transaction-mode pooler and no
+ * DATABASE_LISTEN_URL is set) other nodes are not heard: onListening then fires every
+ * POLL_INTERVAL_MS instead, so waiters look as often as workers poll.
  */
 @Injectable()
 export class QueueNotifier implements OnApplicationShutdown {
   private readonly logger = new Logger(QueueNotifier.name);
   // Any number of waiters may subscribe (one per waiting request, say).
   private readonly events = new EventEmitter().setMaxListeners(0);
-  private listener: Client | null = null;
-  private listening = false;
-  private reconnectTimer: NodeJS.Timeout | null = null;
-  private connecting: Promise<void> = Promise.resolve();
+  private readonly connection: ListenConnection | null;
+  private polling = false;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private readonly pollIntervalMs: number;
   /** Job id -> when its result was first reported (either way); in insertion (so time) order. */
   private readonly reportedHere = new Map<string, number>();
 
-  constructor(@Inject(DATABASE_TARGET) private readonly target: DatabaseTarget) {}
+  constructor(
+    @Inject(DATABASE_TARGET) private readonly target: DatabaseTarget,
+    @Optional() config?: AppConfig,
+  ) {
+    this.pollIntervalMs = config?.pollIntervalMs ?? 1000;
+    this.connection =
+      target.kind === 'server' && target.listenUrl
+        ? new ListenConnection(
+            {
+              url: target.listenUrl,
+              applicationName: 'svc-listener',
+              channels: [JOB_QUEUED_CHANNEL, RESULT_READY_CHANNEL, JOB_STARTED_CHANNEL],
+              purpose: 'queue notifications',
+            },
+            {
+              onNotification: (channel, payload) => this.onNotification(channel, payload),
+              onListening: () => this.events.emit('listening'),
+            },
+            this.logger,
+          )
+        : null;
+  }
+
+  /** True while notifications from other nodes arrive (a LISTEN connection is up). */
+  private get hearsOtherNodes(): boolean {
+    return this.connection?.listening ?? false;
+  }
 
   /** Called after a submission commits in this process. */
   jobQueued(applicationName: string): void {
@@ -44,7 +74,7 @@ export class QueueNotifier implements OnApplicationShutdown {
    * the NOTIFY other nodes receive).
    */
   resultStored(jobId: string): void {
-    if (this.listener && !this.firstReport(jobId)) {
+    if (this.hearsOtherNodes && !this.firstReport(jobId)) {
       return; // its own NOTIFY came back first and was reported already
     }
     this.events.emit('result-ready', jobId);
@@ -56,7 +86,7 @@ export class QueueNotifier implements OnApplicationShutdown {
    * down) they are reported here.
    */
   jobsStarted(jobIds: string[]): void {
-    if (!this.listener) {
+    if (!this.hearsOtherNodes) {
       for (const jobId of jobIds) {
         this.events.emit('job-started', jobId);
       }
@@ -125,12 +155,20 @@ export class QueueNotifier implements OnApplicationShutdown {
    * has no other nodes). Resolves after the first connection attempt.
    */
   async listen(): Promise<void> {
-    if (this.target.kind !== 'server' || this.listening) {
-      return this.connecting;
+    if (this.target.kind !== 'server') {
+      return;
     }
-    this.listening = true;
-    this.connecting = this.connect();
-    return this.connecting;
+    if (this.connection) {
+      return this.connection.start();
+    }
+    if (!this.polling) {
+      this.polling = true;
+      this.logger.log(
+        `no LISTEN connection (DATABASE_POOLER=pgbouncer without DATABASE_LISTEN_URL): polling every ${this.pollIntervalMs} ms`,
+      );
+      this.pollTimer = setInterval(() => this.events.emit('listening'), this.pollIntervalMs);
+      this.pollTimer.unref();
+    }
   }
 
   private onNotification(channel: string, payload: string): void {
@@ -145,72 +183,13 @@ export class QueueNotifier implements OnApplicationShutdown {
     }
   }
 
-  private async connect(): Promise<void> {
-    if (!this.listening || this.target.kind !== 'server') {
-      return;
-    }
-    const client = new Client({
-      connectionString: this.target.url,
-      application_name: 'svc-listener',
-      connectionTimeoutMillis: 3000,
-    });
-    client.on('notification', (message) =>
-      this.onNotification(message.channel, message.payload ?? ''),
-    );
-    client.on('error', (error) => {
-      this.logger.warn(`LISTEN connection lost (${error.message}); polling until it is back`);
-      this.scheduleReconnect(client);
-    });
-    client.on('end', () => this.scheduleReconnect(client));
-    try {
-      await client.connect();
-      await client.query(
-        `LISTEN ${JOB_QUEUED_CHANNEL}; LISTEN ${RESULT_READY_CHANNEL}; LISTEN ${JOB_STARTED_CHANNEL}`,
-      );
-      if (!this.listening) {
-        // Shut down while connecting.
-        this.scheduleReconnect(client);
-        return;
-      }
-      this.listener = client;
-      this.events.emit('listening');
-    } catch (error) {
-      this.logger.warn(
-        `could not LISTEN (${(error as Error).message}); retrying, polling meanwhile`,
-      );
-      this.scheduleReconnect(client);
-    }
-  }
-
-  private scheduleReconnect(client: Client): void {
-    if (this.listener === client) {
-      this.listener = null;
-    }
-    client.removeAllListeners();
-    client.on('error', () => undefined);
-    void client.end().catch(() => undefined);
-    if (!this.listening || this.reconnectTimer) {
-      return;
-    }
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = null;
-      this.connecting = this.connect();
-    }, 2000);
-  }
-
   async onApplicationShutdown(): Promise<void> {
-    this.listening = false;
-    if (this.reconnectTimer) {
-      clearTimeout(this.reconnectTimer);
+    this.polling = false;
+    if (this.pollTimer) {
+      clearInterval(this.pollTimer);
+      this.pollTimer = null;
     }
     this.events.removeAllListeners();
-    await this.connecting;
-    const client = this.listener;
-    this.listener = null;
-    if (client) {
-      client.removeAllListeners();
-      client.on('error', () => undefined);
-      await client.end().catch(() => undefined);
-    }
+    await this.connection?.stop();
   }
 }

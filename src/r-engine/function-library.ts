@@ -1,9 +1,11 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Client, type Pool, type PoolClient } from 'pg';
+import { type Pool, type PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { CATALOG_CHANGED_CHANNEL, CatalogService } from '../catalog/catalog.service';
+import { AppConfig } from '../config/app-config';
 import { DatabaseTarget } from '../storage/database-options';
+import { ListenConnection } from '../storage/listen-connection';
 import { DATABASE_TARGET } from '../storage/storage.module';
 
 /** An application's function library: the `.R` files of its catalog section R_FUNCTIONS. */
@@ -14,7 +16,6 @@ export interface FunctionLibrary {
 }
 
 export const FUNCTION_SECTION = 'R_FUNCTIONS';
-const RECONNECT_MS = 2000;
 
 /**
  * Every node's copy of the applications' function libraries, read from the catalog once and
@@ -25,22 +26,25 @@ const RECONNECT_MS = 2000;
  * On a server the notification arrives on a dedicated LISTEN connection; while that connection
  * is down every library is dropped (a change may have been missed). The embedded database is one
  * session whose changes all come from this process: its notifications are delivered to the
- * connection that made the change, so the pool's connections are watched instead.
+ * connection that made the change, so the pool's connections are watched instead. Without a
+ * LISTEN connection (DATABASE_URL through a transaction-mode pooler, no DATABASE_LISTEN_URL) the
+ * node compares the section's fingerprints every POLL_INTERVAL_MS instead.
  */
 @Injectable()
 export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('FunctionLibrary');
   private readonly cache = new Map<string, Promise<FunctionLibrary>>();
   private nextId = 1;
-  private listener: Client | null = null;
-  private listening = false;
-  private reconnectTimer: NodeJS.Timeout | null = null;
+  private connection: ListenConnection | null = null;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private fingerprints: Map<string, string> | null = null;
   private readonly watched = new WeakSet<PoolClient>();
 
   constructor(
     private readonly catalog: CatalogService,
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(DATABASE_TARGET) private readonly target: DatabaseTarget,
+    private readonly config: AppConfig,
   ) {}
 
   /** The application's library; read from the catalog on first use and after a change. */
@@ -78,26 +82,63 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
   }
 
   async onModuleInit(): Promise<void> {
-    this.listening = true;
     if (this.target.kind === 'embedded') {
       this.watchEmbeddedSession();
       return;
     }
-    await this.connect();
+    if (!this.target.listenUrl) {
+      await this.compareFingerprints();
+      this.pollTimer = setInterval(
+        () => void this.compareFingerprints(),
+        this.config.pollIntervalMs,
+      );
+      this.pollTimer.unref();
+      return;
+    }
+    this.connection = new ListenConnection(
+      {
+        url: this.target.listenUrl,
+        applicationName: 'svc-catalog-listener',
+        channels: [CATALOG_CHANGED_CHANNEL],
+        purpose: 'catalog changes',
+      },
+      {
+        onNotification: (_channel, payload) => this.catalogChanged(payload),
+        // Changes made while no connection listened are unknown: start from the catalog again.
+        onListening: () => this.invalidate(),
+        onLost: () => this.invalidate(),
+      },
+      this.logger,
+    );
+    await this.connection.start();
   }
 
   async onApplicationShutdown(): Promise<void> {
-    this.listening = false;
-    if (this.reconnectTimer) {
-      clearTimeout(this.reconnectTimer);
-      this.reconnectTimer = null;
+    if (this.pollTimer) {
+      clearInterval(this.pollTimer);
+      this.pollTimer = null;
     }
-    const client = this.listener;
-    this.listener = null;
-    if (client) {
-      client.removeAllListeners();
-      client.on('error', () => undefined);
-      await client.end().catch(() => undefined);
+    await this.connection?.stop();
+  }
+
+  /** The polling replacement of the notification: drops the libraries whose files changed. */
+  private async compareFingerprints(): Promise<void> {
+    try {
+      const now = await this.catalog.sectionFingerprints(FUNCTION_SECTION);
+      const before = this.fingerprints;
+      this.fingerprints = now;
+      if (!before) {
+        return;
+      }
+      for (const applicationName of new Set([...before.keys(), ...now.keys()])) {
+        if (before.get(applicationName) !== now.get(applicationName)) {
+          this.catalogChanged(`${applicationName}/${FUNCTION_SECTION}`);
+        }
+      }
+    } catch {
+      // The database is unreachable: a change may be missed, so start from the catalog again.
+      this.fingerprints = null;
+      this.invalidate();
     }
   }
 
@@ -141,46 +182,5 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
     void this.dataSource.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`).catch((error: Error) => {
       this.logger.warn(`could not LISTEN for catalog changes: ${error.message}`);
     });
-  }
-
-  private async connect(): Promise<void> {
-    if (!this.listening || this.target.kind !== 'server') {
-      return;
-    }
-    const client = new Client({
-      connectionString: this.target.url,
-      application_name: 'svc-catalog-listener',
-      connectionTimeoutMillis: 3000,
-    });
-    client.on('notification', (message) => this.catalogChanged(message.payload ?? ''));
-    client.on('error', () => this.scheduleReconnect(client));
-    client.on('end', () => this.scheduleReconnect(client));
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`);
-      this.listener = client;
-      // Changes made while no connection listened are unknown: start from the catalog again.
-      this.invalidate();
-    } catch (error) {
-      this.logger.warn(`could not LISTEN for catalog changes (${(error as Error).message})`);
-      this.scheduleReconnect(client);
-    }
-  }
-
-  private scheduleReconnect(client: Client): void {
-    if (this.listener === client) {
-      this.listener = null;
-    }
-    this.invalidate();
-    client.removeAllListeners();
-    client.on('error', () => undefined);
-    void client.end().catch(() => undefined);
-    if (!this.listening || this.reconnectTimer) {
-      return;
-    }
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = null;
-      void this.connect();
-    }, RECONNECT_MS);
   }
 }

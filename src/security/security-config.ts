@@ -60,6 +60,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'users',
   'apiKeys',
   'databaseUrl',
+  'databaseListenUrl',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;

@@ -4,9 +4,26 @@ import { MIGRATIONS } from '../../migrations';
 import { EmbeddedPostgres } from './embedded-postgres';
 import { ENTITIES } from './entities';
 
-/** Where the service's database is: a server URL or the embedded PGlite socket. */
+/**
+ * Where the service's database is: a server URL or the embedded PGlite socket. On a server,
+ * `listenUrl` is the direct connection for LISTEN, or null when there is none (DATABASE_URL goes
+ * through a transaction-mode pooler and DATABASE_LISTEN_URL is not set): the nodes then poll.
+ */
 export type DatabaseTarget =
-  { kind: 'server'; url: string } | { kind: 'embedded'; socketDirectory: string };
+  | { kind: 'server'; url: string; listenUrl: string | null }
+  | { kind: 'embedded'; socketDirectory: string };
+
+/** The server target of `config` (DATABASE_URL, DATABASE_LISTEN_URL, DATABASE_POOLER). */
+export function serverTarget(
+  config: Pick<AppConfig, 'databaseUrl' | 'databaseListenUrl' | 'databasePooler'>,
+): DatabaseTarget {
+  const url = config.databaseUrl ?? '';
+  return {
+    kind: 'server',
+    url,
+    listenUrl: config.databaseListenUrl ?? (config.databasePooler === 'none' ? url : null),
+  };
+}
 
 export function buildDataSourceOptions(
   target: DatabaseTarget,
@@ -47,7 +64,7 @@ export async function openDatabaseForCli(
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
   const target: DatabaseTarget = embedded
     ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
-    : { kind: 'server', url: config.databaseUrl ?? '' };
+    : serverTarget(config);
   const dataSource = new DataSource(buildDataSourceOptions(target, 'svc-cli'));
   try {
     await dataSource.initialize();

@@ -243,4 +243,53 @@ describe('WorkerService', () => {
     expect(queue.retried).toEqual([]);
     await worker.onApplicationShutdown();
   });
+
+  describe('a result the database cannot take at once', () => {
+    /** A queue whose complete() fails with `error` `failures` times, counting the offers. */
+    function failingQueue(
+      failures: number,
+      error: Error,
+    ): { queue: FakeQueue; offers: () => number } {
+      const queue = new FakeQueue();
+      queue.queued = [job('cut')];
+      const complete = queue.complete.bind(queue);
+      let offers = 0;
+      queue.complete = (id, owner, result) => {
+        offers += 1;
+        return offers <= failures ? Promise.reject(error) : complete(id, owner, result);
+      };
+      return { queue, offers: () => offers };
+    }
+    const executor: JobExecutor = {
+      execute: () => Promise.resolve(resultData(true, 'zip', 'application/zip', Buffer.alloc(0))),
+    };
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
+    it('is offered again every second while the database is unreachable, then stored', async () => {
+      const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+        code: 'ECONNREFUSED',
+      });
+      const { queue, offers } = failingQueue(2, refused);
+      const worker = workerWith(queue, executor);
+      worker.wake();
+      await jest.advanceTimersByTimeAsync(1500);
+      expect(queue.completed).toEqual([]);
+      await jest.advanceTimersByTimeAsync(1000);
+      expect(offers()).toBe(3);
+      expect(queue.completed.map((c) => c.id)).toEqual(['cut']);
+      expect(worker.runningJobIds).toEqual([]);
+    });
+
+    it('is not offered again when the database answered with an error', async () => {
+      const rejected = Object.assign(new Error('value too long'), { code: '22001' });
+      const { queue, offers } = failingQueue(1, rejected);
+      const worker = workerWith(queue, executor);
+      worker.wake();
+      await jest.advanceTimersByTimeAsync(5000);
+      expect(offers()).toBe(1);
+      expect(queue.completed).toEqual([]);
+      expect(worker.runningJobIds).toEqual([]);
+    });
+  });
 });

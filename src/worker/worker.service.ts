@@ -9,6 +9,7 @@ import {
   OnApplicationShutdown,
   Optional,
 } from '@nestjs/common';
+import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
@@ -18,6 +19,11 @@ import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
+
+/** While the database is unreachable, a finished job's result is offered again this often... */
+const STORE_RETRY_MS = 1000;
+/** ...for at least this long (and two leases when they are longer), unless the node stops. */
+const STORE_RETRY_MIN_MS = 60_000;
 
 /** A group of slots: the general one takes any application's jobs, a dedicated one only its own. */
 interface SlotPool {
@@ -223,23 +229,49 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       if (entry) {
         entry.storing = true;
       }
-      const stored = await this.complete(job.id, this.owner, result);
+      const stored = await this.storeResult(job, result, log);
       if (stored) {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         this.metrics?.jobFinished(job.applicationName, job.source, result.success, seconds);
+        log.log(
+          `done (success=${result.success}, ${result.type}, ${result.dataFile?.size ?? result.data.length} bytes)`,
+        );
+      } else {
+        log.warn(
+          `attempt ${job.attempts} finished after losing its lease (it expired, or the job was cancelled or ran elsewhere): the late result was rejected and discarded`,
+        );
       }
-      log.log(
-        stored
-          ? `done (success=${result.success}, ${result.type}, ${result.dataFile?.size ?? result.data.length} bytes)`
-          : 'finished after losing its lease: result discarded',
-      );
     } catch (error) {
-      // The database is unreachable: the lease will expire and the job runs again.
+      // The database stayed unreachable: the lease expires and the job runs again.
       log.error(`could not store the result: ${(error as Error).message}`);
     } finally {
       if (result.dataFile) {
         // A large result's file (see ScriptJobExecutor): stored, discarded, or to be made again.
         await rm(result.dataFile.path, { force: true }).catch(() => undefined);
+      }
+    }
+  }
+
+  /**
+   * Stores a finished job's result; while the database is unreachable, tries again every second
+   * (a short outage does not cost the run). Once it answers, the result is stored if this worker
+   * still holds the lease, else rejected: another worker has run, or is running, the job.
+   */
+  private async storeResult(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
+    const giveUpAt = Date.now() + Math.max(STORE_RETRY_MIN_MS, 2 * this.config.leaseSeconds * 1000);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.complete(job.id, this.owner, result);
+      } catch (error) {
+        if (!isDatabaseUnavailable(error) || this.stopping || Date.now() >= giveUpAt) {
+          throw error;
+        }
+        if (attempt === 1) {
+          log.warn(
+            `could not store the result, the database is unreachable (${(error as Error).message}); retrying every ${STORE_RETRY_MS} ms`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
       }
     }
   }

@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findRscript } from '../../src/r-engine/native-r.engine';
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { proxyDatabase } from '../support/cuttable-proxy';
 import { makeZip } from '../support/zip-fixtures';
@@ -25,6 +26,20 @@ async function jobState(
   return answer.status === 200 ? parseXml(answer.text).jobStatus : undefined;
 }
 
+/** Submits a job that runs for 4 s and waits until a worker runs it; returns its token. */
+async function startSlowJob(url: string): Promise<Record<string, string>> {
+  const zip = await makeZip([
+    { name: 'slow.R', content: 'Sys.sleep(4)\nwriteLines("done", "done.txt")\n' },
+  ]);
+  const token = parseXml((await postZip(url, zip)).text).jobToken;
+  await waitFor(
+    async () => (await jobState(url, 'demo', token.jobId))?.state === 'RUNNING',
+    30000,
+    'RUNNING',
+  );
+  return token;
+}
+
 describe('a worker killed during a job (SPEC §5.4)', () => {
   it('re-runs the job after its lease expires and stores exactly one result', async () => {
     const database = await createTestDatabase();
@@ -36,15 +51,7 @@ describe('a worker killed during a job (SPEC §5.4)', () => {
     const first = await spawnService(env);
     let second: Awaited<ReturnType<typeof spawnService>> | null = null;
     try {
-      const zip = await makeZip([
-        { name: 'slow.R', content: 'Sys.sleep(4)\nwriteLines("done", "done.txt")\n' },
-      ]);
-      const token = parseXml((await postZip(first.url, zip)).text).jobToken;
-      await waitFor(
-        async () => (await jobState(first.url, 'demo', token.jobId))?.state === 'RUNNING',
-        30000,
-        'RUNNING',
-      );
+      const token = await startSlowJob(first.url);
       first.child.kill('SIGKILL');
       await first.exited();
 
@@ -222,6 +229,79 @@ describeWithServer('the database unreachable during a submission (SPEC §12)', (
     } finally {
       await service.stop();
       await proxy.cut();
+    }
+  });
+});
+
+// The lease's guard against a worker that lost the database while its job ran (SPEC §5.4).
+describeWithServer('a worker cut off from the database during a job', () => {
+  it('loses the job to another worker; its late result is rejected and logged, one result stays', async () => {
+    const database = await createTestDatabase();
+    const { proxy, url: viaProxy } = await proxyDatabase(database.url ?? '');
+    const env = testEnvironment(database, {
+      LEASE_SECONDS: '2',
+      HEARTBEAT_SECONDS: '1',
+      POLL_INTERVAL_MS: '200',
+    });
+    const api = await spawnService({ ...env, ROLE: 'api' });
+    const cutOff = await spawnService({ ...env, ROLE: 'worker', DATABASE_URL: viaProxy });
+    let other: Awaited<ReturnType<typeof spawnService>> | null = null;
+    try {
+      const token = await startSlowJob(api.url);
+      await proxy.cut();
+      other = await spawnService({ ...env, ROLE: 'worker' });
+      // The lease expired without heartbeats; the other worker took the job.
+      await waitFor(
+        async () => {
+          const status = await jobState(api.url, 'demo', token.jobId);
+          return status?.state === 'RUNNING' && status.attempts === '2';
+        },
+        30000,
+        'the second attempt',
+      );
+      // R ended on the cut-off worker, which keeps offering its result.
+      await waitFor(
+        () => Promise.resolve(/could not store the result/.test(cutOff.output())),
+        30000,
+        'the failed store',
+      );
+      await proxy.open();
+      await waitFor(
+        () => Promise.resolve(/late result was rejected/.test(cutOff.output())),
+        30000,
+        'the rejected late result',
+      );
+      const result = parseXml(
+        (await waitForResult(`${api.url}/svc/api/rest/results/demo/${token.jobId}`)).text,
+      ).result;
+      expect(result.success).toBe('true');
+      expect(await jobState(api.url, 'demo', token.jobId)).toMatchObject({
+        state: 'DONE',
+        attempts: '2',
+      });
+      expect(other.output()).toMatch(/attempt 2 started/);
+      expect(other.output()).toMatch(/done \(success=true/);
+      expect(cutOff.output()).not.toMatch(/done \(success=/);
+      const counted = new Client({ connectionString: database.url ?? '' });
+      await counted.connect();
+      try {
+        const { rows } = await counted.query<{ results: number; usage: number }>(
+          `SELECT (SELECT count(*)::int FROM result WHERE job_id = $1) AS results,
+                  (SELECT count(*)::int FROM job_usage WHERE job_id = $1) AS usage`,
+          [token.jobId],
+        );
+        expect(rows).toEqual([{ results: 1, usage: 1 }]);
+      } finally {
+        await counted.end();
+      }
+    } finally {
+      const nodes = other ? [api, cutOff, other] : [api, cutOff];
+      for (const node of nodes) {
+        node.child.kill('SIGTERM');
+      }
+      await Promise.all(nodes.map((node) => node.exited()));
+      await proxy.cut();
+      await database.drop();
     }
   });
 });

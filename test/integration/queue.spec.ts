@@ -262,7 +262,7 @@ describe('queue repository', () => {
     beforeEach(() => {
       notifier = new QueueNotifier(
         database.url
-          ? { kind: 'server', url: database.url }
+          ? { kind: 'server', url: database.url, listenUrl: database.url }
           : { kind: 'embedded', socketDirectory: database.dataDir },
       );
     });
