@@ -103,7 +103,7 @@ export class AppConfig implements SecuritySettings {
   /** Bytes one job may write in all (working and temporary directory), in MiB (0: no limit). */
   @IsInt() @Min(0) rMaxWriteMb!: number;
   @IsInt() @Min(0) @Max(256) scriptSlots!: number;
-  @IsInt() @Min(0) @Max(256) functionCallSlots!: number;
+  @IsInt() @Min(0) @Max(256) functionSlots!: number;
   @IsObject() applicationSlots!: Record<string, number>;
   /** Per-application settings other than access rules: see application-settings.ts. */
   @IsObject() applicationSettings!: Record<string, ApplicationSettings>;

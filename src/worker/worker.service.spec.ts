@@ -123,7 +123,7 @@ describe('WorkerService', () => {
         return resultData(true, 'json', 'application/json', Buffer.from(claimed.id));
       },
     };
-    const worker = workerWith(queue, executor, { SCRIPT_SLOTS: '2', FUNCTION_CALL_SLOTS: '1' });
+    const worker = workerWith(queue, executor, { SCRIPT_SLOTS: '2', FUNCTION_SLOTS: '1' });
     worker.wake();
     for (let i = 0; i < 200 && queue.completed.length < 2; i++) {
       await new Promise((resolve) => setTimeout(resolve, 5));

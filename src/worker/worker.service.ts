@@ -89,7 +89,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         name: 'function calls',
         applicationName: null,
         kinds: [JobKind.XML, JobKind.JSON],
-        size: config.functionCallSlots,
+        size: config.functionSlots,
         running: new Set(),
       },
       ...Object.entries(config.applicationSlots).map(([applicationName, size]) => ({
