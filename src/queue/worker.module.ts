@@ -1,4 +1,6 @@
 import { Module } from '@nestjs/common';
+import { PackageSyncService } from '../packages/package-sync.service';
+import { PackagesModule } from '../packages/packages.module';
 import { CallbackDeliveryService } from '../callbacks/callback-delivery.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { CatalogModule } from '../catalog/catalog.module';
@@ -15,7 +17,7 @@ import { JOB_EXECUTOR, WorkerService } from './worker.service';
  * No controllers.
  */
 @Module({
-  imports: [QueueModule, REngineModule, CatalogModule, CallbacksModule],
+  imports: [QueueModule, REngineModule, CatalogModule, CallbacksModule, PackagesModule],
   providers: [
     JobLogRepository,
     ScriptJobExecutor,
@@ -25,6 +27,8 @@ import { JOB_EXECUTOR, WorkerService } from './worker.service';
     WorkerService,
     // Callbacks are delivered where jobs run: API nodes only store and show them.
     CallbackDeliveryService,
+    // Installs the applications' R packages on this node (after the engine, before claiming).
+    PackageSyncService,
   ],
   exports: [WorkerService],
 })

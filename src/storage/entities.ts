@@ -6,6 +6,8 @@ import { JobLogLineEntity } from '../jobs/job-log-line.entity';
 import { JobEntity } from '../jobs/job.entity';
 import { ResultChunkEntity } from '../results/result-chunk.entity';
 import { ResultEntity } from '../results/result.entity';
+import { RPackageNodeEntity } from '../packages/r-package-node.entity';
+import { RPackageEntity } from '../packages/r-package.entity';
 import { JobUsageEntity } from '../usage/job-usage.entity';
 
 export const ENTITIES = [
@@ -18,4 +20,6 @@ export const ENTITIES = [
   CatalogFileEntity,
   JobUsageEntity,
   JobCallbackEntity,
+  RPackageEntity,
+  RPackageNodeEntity,
 ];
