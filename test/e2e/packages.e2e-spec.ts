@@ -272,3 +272,43 @@ describeNative('R packages managed through the admin API (native R)', () => {
     expect((await packages()).map((pkg) => pkg.name)).toEqual([]);
   }, 120_000);
 });
+
+/** webR runs in every environment: its nodes take uploads and say they cannot install them. */
+describe('R packages on a webR node', () => {
+  let service: TestService;
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ...(await basicUsersEnvironment({ [APP]: { adminPrincipals: ['alice'] } })),
+      R_ENGINE: 'webr',
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  it('reports each package as not supported by the webR engine', async () => {
+    const url = `${service.url}${REST}/admin/packages`;
+    const headers = { ...ALICE, 'X-SVC-Application-Name': APP };
+    const put = await request(`${url}/svcdemo`, {
+      method: 'PUT',
+      headers: { ...headers, ...GZIP },
+      body: buildPackage('svcdemo', '1.0', { tar: true }),
+    });
+    expect(put.status).toBe(201);
+    const node = await waitFor(
+      async () => {
+        const answer = await request(url, { headers: { ...headers, ...JSON_ACCEPT } });
+        const body = JSON.parse(answer.text) as { packages: { package?: PackageEntry } };
+        const nodes = body.packages.package ? nodesOf(body.packages.package) : [];
+        return nodes[0];
+      },
+      30_000,
+      'the webR node to report',
+    );
+    expect(node).toMatchObject({
+      state: 'unsupported',
+      output: expect.stringContaining('not supported by the webR engine') as string,
+    });
+  }, 240_000);
+});
