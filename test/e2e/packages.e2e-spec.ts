@@ -2,6 +2,7 @@ import { startService, type RunningService } from '../../src/bootstrap';
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { loadConfig } from '../../src/config/app-config';
+import { WorkerService } from '../../src/queue/worker.service';
 import { ALICE, basicUsersEnvironment, BOB, ROOT } from '../support/admin-auth';
 import { Answer, parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { startTestService, testEnvironment, TestService, waitFor } from '../support/test-service';
@@ -36,6 +37,7 @@ const describeNative = process.env.R_ENGINE === 'webr' ? describe.skip : describ
 describeNative('R packages managed through the admin API (native R)', () => {
   let service: TestService;
   let second: RunningService;
+  let environment: Record<string, string>;
 
   async function admin(
     method: string,
@@ -104,6 +106,7 @@ describeNative('R packages managed through the admin API (native R)', () => {
       R_ENGINE: 'native',
       FUNCTION_SESSIONS: '1',
     };
+    environment = env;
     service = await startTestService(env);
     // A second worker node on the same database, forking no servers: scripts there run in
     // fresh R processes (spawn mode), function calls in its own warm session.
@@ -199,6 +202,35 @@ describeNative('R packages managed through the admin API (native R)', () => {
     );
     expect((await admin('DELETE', 'packages/svcdemo')).status).toBe(404);
   }, 600_000);
+
+  it('installs at start-up on a node that starts later, and forgets a node that stopped', async () => {
+    expect(
+      (
+        await admin('PUT', 'packages/svclate', {
+          body: buildPackage('svclate', '1.0'),
+          headers: GZIP,
+        })
+      ).status,
+    ).toBe(201);
+    await settled('svclate');
+    const config = loadConfig(
+      testEnvironment(service.database, { ...environment, MIGRATIONS_RUN: 'false' }),
+    );
+    const late = await startService(config, new PinoLoggerService(config.logLevel));
+    const lateNode = late.app.get(WorkerService).owner;
+    // Installed before the node was up (and before it could claim a job).
+    const states = async (): Promise<Record<string, string>> =>
+      Object.fromEntries(
+        nodesOf((await packages()).find((pkg) => pkg.name === 'svclate') as PackageEntry).map(
+          (node) => [node.name, node.state],
+        ),
+      );
+    expect((await states())[lateNode]).toBe('installed');
+    await late.close();
+    expect(Object.keys(await states())).toHaveLength(2);
+    expect(Object.keys(await states())).not.toContain(lateNode);
+    expect((await admin('DELETE', 'packages/svclate')).status).toBe(204);
+  }, 300_000);
 
   it('fails an install whose dependency is missing, with R message', async () => {
     const answer = await admin('PUT', 'packages/svcneeds', {
