@@ -5,7 +5,13 @@ import { loadConfig } from '../../src/config/app-config';
 import { WorkerService } from '../../src/queue/worker.service';
 import { ALICE, basicUsersEnvironment, BOB, ROOT } from '../support/admin-auth';
 import { Answer, parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
-import { startTestService, testEnvironment, TestService, waitFor } from '../support/test-service';
+import {
+  SERVER_DATABASE_URL,
+  startTestService,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
 import { makeZip } from '../support/zip-fixtures';
 import { buildPackage } from '../support/r-packages';
@@ -36,8 +42,12 @@ const describeNative = process.env.R_ENGINE === 'webr' ? describe.skip : describ
 
 describeNative('R packages managed through the admin API (native R)', () => {
   let service: TestService;
-  let second: RunningService;
+  /** The node the function calls go to: a second worker node on a database server. */
+  let second: RunningService | null = null;
   let environment: Record<string, string>;
+  /** Worker nodes: the embedded database serves one node only. */
+  const NODES = SERVER_DATABASE_URL ? 2 : 1;
+  const itWithServer = SERVER_DATABASE_URL ? it : it.skip;
 
   async function admin(
     method: string,
@@ -71,10 +81,10 @@ describeNative('R packages managed through the admin API (native R)', () => {
       async () => {
         const entry = (await packages()).find((pkg) => pkg.name === name);
         const nodes = entry ? nodesOf(entry) : [];
-        return nodes.length === 2 && nodes.every((node) => node.state !== 'pending') && entry;
+        return nodes.length === NODES && nodes.every((node) => node.state !== 'pending') && entry;
       },
       180_000,
-      `both nodes to report on ${name}`,
+      `every node to report on ${name}`,
     );
   }
 
@@ -90,7 +100,7 @@ describeNative('R packages managed through the admin API (native R)', () => {
   }
 
   async function callOnSecondNode(): Promise<Answer> {
-    return request(`${second.url ?? ''}${REST}/process`, {
+    return request(`${(second ?? service).url ?? ''}${REST}/process`, {
       method: 'POST',
       headers: { ...ROOT, 'X-SVC-Application-Name': APP, 'Content-Type': 'application/json' },
       body: 'greet',
@@ -108,16 +118,11 @@ describeNative('R packages managed through the admin API (native R)', () => {
     };
     environment = env;
     service = await startTestService(env);
-    // A second worker node on the same database, forking no servers: scripts there run in
-    // fresh R processes (spawn mode), function calls in its own warm session.
-    const config = loadConfig(
-      testEnvironment(service.database, {
-        ...env,
-        MIGRATIONS_RUN: 'false',
-        R_SCRIPT_MODE: 'spawn',
-      }),
-    );
-    second = await startService(config, new PinoLoggerService(config.logLevel));
+    if (SERVER_DATABASE_URL) {
+      // A second worker node on the same database, forking no servers: scripts there run in
+      // fresh R processes (spawn mode), function calls in its own warm session.
+      second = await startNode({ R_SCRIPT_MODE: 'spawn' });
+    }
     await service.app
       .get(CatalogService)
       .putFile(
@@ -132,6 +137,18 @@ describeNative('R packages managed through the admin API (native R)', () => {
     await service?.stop();
   });
 
+  /** Another node of the service on its database. */
+  async function startNode(overrides: Record<string, string> = {}): Promise<RunningService> {
+    const config = loadConfig(
+      testEnvironment(service.database, {
+        ...environment,
+        MIGRATIONS_RUN: 'false',
+        ...overrides,
+      }),
+    );
+    return startService(config, new PinoLoggerService(config.logLevel));
+  }
+
   it('installs a package on every node, for script jobs and function calls; updates and deletes it', async () => {
     const first = await admin('PUT', 'packages/svcdemo', {
       body: buildPackage('svcdemo', '1.0'),
@@ -143,7 +160,7 @@ describeNative('R packages managed through the admin API (native R)', () => {
     ]);
     const installed = await settled('svcdemo');
     expect(installed).toMatchObject({ name: 'svcdemo', version: '1.0', installedBy: 'root' });
-    expect(nodesOf(installed).map((node) => node.state)).toEqual(['installed', 'installed']);
+    expect(nodesOf(installed).map((node) => node.state)).toEqual(Array(NODES).fill('installed'));
 
     const xml = await admin('GET', 'packages', { headers: { Accept: 'application/vnd.svc+xml' } });
     expect(xml.status).toBe(200);
@@ -166,7 +183,7 @@ describeNative('R packages managed through the admin API (native R)', () => {
     expect(update.status).toBe(204);
     const updated = await settled('svcdemo');
     expect(updated.version).toBe('2.0');
-    expect(nodesOf(updated).map((node) => node.state)).toEqual(['installed', 'installed']);
+    expect(nodesOf(updated).map((node) => node.state)).toEqual(Array(NODES).fill('installed'));
     expect(await runJob('library(svcdemo)\nstopifnot(greet() == "v2.0")\n')).toMatchObject({
       success: true,
     });
@@ -203,34 +220,35 @@ describeNative('R packages managed through the admin API (native R)', () => {
     expect((await admin('DELETE', 'packages/svcdemo')).status).toBe(404);
   }, 600_000);
 
-  it('installs at start-up on a node that starts later, and forgets a node that stopped', async () => {
-    expect(
-      (
-        await admin('PUT', 'packages/svclate', {
-          body: buildPackage('svclate', '1.0'),
-          headers: GZIP,
-        })
-      ).status,
-    ).toBe(201);
-    await settled('svclate');
-    const config = loadConfig(
-      testEnvironment(service.database, { ...environment, MIGRATIONS_RUN: 'false' }),
-    );
-    const late = await startService(config, new PinoLoggerService(config.logLevel));
-    const lateNode = late.app.get(WorkerService).owner;
-    // Installed before the node was up (and before it could claim a job).
-    const states = async (): Promise<Record<string, string>> =>
-      Object.fromEntries(
-        nodesOf((await packages()).find((pkg) => pkg.name === 'svclate') as PackageEntry).map(
-          (node) => [node.name, node.state],
-        ),
-      );
-    expect((await states())[lateNode]).toBe('installed');
-    await late.close();
-    expect(Object.keys(await states())).toHaveLength(2);
-    expect(Object.keys(await states())).not.toContain(lateNode);
-    expect((await admin('DELETE', 'packages/svclate')).status).toBe(204);
-  }, 300_000);
+  itWithServer(
+    'installs at start-up on a node that starts later, and forgets a node that stopped',
+    async () => {
+      expect(
+        (
+          await admin('PUT', 'packages/svclate', {
+            body: buildPackage('svclate', '1.0'),
+            headers: GZIP,
+          })
+        ).status,
+      ).toBe(201);
+      await settled('svclate');
+      const late = await startNode();
+      const lateNode = late.app.get(WorkerService).owner;
+      // Installed before the node was up (and before it could claim a job).
+      const states = async (): Promise<Record<string, string>> =>
+        Object.fromEntries(
+          nodesOf((await packages()).find((pkg) => pkg.name === 'svclate') as PackageEntry).map(
+            (node) => [node.name, node.state],
+          ),
+        );
+      expect((await states())[lateNode]).toBe('installed');
+      await late.close();
+      expect(Object.keys(await states())).toHaveLength(NODES);
+      expect(Object.keys(await states())).not.toContain(lateNode);
+      expect((await admin('DELETE', 'packages/svclate')).status).toBe(204);
+    },
+    300_000,
+  );
 
   it('fails an install whose dependency is missing, with R message', async () => {
     const answer = await admin('PUT', 'packages/svcneeds', {
