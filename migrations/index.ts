@@ -6,6 +6,7 @@ import { AddJobLog1795477094456 } from './1795477094456-AddJobLog';
 import { AddJobProgress1795560000000 } from './1795560000000-AddJobProgress';
 import { AddJobCallbacks1795623279370 } from './1795623279370-AddJobCallbacks';
 import { AddJobUsage1795624631424 } from './1795624631424-AddJobUsage';
+import { AddRPackages1795630000000 } from './1795630000000-AddRPackages';
 import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
@@ -17,5 +18,6 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobProgress1795560000000,
   AddJobCallbacks1795623279370,
   AddJobUsage1795624631424,
+  AddRPackages1795630000000,
   AddDropFile1795634587042,
 ];

@@ -21,6 +21,8 @@ import { SystemModule } from './system/system.module';
 import { SoapController } from './soap/soap.controller';
 import { SoapModule } from './soap/soap.module';
 import { WsdlController } from './soap/wsdl.controller';
+import { PackagesController } from './packages/packages.controller';
+import { PackagesModule } from './packages/packages.module';
 import { UsageModule } from './usage/usage.module';
 import { UsageStatisticsController } from './usage/usage-statistics.controller';
 import { OpenApiController } from './openapi/openapi.controller';
@@ -39,6 +41,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     ProcessModule,
     SoapModule,
     UsageModule,
+    PackagesModule,
     OpenApiModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
@@ -48,6 +51,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     ProcessController,
     UsageStatisticsController,
     AdminController,
+    PackagesController,
     SystemController,
     MetricsController,
     SoapController,

@@ -13,9 +13,8 @@ import {
 } from '@nestjs/common';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
-import getRawBody from 'raw-body';
-import { ApiError } from '../common/api-error';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
+import { readLimitedBody } from '../common/limited-body';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
@@ -86,16 +85,11 @@ export class AdminController {
   ): Promise<void> {
     const name = fileName(file);
     const limit = this.config.catalogMaxFileBytes;
-    const tooLarge = () =>
-      ApiError.payloadTooLarge(
-        `A catalog file may have at most ${limit} bytes (CATALOG_MAX_FILE_BYTES).`,
-      );
-    if (Number(req.headers['content-length'] ?? 0) > limit) {
-      throw tooLarge();
-    }
-    const content = await getRawBody(req, { limit }).catch((error: Error & { type?: string }) => {
-      throw error.type === 'entity.too.large' ? tooLarge() : error;
-    });
+    const content = await readLimitedBody(
+      req,
+      limit,
+      `A catalog file may have at most ${limit} bytes (CATALOG_MAX_FILE_BYTES).`,
+    );
     const applicationName = applicationNameOf(req);
     if (await this.catalog.write(applicationName, section, name, content)) {
       const base = publicBaseUrl(req, this.config.publicBaseUrl);

@@ -30,7 +30,13 @@ describe('RepresentationInterceptor is on every controller that returns represen
     const wrapped = controllers.filter(rendersRepresentations).map((c) => c.name);
     const bare = controllers.filter((c) => !rendersRepresentations(c)).map((c) => c.name);
     expect(wrapped.sort()).toEqual(
-      ['AdminController', 'JobsController', 'ResultsController', 'SystemController'].sort(),
+      [
+        'AdminController',
+        'JobsController',
+        'PackagesController',
+        'ResultsController',
+        'SystemController',
+      ].sort(),
     );
     expect(bare.sort()).toEqual([...RAW_CONTROLLERS].sort());
   });

@@ -268,6 +268,19 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
     ...r.authentication(),
     '403': r.error(403, 'The caller is no admin of the application.', 'Access is denied.'),
   };
+  const packageParameters = [
+    componentRef('parameters', 'applicationNameHeader'),
+    componentRef('parameters', 'packageName'),
+  ];
+  const packageErrors = {
+    '400': r.error(
+      400,
+      'No or a bad X-SVC-Application-Name, `{name}` not an R package name, or (PUT) a body that is not a source package of that name.',
+      "The archive holds package mytools (its DESCRIPTION's Package field), not mytool.",
+    ),
+    ...r.authentication(),
+    '403': catalogFileErrors['403'],
+  };
   return [
     {
       method: 'post',
@@ -853,6 +866,85 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
     },
     {
       method: 'get',
+      path: '/admin/packages',
+      operation: {
+        operationId: 'getPackages',
+        summary: "An application's R packages",
+        tags: ['admin'],
+        description:
+          "Every uploaded package with its version, who uploaded it and when, and per worker node whether its install succeeded (`installed`), failed (`failed`, with R's output; the node keeps the version it had), cannot happen there (`unsupported`: webR nodes) or has not happened yet (`pending`). For admins of the application and global admins.",
+        parameters: [componentRef('parameters', 'applicationNameHeader')],
+        responses: {
+          '200': r.representation('Packages', x.packages(), 'The packages.'),
+          '400': packageErrors['400'],
+          ...r.authentication(),
+          '403': packageErrors['403'],
+          ...r.notAcceptable(),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/packages/{name}',
+      operation: {
+        operationId: 'putPackage',
+        summary: 'Upload an R source package',
+        tags: ['admin'],
+        description:
+          "The body is a source package as `R CMD build` makes it (`<name>_<version>.tar.gz`); its DESCRIPTION's Package must be `{name}`. It is stored, and every native worker node installs it into the application's library (`R CMD INSTALL`, in the sandbox, no network) at once, and nodes that start later at start-up. A build that fails leaves a node's previous version in place. Dependencies must be installed on the nodes or uploaded first. See GET /admin/packages for each node's outcome.",
+        parameters: packageParameters,
+        requestBody: {
+          description: 'The source package (.tar.gz), at most 64 MiB.',
+          required: true,
+          content: {
+            'application/gzip': { schema: BINARY },
+            'application/x-gzip': { schema: BINARY },
+            'application/octet-stream': { schema: BINARY },
+          },
+        },
+        responses: {
+          '201': r.empty('Created.', { Location: componentRef('headers', 'PackageLocation') }),
+          '204': r.empty('Replaced.'),
+          ...packageErrors,
+          '413': r.error(
+            413,
+            'The archive is over 64 MiB.',
+            'A source package may have at most 67108864 bytes.',
+          ),
+          '415': r.error(
+            415,
+            'The body is not sent as application/gzip, application/x-gzip or application/octet-stream.',
+            'Send the source package as application/gzip, application/x-gzip, application/octet-stream (got "text/plain").',
+          ),
+          ...r.notAcceptable(),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'delete',
+      path: '/admin/packages/{name}',
+      operation: {
+        operationId: 'deletePackage',
+        summary: 'Delete an R package',
+        tags: ['admin'],
+        description: "Every worker node removes it from the application's library at once.",
+        parameters: packageParameters,
+        responses: {
+          '204': r.empty('Deleted.'),
+          ...packageErrors,
+          '404': r.error(404, 'No such package.', 'Application demo has no R package mytools.'),
+          ...r.notAcceptable(),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
       path: '/admin/system/configuration',
       operation: {
         operationId: 'getConfiguration',
@@ -1077,7 +1169,10 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
       { name: 'jobs', description: 'Submit, follow and cancel jobs' },
       { name: 'results', description: 'Results and their data' },
       { name: 'functions', description: 'Function calls answered at once' },
-      { name: 'admin', description: 'The catalog and the configuration (admins)' },
+      {
+        name: 'admin',
+        description: 'The catalog, R packages and the configuration (admins)',
+      },
       { name: 'system', description: 'Health and node information (public)' },
       { name: 'openapi', description: 'This description' },
     ],
@@ -1132,6 +1227,15 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
             ],
           },
         },
+        packageName: {
+          name: 'name',
+          in: 'path',
+          required: true,
+          description:
+            'The R package name: letters, digits and dots, a letter first, not a dot last, 2 to 128 characters (else 400).',
+          schema: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9.]*[A-Za-z0-9]$', maxLength: 128 },
+          example: 'mytools',
+        },
         file: {
           name: 'file',
           in: 'path',
@@ -1163,6 +1267,10 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
         },
         CatalogFileLocation: {
           description: "The new file's dataUri.",
+          schema: { type: 'string', format: 'uri' },
+        },
+        PackageLocation: {
+          description: "The package's URI (PUT and DELETE it there).",
           schema: { type: 'string', format: 'uri' },
         },
         ETag: {

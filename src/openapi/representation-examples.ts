@@ -182,6 +182,44 @@ export class RepresentationExamples {
     ];
   }
 
+  packages(): RepresentationExample[] {
+    const time = new Date('2026-11-25T10:00:00.000Z');
+    return [
+      {
+        summary: 'One package, installed on one node, failed on another',
+        representation: {
+          element: 'packages',
+          value: [
+            {
+              applicationName: APP,
+              name: 'mytools',
+              version: '1.2.0',
+              sha256: '9f2c4be1d1c0a6d3e1f4b5a6c7d8e9f00112233445566778899aabbccddeeff0',
+              installedBy: 'admin',
+              installedTime: time,
+              nodes: [
+                {
+                  node: 'node-a:4242:1f2e3d4c',
+                  state: 'installed',
+                  reportedTime: time,
+                  output: null,
+                },
+                {
+                  node: 'node-b:977:5a6b7c8d',
+                  state: 'failed',
+                  reportedTime: time,
+                  output:
+                    "* installing *source* package 'mytools' ...\nERROR: dependency 'jsonlite' is not available for package 'mytools'",
+                },
+              ],
+            },
+          ],
+        },
+      },
+      { summary: 'No packages', representation: { element: 'packages', value: [] } },
+    ];
+  }
+
   usageStatistics(): RepresentationExample[] {
     const month = {
       application: APP,

@@ -18,6 +18,7 @@ export const REPRESENTATION_ELEMENTS = {
   NodeInformation: 'nodeInformation',
   Catalog: 'catalog',
   UsageStatistics: 'usageStatistics',
+  Packages: 'packages',
 } as const;
 
 export type RepresentationName = keyof typeof REPRESENTATION_ELEMENTS;
@@ -173,6 +174,33 @@ const ELEMENT_CONTENT: Record<string, JsonSchema> = {
     },
     ['file'],
   ),
+  PackageNode: attributes(
+    {
+      name: { type: 'string', description: "The worker node's id (host:pid:random)." },
+      state: {
+        enum: ['installed', 'failed', 'unsupported', 'pending'],
+        description: 'pending: the node has not taken this upload yet.',
+      },
+      reportedTime: time,
+      output: {
+        type: 'string',
+        description: "R's output when the install failed; why, when unsupported (webR).",
+      },
+    },
+    ['output'],
+  ),
+  Package: attributes(
+    {
+      name: { type: 'string', description: "DESCRIPTION's Package." },
+      applicationName,
+      version: { type: 'string', description: "DESCRIPTION's Version." },
+      sha256: { type: 'string', description: 'SHA-256 of the uploaded archive, hex.' },
+      installedBy: { type: 'string', description: 'The principal, or "anonymous".' },
+      installedTime: time,
+      node: oneOrMore(schemaRef('PackageNode')),
+    },
+    ['node'],
+  ),
 };
 
 /** The body of each representation in JSON: one key, the element's name. */
@@ -226,6 +254,17 @@ const JSON_DOCUMENTS: Record<RepresentationName, JsonSchema> = {
         type: 'object',
         properties: { directory: oneOrMore(schemaRef('CatalogDirectory')) },
         required: ['directory'],
+        additionalProperties: false,
+      },
+    ],
+  }),
+  Packages: jsonDocument('Packages', {
+    oneOf: [
+      EMPTY_ELEMENT,
+      {
+        type: 'object',
+        properties: { package: oneOrMore(schemaRef('Package')) },
+        required: ['package'],
         additionalProperties: false,
       },
     ],

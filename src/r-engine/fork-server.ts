@@ -24,6 +24,8 @@ export interface ForkRunRequest {
   scriptName: string;
   /** Holds the run's tmp/ and error.txt, outside workDir. */
   privateDir: string;
+  /** The application's package library, put first on the child's `.libPaths()`. */
+  libraryDir?: string;
   timeoutMs: number;
   signal?: AbortSignal;
 }
@@ -189,9 +191,13 @@ export class ForkServer {
       throw new REngineUnavailableError('the fork server is not running');
     }
     const token = String(this.nextToken++);
-    const fields = [token, request.workDir, request.scriptName, request.privateDir].map((f) =>
-      encodeURIComponent(f),
-    );
+    const fields = [
+      token,
+      request.workDir,
+      request.scriptName,
+      request.privateDir,
+      ...(request.libraryDir ? [request.libraryDir] : []),
+    ].map((f) => encodeURIComponent(f));
     return new Promise<ForkRunStatus>((resolve, reject) => {
       // The job ends as soon as its processes are killed: a background process it started may
       // hold the child's pipe, so the server's report could come late or never.

@@ -60,6 +60,7 @@ export const FUNCTION_CALL_PROVIDERS: Provider[] = [
           rscript,
           launcher: native ? () => native.launcher : undefined,
           launcherReady: native?.started,
+          packages: native ? () => native.packages : undefined,
         },
         libraries,
       );

@@ -12,8 +12,15 @@ import { DATABASE_TARGET } from '../storage/storage.module';
 export interface FunctionLibrary {
   /** Unique per loaded version: a session holding this id needs no reload. */
   id: number;
+  /** The application's package generation: changes when this node installed or removed one. */
+  packages: number;
   files: Array<{ name: string; content: string }>;
 }
+
+/** `<application>/<section>` of a catalog change, or null: changes may have been missed. */
+export type CatalogChangeListener = (
+  change: { application: string; section: string } | null,
+) => void;
 
 export const FUNCTION_SECTION = 'R_FUNCTIONS';
 
@@ -39,6 +46,8 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
   private pollTimer: NodeJS.Timeout | null = null;
   private fingerprints: Map<string, string> | null = null;
   private readonly watched = new WeakSet<PoolClient>();
+  private readonly packageGenerations = new Map<string, number>();
+  private readonly changeListeners: CatalogChangeListener[] = [];
 
   constructor(
     private readonly catalog: CatalogService,
@@ -72,9 +81,31 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
     }
   }
 
+  /**
+   * Calls `listener` with every change announced on the catalog channel (the package sync
+   * shares this node's one LISTEN connection), and with null when the connection was down.
+   */
+  onCatalogChanged(listener: CatalogChangeListener): void {
+    this.changeListeners.push(listener);
+  }
+
+  /** This node's packages of the application changed: its sessions must start afresh. */
+  packagesChanged(applicationName: string): void {
+    this.packageGenerations.set(
+      applicationName,
+      (this.packageGenerations.get(applicationName) ?? 0) + 1,
+    );
+    this.invalidate(applicationName);
+  }
+
   /** A `svc_catalog_changed` payload, `<application>/<section>`. */
   catalogChanged(payload: string): void {
     const [applicationName, section] = payload.split('/');
+    if (applicationName && section) {
+      this.changeListeners.forEach((listener) =>
+        listener({ application: applicationName, section }),
+      );
+    }
     if (section === FUNCTION_SECTION && applicationName) {
       this.logger.debug(`function library of ${applicationName} changed: reloading it`);
       this.invalidate(applicationName);
@@ -105,7 +136,10 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
       {
         onNotification: (_channel, payload) => this.catalogChanged(payload),
         // Changes made while no connection listened are unknown: start from the catalog again.
-        onListening: () => this.invalidate(),
+        onListening: () => {
+          this.invalidate();
+          this.changeListeners.forEach((listener) => listener(null));
+        },
         onLost: () => this.invalidate(),
       },
       this.logger,
@@ -144,6 +178,7 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
 
   private async read(applicationName: string): Promise<FunctionLibrary> {
     const id = this.nextId++;
+    const packages = this.packageGenerations.get(applicationName) ?? 0;
     const names = (await this.catalog.listFiles(applicationName))
       .filter((file) => file.section === FUNCTION_SECTION && /\.r$/i.test(file.name))
       .map((file) => file.name);
@@ -154,7 +189,7 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
         files.push({ name, content: content.toString('utf8') });
       }
     }
-    return { id, files };
+    return { id, packages, files };
   }
 
   private watchEmbeddedSession(): void {

@@ -30,6 +30,7 @@ import {
   type RLimits,
   type SandboxKind,
 } from './r-launcher';
+import { PackageLibrary } from './package-library';
 import { rSourcePath } from './r-sources';
 import {
   R_LOG_FILE,
@@ -90,6 +91,8 @@ const WRAPPER = `local({
   cpuLimit <- as.numeric(args[[3L]])
   if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
   progress <- eval(parse(file = args[[4L]], keep.source = FALSE))
+  # The application's packages come first (a directory that does not exist is left out).
+  if (length(args) >= 5L && nzchar(args[[5L]])) .libPaths(c(args[[5L]], .libPaths()))
   attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
          warn.conflicts = FALSE)
   # Bytes written by R and the programs it ran and waited for (the kernel adds theirs to R's),
@@ -209,6 +212,7 @@ export class NativeREngine implements REngine {
   private readonly recycling = new Set<Promise<void>>();
   /** Private to the service (0711: the sandbox user may pass, never list): slots, runs. */
   private runtimeRoot: string | undefined;
+  private packageLibrary: PackageLibrary | null = null;
 
   constructor(
     private readonly config: NativeRConfig,
@@ -233,6 +237,14 @@ export class NativeREngine implements REngine {
   /** The sandbox in force (known after start()). */
   get sandbox(): SandboxKind {
     return this.launcherInstance.sandbox;
+  }
+
+  /**
+   * The applications' packages on this node, under the runtime directory: empty at each start,
+   * filled again from the database (PackageSyncService).
+   */
+  get packages(): PackageLibrary | null {
+    return this.packageLibrary;
   }
 
   /** The launcher every native R process of this node starts through (sessions too). */
@@ -262,6 +274,11 @@ export class NativeREngine implements REngine {
       await chmod(this.runtimeRoot, 0o711);
       await cp(dirname(rSourcePath('session.R')), join(this.runtimeRoot, 'r'), { recursive: true });
       await chmod(join(this.runtimeRoot, 'r'), 0o755);
+      await mkdir(join(this.runtimeRoot, 'packages'), { mode: 0o755 });
+      this.packageLibrary = new PackageLibrary(
+        join(this.runtimeRoot, 'packages'),
+        () => this.launcher,
+      );
     }
     this.launcherInstance = this.newLauncher(sandbox);
     this.markStarted();
@@ -328,6 +345,7 @@ export class NativeREngine implements REngine {
     if (this.runtimeRoot) {
       await rm(this.runtimeRoot, { recursive: true, force: true });
       this.runtimeRoot = undefined;
+      this.packageLibrary = null;
     }
   }
 
@@ -371,6 +389,13 @@ export class NativeREngine implements REngine {
       sandbox,
       sourcesDir: this.runtimeRoot ? join(this.runtimeRoot, 'r') : null,
     });
+  }
+
+  /** The job's application's package library ('' when there is none to put first). */
+  private libraryDir(request: ScriptRunRequest): string {
+    return this.packageLibrary && request.applicationName
+      ? this.packageLibrary.dirOf(request.applicationName)
+      : '';
   }
 
   private limits(timeoutMs: number): JobLimits {
@@ -470,11 +495,13 @@ export class NativeREngine implements REngine {
                 errorFile,
                 String(limits.cpuSeconds),
                 this.launcherInstance.rSource('progress.R'),
+                this.libraryDir(request),
               ],
               cwd: work,
               home: work,
               tmp,
               writable: [work, dirname(tmp)],
+              readable: this.packageLibrary ? [this.packageLibrary.root] : [],
               network: request.network === true,
               limits: this.rLimits(limits),
               stdio: ['ignore', 'pipe', 'pipe'],
@@ -564,7 +591,7 @@ export class NativeREngine implements REngine {
             home: dir,
             tmp: serverTmp,
             writable: [dir],
-            readable: [control],
+            readable: [control, ...(this.packageLibrary ? [this.packageLibrary.root] : [])],
             network: false,
             limits: this.rLimits(limits),
             env,
@@ -630,6 +657,7 @@ export class NativeREngine implements REngine {
               workDir: work,
               scriptName: request.scriptName,
               privateDir: dirname(tmp),
+              libraryDir: this.libraryDir(request),
               timeoutMs: request.timeoutMs,
               signal: request.signal?.aborted ? request.signal : controller.signal,
             });

@@ -12,6 +12,7 @@ import { AppConfig } from '../config/app-config';
 import { CatalogModule } from '../catalog/catalog.module';
 import { FUNCTION_CALL_ENGINE } from './function-call-engine';
 import { FUNCTION_CALL_PROVIDERS } from './function-call.providers';
+import { FunctionLibraryService } from './function-library';
 import { createREngine } from './r-engine.factory';
 import { R_ENGINE, REngine } from './r-engine';
 
@@ -50,6 +51,6 @@ class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
     REngineLifecycle,
     ...FUNCTION_CALL_PROVIDERS,
   ],
-  exports: [R_ENGINE, FUNCTION_CALL_ENGINE],
+  exports: [R_ENGINE, FUNCTION_CALL_ENGINE, FunctionLibraryService],
 })
 export class REngineModule {}

@@ -1,4 +1,5 @@
 import type { JobProgress } from './job-progress';
+import type { PackageLibrary } from './package-library';
 /**
  * One interface for every way the service runs R. A script run happens in a working directory
  * on the host that the caller has prepared (job files, script, configuration.txt); the engine
@@ -17,6 +18,8 @@ export interface ScriptRunRequest {
   timeoutMs: number;
   /** Aborted when the worker gives the job up (lease lost, shutdown): stop R at once. */
   signal?: AbortSignal;
+  /** The job's application: its managed packages (PUT /admin/packages) come first for R. */
+  applicationName?: string;
   /** The job's application may use the network (APPLICATION_SETTINGS networkAllowed). */
   network?: boolean;
   /** Called once per line that R writes to stdout or stderr. */
@@ -55,6 +58,11 @@ export interface REngine {
   /** Evaluates `1+1` and says whether R answered 2 (health checks). */
   healthy(): Promise<boolean>;
   runScript(request: ScriptRunRequest): Promise<ScriptRunOutcome>;
+  /**
+   * The node's managed package libraries (native R, once started); null where the engine cannot
+   * install packages (webR: packages are built for WebAssembly elsewhere).
+   */
+  readonly packages: PackageLibrary | null;
   /** Kills whatever runs and releases the engine's resources. */
   stop(): Promise<void>;
 }

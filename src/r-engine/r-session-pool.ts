@@ -9,6 +9,7 @@ import type {
 } from './function-call-engine';
 import type { FunctionLibrary } from './function-library';
 import { REngineUnavailableError } from './r-engine';
+import type { PackageLibrary } from './package-library';
 import { RLauncher } from './r-launcher';
 import { RSession } from './r-session';
 
@@ -30,6 +31,8 @@ export type RSessionPoolConfig = Pick<
     launcher?: () => RLauncher;
     /** Resolves when that launcher is final. */
     launcherReady?: Promise<void>;
+    /** The node's managed packages (known once the script engine has started). */
+    packages?: () => PackageLibrary | null;
   };
 
 /** Where the pool gets an application's library (FunctionLibraryService). */
@@ -98,6 +101,12 @@ export class RSessionPool implements FunctionCallEngine {
     const library = await this.libraries.get(request.applicationName);
     for (let attempt = 1; ; attempt++) {
       const session = await this.acquire(request);
+      if (session.packages !== null && session.packages !== library.packages) {
+        // Its application's packages changed since it started: a fresh session loads them.
+        this.retire(session);
+        attempt--;
+        continue;
+      }
       let result;
       try {
         result = await session.call(request, library);
@@ -249,6 +258,7 @@ export class RSessionPool implements FunctionCallEngine {
     const network = (this.urgentWaiting[0] ?? this.waiting[0])?.network ?? false;
     const session = new RSession({
       network,
+      packages: this.config.packages?.() ?? null,
       launcher: this.launcher(),
       limits: {
         // A session lives for many calls: each call has a timer, the session no CPU limit.

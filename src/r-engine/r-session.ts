@@ -11,6 +11,7 @@ import {
   type FunctionCallRequest,
 } from './function-call-engine';
 import type { FunctionLibrary } from './function-library';
+import type { PackageLibrary } from './package-library';
 import { REngineUnavailableError } from './r-engine';
 import { encodeFrame, FrameReader } from './r-session-frame';
 import type { RLauncher, RLimits } from './r-launcher';
@@ -22,6 +23,8 @@ export interface RSessionOptions {
   limits: RLimits | null;
   /** The session may open network connections (its application's `networkAllowed`). */
   network: boolean;
+  /** The node's managed packages: bound read-only, the application's library first for R. */
+  packages: PackageLibrary | null;
   /** R's console output, line by line. */
   onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
 }
@@ -65,6 +68,12 @@ export class RSession {
   application: string | null = null;
   /** Id of the library version this session has loaded. */
   private libraryId: number | null = null;
+  /**
+   * The application's package generation (FunctionLibrary.packages) when this session served
+   * its first call: R cannot unload a package it has loaded, so a newer one needs a new session.
+   */
+  packages: number | null = null;
+  private readonly packageLibrary: PackageLibrary | null;
   calls = 0;
   private readonly child: ChildProcess;
   private readonly dir: string;
@@ -82,6 +91,7 @@ export class RSession {
 
   constructor(options: RSessionOptions) {
     this.network = options.network;
+    this.packageLibrary = options.packages;
     this.dir = mkdtempSync(join(tmpdir(), 'svc-session-'));
     mkdirSync(join(this.dir, 'tmp'));
     const fifo = join(this.dir, 'answers');
@@ -239,6 +249,7 @@ export class RSession {
       return Promise.resolve(this.diedResult(request, false, 'the R session is not available'));
     }
     this.application = request.applicationName;
+    this.packages ??= library.packages;
     const reload = this.libraryId !== library.id;
     const fields = [
       'call',
@@ -246,6 +257,7 @@ export class RSession {
       request.functionName,
       request.payload,
       reload ? '1' : '0',
+      this.packageLibrary?.dirOf(request.applicationName) ?? '',
     ];
     if (reload) {
       for (const file of library.files) {
@@ -370,6 +382,7 @@ export class RSession {
       home: this.dir,
       tmp,
       writable: [this.dir],
+      readable: options.packages ? [options.packages.root] : [],
       network: options.network,
       limits: options.limits,
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -95,6 +95,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
   /** One instance runs one script at a time. */
   readonly maxConcurrentRuns = 1;
   readonly sandbox = 'webassembly' as const;
+  /** webR cannot build R packages: the admin API reports them as not supported on this node. */
+  readonly packages = null;
   private webR: WebR | undefined;
   private starting: Promise<WebR> | undefined;
   private versionString = '';

@@ -7,6 +7,8 @@ import { JobLogLineEntity } from '../jobs/job-log-line.entity';
 import { JobEntity } from '../jobs/job.entity';
 import { ResultChunkEntity } from '../results/result-chunk.entity';
 import { ResultEntity } from '../results/result.entity';
+import { RPackageNodeEntity } from '../packages/r-package-node.entity';
+import { RPackageEntity } from '../packages/r-package.entity';
 import { JobUsageEntity } from '../usage/job-usage.entity';
 
 export const ENTITIES = [
@@ -20,4 +22,6 @@ export const ENTITIES = [
   JobUsageEntity,
   DropFileEntity,
   JobCallbackEntity,
+  RPackageEntity,
+  RPackageNodeEntity,
 ];

@@ -77,6 +77,7 @@ export class ScriptJobExecutor implements JobExecutor {
           scriptName,
           timeoutMs: this.config.jobTimeoutSeconds * 1000,
           signal,
+          applicationName: job.applicationName,
           network: applicationSettingsOf(this.config, job.applicationName).networkAllowed,
           onOutput: (stream, line) => {
             jobLog.add(stream, line);

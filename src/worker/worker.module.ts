@@ -1,4 +1,6 @@
 import { Module } from '@nestjs/common';
+import { PackageSyncService } from '../packages/package-sync.service';
+import { PackagesModule } from '../packages/packages.module';
 import { CallbackDeliveryService } from '../callbacks/callback-delivery.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { CatalogModule } from '../catalog/catalog.module';
@@ -16,7 +18,7 @@ import { WorkerService } from './worker.service';
  * No controllers.
  */
 @Module({
-  imports: [QueueModule, REngineModule, CatalogModule, CallbacksModule],
+  imports: [QueueModule, REngineModule, CatalogModule, CallbacksModule, PackagesModule],
   providers: [
     JobLogRepository,
     ScriptJobExecutor,
@@ -26,6 +28,8 @@ import { WorkerService } from './worker.service';
     WorkerService,
     // Callbacks are delivered where jobs run: API nodes only store and show them.
     CallbackDeliveryService,
+    // Installs the applications' R packages on this node (after the engine, before claiming).
+    PackageSyncService,
   ],
   exports: [WorkerService],
 })

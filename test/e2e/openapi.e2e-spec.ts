@@ -3,6 +3,7 @@ import { load } from 'js-yaml';
 import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
 import { loadTestCatalog } from '../support/function-calls';
 import { OpenApiChecker } from '../support/openapi-validation';
+import { buildPackage } from '../support/r-packages';
 import { Answer, REST, request, waitForResult } from '../support/rest-client';
 import { startTestService, TestService, waitFor } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
@@ -434,6 +435,48 @@ describe('the OpenAPI document against the running service', () => {
     expect(
       (await call('GET', '/admin/system/configuration', '/admin/system/configuration')).status,
     ).toBe(401);
+  });
+
+  it('manages R packages as documented', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
+    const one = '/admin/packages/{name}';
+    const path = '/admin/packages/openapidemo';
+    // tar alone: the API checks the archive; installs (or not, on webR) happen on the nodes.
+    const archive = buildPackage('openapidemo', '1.0', { tar: true });
+    const gzip = { ...admin, 'Content-Type': 'application/gzip' };
+    const created = await call('PUT', one, path, { headers: gzip, body: archive });
+    expect([created.status, created.headers.get('location')]).toEqual([
+      201,
+      `${base}${REST}${path}`,
+    ]);
+    expect((await call('PUT', one, path, { headers: gzip, body: archive })).status).toBe(204);
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+      const listed = await call('GET', '/admin/packages', '/admin/packages', {
+        headers: { ...admin, ...headers },
+      });
+      expect(listed.status).toBe(200);
+    }
+    const wrongName = await call('PUT', one, '/admin/packages/other', {
+      headers: { ...gzip, ...JSON_ACCEPT },
+      body: archive,
+    });
+    expect(wrongName.status).toBe(400);
+    const wrongType = await call('PUT', one, path, {
+      headers: { ...admin, 'Content-Type': 'text/plain', ...JSON_ACCEPT },
+      body: 'x',
+    });
+    expect(wrongType.status).toBe(415);
+    expect(
+      (
+        await call('GET', '/admin/packages', '/admin/packages', {
+          headers: { 'X-SVC-Application-Name': 'demo', ...JSON_ACCEPT },
+        })
+      ).status,
+    ).toBe(401);
+    expect((await call('DELETE', one, path, { headers: admin })).status).toBe(204);
+    expect(
+      (await call('DELETE', one, path, { headers: { ...admin, ...JSON_ACCEPT } })).status,
+    ).toBe(404);
   });
 
   it('answers usage statistics in XML, JSON and CSV, to admins only', async () => {

@@ -1,4 +1,4 @@
-import { hashSecret } from '../../src/security/secret-hash';
+import { ALICE, basicUsersEnvironment, BOB, ROOT } from '../support/admin-auth';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { ServiceProcess, spawnNodes, stopServices } from '../support/service-process';
@@ -13,13 +13,6 @@ import {
 } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
 
-const CHEAP = { N: 1024, r: 8, p: 1 };
-const basic = (name: string, password: string): Record<string, string> => ({
-  Authorization: `Basic ${Buffer.from(`${name}:${password}`).toString('base64')}`,
-});
-const ROOT = basic('root', 'root-secret-1');
-const ALICE = basic('alice', 'alice-secret-1');
-const BOB = basic('bob', 'bob-secret-1');
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
 /** Both native modes and the sandbox report R's CPU time; webR does not. */
 const CPU_MEASURED = process.env.R_ENGINE !== 'webr';
@@ -60,21 +53,14 @@ describe('usage statistics (GET /admin/statistics)', () => {
 
   beforeAll(async () => {
     service = await startTestService({
-      AUTH_MODE: 'basic',
-      ADMIN_USER: 'root',
-      ADMIN_PASSWORD: 'root-secret-1',
-      USERS: JSON.stringify({
-        alice: { passwordHash: await hashSecret('alice-secret-1', CHEAP), roles: [] },
-        bob: { passwordHash: await hashSecret('bob-secret-1', CHEAP), roles: [] },
-      }),
-      APPLICATION_SECURITY: JSON.stringify({
+      ...(await basicUsersEnvironment({
         alpha: {
           adminPrincipals: ['alice'],
           userPrincipals: ['bob'],
           scriptSubmissionAllowed: true,
         },
         beta: { scriptSubmissionAllowed: true },
-      }),
+      })),
       SCRIPT_SLOTS: '2',
     });
   });

@@ -14,6 +14,7 @@ const launcher = new RLauncher({ rscript: rscript ?? 'Rscript', rHome: null, san
 
 const library: FunctionLibrary = {
   id: 1,
+  packages: 0,
   files: [
     { name: 'f.R', content: 'svcJsonService <- function(payload) paste0("echo:", payload)\n' },
   ],
@@ -21,6 +22,7 @@ const library: FunctionLibrary = {
 
 const leaving: FunctionLibrary = {
   id: 3,
+  packages: 0,
   files: [{ name: 'leave.R', content: LEAVING_FUNCTIONS }],
 };
 
@@ -31,6 +33,7 @@ const leaving: FunctionLibrary = {
  */
 const probing: FunctionLibrary = {
   id: 4,
+  packages: 0,
   files: [
     {
       name: 'probe.R',
@@ -66,6 +69,7 @@ async function processTree(pid: number): Promise<number[]> {
 
 const quitting: FunctionLibrary = {
   id: 2,
+  packages: 0,
   files: [{ name: 'q.R', content: 'svcJsonService <- function(payload) quit(status = 3)\n' }],
 };
 

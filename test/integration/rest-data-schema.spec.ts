@@ -179,6 +179,42 @@ const cases: [string, RestRepresentation][] = [
       },
     },
   ],
+  ['packages, none', { element: 'packages', value: [] }],
+  [
+    'packages',
+    {
+      element: 'packages',
+      value: [
+        {
+          applicationName: 'demo',
+          name: 'svc.demo',
+          version: '1.0-2',
+          sha256: 'a'.repeat(64),
+          installedBy: 'admin',
+          installedTime: T,
+          nodes: [
+            { node: 'host-a:12:0f3c9a1b', state: 'installed', reportedTime: T, output: null },
+            {
+              node: 'host-b:7:77aa0c12',
+              state: 'failed',
+              reportedTime: T,
+              output: "ERROR: dependency 'x' is not available for package 'svc.demo'",
+            },
+            { node: 'host-c:9:1234abcd', state: 'pending', reportedTime: T, output: null },
+          ],
+        },
+        {
+          applicationName: 'demo',
+          name: 'other',
+          version: '0.1',
+          sha256: 'b'.repeat(64),
+          installedBy: 'anonymous',
+          installedTime: T,
+          nodes: [],
+        },
+      ],
+    },
+  ],
 ];
 
 describe('rest-data.xsd', () => {
@@ -192,6 +228,7 @@ describe('rest-data.xsd', () => {
         'jobStatus',
         'jobToken',
         'nodeInformation',
+        'packages',
         'result',
         'results',
       ].sort(),

@@ -1,3 +1,5 @@
+import { hashSecret } from '../../src/security/secret-hash';
+
 /**
  * The global admin that admin-API tests configure. The security guard requires an admin on
  * the admin API; tests start their services with these and send them on every admin request.
@@ -13,3 +15,33 @@ export const ADMIN_ENV: Record<string, string> = {
 export const ADMIN_AUTHORIZATION = `Basic ${Buffer.from(
   `${TEST_ADMIN_USER}:${TEST_ADMIN_PASSWORD}`,
 ).toString('base64')}`;
+
+/** An Authorization header for HTTP Basic. */
+export const basicAuthorization = (name: string, password: string): Record<string, string> => ({
+  Authorization: `Basic ${Buffer.from(`${name}:${password}`).toString('base64')}`,
+});
+
+/** The global admin `root` and the users `alice` and `bob` of `basicUsersEnvironment`. */
+export const ROOT = basicAuthorization('root', 'root-secret-1');
+export const ALICE = basicAuthorization('alice', 'alice-secret-1');
+export const BOB = basicAuthorization('bob', 'bob-secret-1');
+
+/**
+ * AUTH_MODE=basic with the global admin root and two users without roles, alice and bob (their
+ * hashes made cheaply: tests need no strong key derivation), and the given APPLICATION_SECURITY.
+ */
+export async function basicUsersEnvironment(
+  applicationSecurity: Record<string, unknown>,
+): Promise<Record<string, string>> {
+  const cheap = { N: 1024, r: 8, p: 1 };
+  return {
+    AUTH_MODE: 'basic',
+    ADMIN_USER: 'root',
+    ADMIN_PASSWORD: 'root-secret-1',
+    USERS: JSON.stringify({
+      alice: { passwordHash: await hashSecret('alice-secret-1', cheap), roles: [] },
+      bob: { passwordHash: await hashSecret('bob-secret-1', cheap), roles: [] },
+    }),
+    APPLICATION_SECURITY: JSON.stringify(applicationSecurity),
+  };
+}

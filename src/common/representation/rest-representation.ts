@@ -121,6 +121,27 @@ export interface CatalogView {
   directories: { type: string; files: { name: string; dataUri: string }[] }[];
 }
 
+/** One node's install of a package (GET /admin/packages). */
+export interface PackageNodeView {
+  node: string;
+  /** pending: the node has not reported on this upload yet. */
+  state: 'installed' | 'failed' | 'unsupported' | 'pending';
+  reportedTime: Date;
+  /** R's output when the install failed; why, when unsupported. */
+  output: string | null;
+}
+
+/** An application's R package as uploaded, and what each worker node made of it. */
+export interface PackageView {
+  applicationName: string;
+  name: string;
+  version: string;
+  sha256: string;
+  installedBy: string;
+  installedTime: Date;
+  nodes: PackageNodeView[];
+}
+
 export type RestRepresentation =
   | { element: 'jobToken'; value: JobTokenView }
   | { element: 'result'; value: ResultView }
@@ -130,7 +151,8 @@ export type RestRepresentation =
   | { element: 'errorResult'; value: ErrorResultView }
   | { element: 'nodeInformation'; value: NodeInformationView }
   | { element: 'catalog'; value: CatalogView }
-  | { element: 'usageStatistics'; value: UsageStatisticsView };
+  | { element: 'usageStatistics'; value: UsageStatisticsView }
+  | { element: 'packages'; value: PackageView[] };
 
 type AttributeValue = string | number | boolean | Date | null | undefined;
 
@@ -322,6 +344,28 @@ function toNode(rep: RestRepresentation): Node {
         attributes: { from: rep.value.from, to: rep.value.to },
         // A month without started jobs has no run time percentiles: the attributes are left out.
         children: rep.value.months.map((usage) => ({ name: 'usage', attributes: { ...usage } })),
+      };
+    case 'packages':
+      return {
+        name: 'packages',
+        attributes: {},
+        children: rep.value.map((pkg) => ({
+          name: 'package',
+          attributes: {
+            name: pkg.name,
+            applicationName: pkg.applicationName,
+            version: pkg.version,
+            sha256: pkg.sha256,
+            installedBy: pkg.installedBy,
+            installedTime: pkg.installedTime,
+          },
+          children: pkg.nodes.map((node) => ({
+            name: 'node',
+            attributes: { name: node.node, state: node.state, reportedTime: node.reportedTime },
+            children:
+              node.output === null ? [] : [{ name: 'output', attributes: {}, text: node.output }],
+          })),
+        })),
       };
     case 'catalog':
       return {

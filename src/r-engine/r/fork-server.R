@@ -2,7 +2,8 @@
 # src/r-engine/fork-server.ts and docs/architecture.md). It never runs job code itself.
 #
 # Protocol, one line per message:
-#   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir>   (fields URL-encoded)
+#   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> [<libraryDir>]
+#                            (fields URL-encoded; libraryDir: the application's packages)
 #                            PING
 #                            KILL <token>   (sandboxed: kill the job and everything it left)
 #   server -> svc (stdout):  READY <pid> <R.version.string>
@@ -68,7 +69,7 @@ local({
     }
   }
 
-  runChild <- function(workDir, scriptName, privateDir) {
+  runChild <- function(workDir, scriptName, privateDir, libraryDir) {
     # R's own exit would close devices and connections; a forked child leaves through _exit, so
     # it does that itself (an unclosed pdf() or file() still gets written out).
     finish <- function(status, code) {
@@ -108,6 +109,8 @@ local({
         replace("quit", stopR)
         replace("q", stopR)
         compiler::enableJIT(defaultJit)
+        # The application's packages come first (a directory that does not exist is left out).
+        if (!is.na(libraryDir)) .libPaths(c(libraryDir, .libPaths()))
         # The CPU limit as an R error that names it; the kernel's limit stays the backstop.
         if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
       },
@@ -169,14 +172,14 @@ local({
       say("PONG", 1 + 1)
     } else if (identical(fields[[1L]], "KILL") && sandboxed) {
       sweep()
-    } else if (identical(fields[[1L]], "RUN") && length(fields) == 5L) {
+    } else if (identical(fields[[1L]], "RUN") && length(fields) %in% c(5L, 6L)) {
       args <- vapply(fields[-1L], utils::URLdecode, "")
       child <- tryCatch(fork(), error = function(e) e)
       if (inherits(child, "error")) {
         say("NOFORK", fields[[2L]], gsub("[\r\n]", " ", conditionMessage(child)))
       } else if (inherits(child, "masterProcess")) {
         rm(list = ls(envir = globalenv(), all.names = TRUE), envir = globalenv())
-        runChild(args[[2L]], args[[3L]], args[[4L]])
+        runChild(args[[2L]], args[[3L]], args[[4L]], if (length(args) == 5L) args[[5L]] else NA)
       } else {
         jobs[[as.character(child$pid)]] <<- list(token = fields[[2L]])
         say("STARTED", fields[[2L]], child$pid)

@@ -7,8 +7,9 @@
 # itself is call-function.R (second argument).
 #
 # Hello:    "hello", pid, once the FIFO is open.
-# Request:  "call", app, function name, payload, reload ("1" or "0"), then name/content pairs
-#           of the application's R_FUNCTIONS files when reload is "1".
+# Request:  "call", app, function name, payload, reload ("1" or "0"), the application's package
+#           library ("" for none; put first on .libPaths() with the first call), then name/content
+#           pairs of the application's R_FUNCTIONS files when reload is "1".
 # Answers:  "started" as soon as a whole request has been read (before any application code
 #           runs: a session that dies before it is seen never ran the call), then any number
 #           of "progress", fraction, message (svc_progress in the function), then
@@ -75,12 +76,13 @@ local({
     app <- fields[[2L]]
     if (is.null(owner)) {
       owner <<- app
+      if (nzchar(fields[[6L]])) .libPaths(c(fields[[6L]], .libPaths()))
     } else if (!identical(owner, app)) {
       return(c("fail", "r-error", "this R session belongs to another application"))
     }
     if (fields[[5L]] == "1") {
       held <<- NULL
-      files <- fields[-(1:5)]
+      files <- fields[-(1:6)]
       odd <- which(seq_along(files) %% 2L == 1L)
       lib <- tryCatch(svc$load(app, files[odd], files[odd + 1L]),
                       error = function(e) conditionMessage(e))
@@ -97,7 +99,7 @@ local({
     send("started")
     if (length(fields) == 1L) {
       send(c("fail", "r-error", paste("the request cannot be an R string:", fields)))
-    } else if (length(fields) >= 5L && fields[[1L]] == "call") {
+    } else if (length(fields) >= 6L && fields[[1L]] == "call") {
       send(serve(fields))
     } else {
       send(c("fail", "r-error", "malformed request"))

@@ -1,0 +1,93 @@
+import {
+  All,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  Param,
+  Put,
+  Req,
+  Res,
+  UseGuards,
+} from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
+import { readLimitedBody } from '../common/limited-body';
+import { methodNotAllowed } from '../common/method-not-allowed';
+import { publicBaseUrl, REST_PREFIX } from '../common/public-uri';
+import { RendersRepresentations } from '../common/representation.interceptor';
+import { RestRepresentation } from '../common/representation/rest-representation';
+import { AppConfig } from '../config/app-config';
+import { Access } from '../security/access.decorator';
+import { principalOf } from '../security/principal';
+import { MAX_PACKAGE_BYTES, PackagesService } from './packages.service';
+
+/**
+ * An application's R packages (admin API): the application in X-SVC-Application-Name, as for
+ * the catalog; its admins and the global admins only.
+ */
+@RendersRepresentations()
+@Controller('svc/api/rest/admin')
+export class PackagesController {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly packages: PackagesService,
+  ) {}
+
+  @Get('packages')
+  @Access('applicationAdmin')
+  @UseGuards(ApplicationNameGuard)
+  async list(@Req() req: Request): Promise<RestRepresentation> {
+    return { element: 'packages', value: await this.packages.list(applicationNameOf(req)) };
+  }
+
+  @All('packages')
+  @Access('public')
+  otherOnList(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['GET', 'HEAD']);
+  }
+
+  /** The body is the source package (.tar.gz). 201 with Location when new, 204 when replaced. */
+  @Put('packages/:name')
+  @Access('applicationAdmin')
+  @UseGuards(ApplicationNameGuard)
+  async upload(
+    @Req() req: Request,
+    @Res() res: Response,
+    @Param('name') name: string,
+  ): Promise<void> {
+    const created = await this.packages.upload(
+      applicationNameOf(req),
+      name,
+      req.headers['content-type'],
+      () =>
+        readLimitedBody(
+          req,
+          MAX_PACKAGE_BYTES,
+          `A source package may have at most ${MAX_PACKAGE_BYTES} bytes.`,
+        ),
+      principalOf(req)?.name ?? 'anonymous',
+    );
+    if (created) {
+      const base = publicBaseUrl(req, this.config.publicBaseUrl);
+      res.status(201).setHeader('Location', `${base}${REST_PREFIX}/admin/packages/${name}`);
+    } else {
+      res.status(204);
+    }
+    res.end();
+  }
+
+  @Delete('packages/:name')
+  @Access('applicationAdmin')
+  @UseGuards(ApplicationNameGuard)
+  @HttpCode(204)
+  async remove(@Req() req: Request, @Param('name') name: string): Promise<void> {
+    await this.packages.remove(applicationNameOf(req), name);
+  }
+
+  @All('packages/:name')
+  @Access('public')
+  otherOnPackage(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['PUT', 'DELETE']);
+  }
+}

@@ -1,0 +1,176 @@
+import {
+  mkdir,
+  mkdtemp,
+  readdir,
+  readlink,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
+import { join } from 'node:path';
+import { killProcessGroup, type RLauncher } from './r-launcher';
+
+/** What one install did: R's output (stdout and stderr as they came), whatever the outcome. */
+export interface PackageInstallOutcome {
+  ok: boolean;
+  output: string;
+}
+
+/** An install that takes longer than this is killed (and fails). */
+const INSTALL_TIMEOUT_MS = 10 * 60_000;
+/** R's output kept for the status: the end, which says what went wrong. */
+const MAX_OUTPUT_CHARS = 16_000;
+const STORE = '.store';
+const WORK = '.work';
+
+/**
+ * The packages the service manages on this node, one library per application under `root`:
+ * `<root>/<application>/<package>` is a symbolic link to `.store/<sha256>/<package>`, the
+ * install of one upload. An install builds into a fresh directory (R CMD INSTALL, through the
+ * launcher: the sandbox, no network) and only a finished one is moved into the store; the
+ * link is then replaced by a rename, so R sees the old version or the new one, never half of
+ * one, and a failed build leaves the previous version in place. Jobs and sessions get the
+ * application's directory first on `.libPaths()`, with `root` bound read-only.
+ */
+export class PackageLibrary {
+  constructor(
+    readonly root: string,
+    private readonly launcher: () => RLauncher,
+  ) {}
+
+  /** The library of one application (it may not exist: R leaves such a path out). */
+  dirOf(applicationName: string): string {
+    return join(this.root, applicationName);
+  }
+
+  /** What is installed: `<application>/<package>` → sha256 of the upload. */
+  async installed(): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    for (const app of await listNames(this.root)) {
+      for (const name of await listNames(this.dirOf(app))) {
+        const target = await readlink(join(this.dirOf(app), name)).catch(() => null);
+        const sha = target?.split('/')[1];
+        if (sha) {
+          found.set(`${app}/${name}`, sha);
+        }
+      }
+    }
+    return found;
+  }
+
+  async install(
+    applicationName: string,
+    name: string,
+    sha256: string,
+    archive: Buffer,
+  ): Promise<PackageInstallOutcome> {
+    const appDir = this.dirOf(applicationName);
+    await mkdir(join(appDir, STORE), { recursive: true, mode: 0o755 });
+    // 0711: a sandboxed install runs as another user, who must reach its directory (never list).
+    await mkdir(join(this.root, WORK), { recursive: true, mode: 0o711 });
+    const work = await mkdtemp(join(this.root, WORK, 'install-'));
+    try {
+      const library = join(work, 'lib');
+      const tarball = join(work, `${name}.tar.gz`);
+      await mkdir(library);
+      await mkdir(join(work, 'tmp'));
+      await writeFile(tarball, archive);
+      const launcher = this.launcher();
+      await launcher.makeWritable(work);
+      const outcome = await this.runInstall(launcher, work, [
+        launcher.rSource('install-package.R'),
+        tarball,
+        library,
+        appDir,
+      ]);
+      if (!outcome.ok) {
+        return outcome;
+      }
+      if (!(await listNames(library)).includes(name)) {
+        return {
+          ok: false,
+          output: `${outcome.output}\nR CMD INSTALL did not install a package named ${name}.`,
+        };
+      }
+      const store = join(appDir, STORE, sha256);
+      await rm(store, { recursive: true, force: true });
+      await rename(library, store);
+      const previous = await readlink(join(appDir, name)).catch(() => null);
+      const link = join(appDir, `.${name}.new`);
+      await rm(link, { force: true });
+      await symlink(join(STORE, sha256, name), link);
+      await rename(link, join(appDir, name));
+      await this.dropStore(appDir, previous, sha256);
+      return outcome;
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  }
+
+  /** Removes a package from an application's library (nothing when it is not there). */
+  async remove(applicationName: string, name: string): Promise<void> {
+    const appDir = this.dirOf(applicationName);
+    const previous = await readlink(join(appDir, name)).catch(() => null);
+    await rm(join(appDir, name), { force: true });
+    await this.dropStore(appDir, previous, null);
+  }
+
+  /** Deletes the store directory a replaced or removed link pointed to. */
+  private async dropStore(appDir: string, target: string | null, keep: string | null) {
+    const sha = target?.split('/')[1];
+    if (sha && sha !== keep) {
+      await rm(join(appDir, STORE, sha), { recursive: true, force: true });
+    }
+  }
+
+  private runInstall(launcher: RLauncher, work: string, args: string[]) {
+    return new Promise<PackageInstallOutcome>((resolve) => {
+      const child = launcher.spawn({
+        args,
+        cwd: work,
+        home: work,
+        tmp: join(work, 'tmp'),
+        writable: [work],
+        readable: [this.root],
+        network: false,
+        limits: null,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      const collect = (chunk: Buffer): void => {
+        output = (output + chunk.toString('utf8')).slice(-MAX_OUTPUT_CHARS);
+      };
+      child.stdout?.on('data', collect);
+      child.stderr?.on('data', collect);
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killProcessGroup(child);
+      }, INSTALL_TIMEOUT_MS);
+      child.once('error', (error) => {
+        clearTimeout(timer);
+        resolve({ ok: false, output: `R could not start: ${error.message}` });
+      });
+      child.once('close', (code) => {
+        clearTimeout(timer);
+        killProcessGroup(child);
+        const text = output.trimEnd();
+        resolve(
+          timedOut
+            ? {
+                ok: false,
+                output: `${text}\nThe install took longer than ${INSTALL_TIMEOUT_MS / 1000} s.`,
+              }
+            : { ok: code === 0, output: text },
+        );
+      });
+    });
+  }
+}
+
+/** Names in a directory that R would see (no dot files); none when it does not exist. */
+async function listNames(dir: string): Promise<string[]> {
+  const entries = await readdir(dir).catch(() => [] as string[]);
+  return entries.filter((entry) => !entry.startsWith('.'));
+}
