@@ -35,6 +35,14 @@ export const FORM_DEFAULT_FORMAT: NegotiatedFormat = {
 };
 
 /**
+ * The media type Accept prefers among `offered` (q-values honoured), or null when it allows
+ * none of them. An absent or empty Accept is the caller's default, not decided here.
+ */
+export function preferredMediaType(accept: string, offered: readonly string[]): string | null {
+  return new Negotiator({ headers: { accept } }).mediaTypes([...offered])[0] ?? null;
+}
+
+/**
  * A form post's answer (SPEC §3.1): application/json when Accept prefers JSON (plain or vnd),
  * else application/xml. Never 406: a browser's own Accept (text/html first) still gets the
  * token, as XML.
@@ -43,9 +51,7 @@ function negotiateFormFormat(accept: string | undefined): NegotiatedFormat {
   if (accept === undefined || accept.trim() === '') {
     return FORM_DEFAULT_FORMAT;
   }
-  const [mediaType] = new Negotiator({ headers: { accept } }).mediaTypes(
-    Object.keys(REST_MEDIA_TYPES),
-  );
+  const mediaType = preferredMediaType(accept, Object.keys(REST_MEDIA_TYPES));
   const format = mediaType ? REST_MEDIA_TYPES[mediaType] : FORM_DEFAULT_FORMAT.format;
   return { format, mediaType: FORM_MEDIA_TYPES[format] };
 }
@@ -62,9 +68,7 @@ export function negotiateFormat(req: Pick<Request, 'headers' | 'method'>): Negot
   if (accept === undefined || accept.trim() === '') {
     return DEFAULT_FORMAT;
   }
-  const [mediaType] = new Negotiator({ headers: { accept } }).mediaTypes(
-    Object.keys(REST_MEDIA_TYPES),
-  );
+  const mediaType = preferredMediaType(accept, Object.keys(REST_MEDIA_TYPES));
   if (!mediaType) {
     throw ApiError.notAcceptable(
       `Cannot answer in any type that Accept allows (${accept}); use application/vnd.svc+xml or application/vnd.svc+json.`,

@@ -1,9 +1,9 @@
 import { All, Controller, Get, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import Negotiator from 'negotiator';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
 import { methodNotAllowed } from '../common/method-not-allowed';
+import { preferredMediaType } from '../common/negotiation';
 import { RawData } from '../common/negotiation.guard';
 import { renderRepresentation, RestFormat } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
@@ -78,7 +78,7 @@ function formatOf(
   if (accept === undefined || accept.trim() === '') {
     return { format: 'xml', type: FORMAT_MEDIA_TYPES.xml };
   }
-  const [type] = new Negotiator({ headers: { accept } }).mediaTypes(Object.keys(MEDIA_TYPES));
+  const type = preferredMediaType(accept, Object.keys(MEDIA_TYPES));
   if (!type) {
     throw ApiError.notAcceptable(
       `Cannot answer in any type that Accept allows (${accept}); use application/vnd.svc+xml, application/vnd.svc+json or text/csv.`,
