@@ -191,9 +191,12 @@ export class QueueRepository {
     leaseSeconds: number,
     applicationName: string | null,
     kinds: readonly JobKind[] | null = null,
+    more: { kinds: readonly JobKind[]; limit: number } | null = null,
   ): Promise<ClaimedJob[]> {
+    // `more`: a second pool's jobs of other kinds claimed by the same statement (a worker's
+    // script and function-call slots), one round trip where two would mostly find nothing.
     const raw: unknown = await this.dataSource.query(
-      `WITH next AS (
+      `WITH first AS (
          SELECT id FROM job
           WHERE state = 'QUEUED' AND run_after <= now()
             AND ($4::varchar IS NULL OR application_name = $4::varchar)
@@ -201,6 +204,15 @@ export class QueueRepository {
           ORDER BY priority, submitted_at
           LIMIT $2
           FOR UPDATE SKIP LOCKED),
+       second AS (
+         SELECT id FROM job
+          WHERE state = 'QUEUED' AND run_after <= now()
+            AND ($4::varchar IS NULL OR application_name = $4::varchar)
+            AND kind = ANY($7::varchar[])
+          ORDER BY priority, submitted_at
+          LIMIT $8
+          FOR UPDATE SKIP LOCKED),
+       next AS (SELECT id FROM first UNION ALL SELECT id FROM second),
        claimed AS (
          UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
                 lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
@@ -218,7 +230,16 @@ export class QueueRepository {
                   array_agg(f.size ORDER BY f.id) AS sizes
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority, claimed.submitted_at`,
-      [owner, limit, leaseSeconds, applicationName, JOB_STARTED_CHANNEL, kinds],
+      [
+        owner,
+        limit,
+        leaseSeconds,
+        applicationName,
+        JOB_STARTED_CHANNEL,
+        kinds,
+        more?.kinds ?? [],
+        more?.limit ?? 0,
+      ],
     );
     return rowsOf<ClaimRow>(raw).map((row) => ({
       id: row.id,

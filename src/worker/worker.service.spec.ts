@@ -20,12 +20,16 @@ class FakeQueue {
     _lease: number,
     applicationName: string | null,
     kinds: readonly JobKind[] | null = null,
+    more: { kinds: readonly JobKind[]; limit: number } | null = null,
   ): Promise<ClaimedJob[]> {
     this.claimCalls.push({ limit, applicationName });
-    const taken = this.queued
-      .filter((j) => applicationName === null || j.applicationName === applicationName)
-      .filter((j) => kinds === null || kinds.includes(j.kind))
-      .slice(0, limit);
+    const ofApplication = this.queued.filter(
+      (j) => applicationName === null || j.applicationName === applicationName,
+    );
+    const taken = [
+      ...ofApplication.filter((j) => kinds === null || kinds.includes(j.kind)).slice(0, limit),
+      ...ofApplication.filter((j) => more?.kinds.includes(j.kind)).slice(0, more?.limit ?? 0),
+    ];
     this.queued = this.queued.filter((j) => !taken.includes(j));
     return Promise.resolve(taken.map((j) => ({ ...j, attempts: j.attempts + 1 })));
   }

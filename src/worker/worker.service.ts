@@ -62,6 +62,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private readonly logger = new Logger(WorkerService.name);
   readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly pools: SlotPool[];
+  /** Pools claimed for by one statement: the script and function-call slots, each application's alone. */
+  private readonly claimGroups: SlotPool[][];
   private readonly running = new Map<string, RunningJob>();
   private stopping = false;
   private filling = false;
@@ -100,6 +102,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         running: new Set<string>(),
       })),
     ];
+    this.claimGroups = [this.pools.slice(0, 2), ...this.pools.slice(2).map((pool) => [pool])];
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -155,25 +158,32 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     try {
       do {
         this.refillRequested = false;
-        for (const pool of this.pools) {
-          const free = pool.size - pool.running.size;
-          if (free <= 0 || this.stopping) {
+        for (const group of this.claimGroups) {
+          const open = group.filter((pool) => pool.size - pool.running.size > 0);
+          if (open.length === 0 || this.stopping) {
             continue;
           }
+          const [first, second] = open;
+          const free = (pool: SlotPool): number => pool.size - pool.running.size;
           const jobs = await this.queue.claim(
             this.owner,
-            free,
+            free(first),
             this.config.leaseSeconds,
-            pool.applicationName,
-            pool.kinds,
+            first.applicationName,
+            first.kinds,
+            second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
           );
+          const claimed = new Map<SlotPool, number>();
           for (const job of jobs) {
+            const pool = open.find((p) => p.kinds === null || p.kinds.includes(job.kind)) ?? first;
+            claimed.set(pool, (claimed.get(pool) ?? 0) + 1);
             this.start(job, pool);
           }
           if (jobs.length > 0) {
             this.notifier.jobsStarted(jobs.map((job) => job.id));
           }
-          if (jobs.length === free) {
+          // A pool that got all it asked for may find more.
+          if (open.some((pool) => (claimed.get(pool) ?? 0) > 0 && free(pool) === 0)) {
             this.refillRequested = true;
           }
         }

@@ -13,6 +13,7 @@ import {
   testEnvironment,
   waitFor,
 } from '../support/test-service';
+import type { JobKind } from '../../src/queue/queue.types';
 
 /** LISTEN/NOTIFY between connections needs the server; PGlite is one process with no other nodes. */
 const onServer = SERVER_DATABASE_URL ? it : it.skip;
@@ -40,12 +41,16 @@ describe('queue repository', () => {
     await dataSource.query('DELETE FROM job');
   });
 
-  async function submit(applicationName = 'demo', submittedAt = new Date()): Promise<string> {
+  async function submit(
+    applicationName = 'demo',
+    submittedAt = new Date(),
+    kind: JobKind = 'script',
+  ): Promise<string> {
     const id = randomUUID();
     await queue.enqueue({
       id,
       applicationName,
-      kind: 'script',
+      kind,
       meta: {},
       source: 'test',
       submittedAt,
@@ -92,6 +97,23 @@ describe('queue repository', () => {
     const vip = await submit('vip');
     expect((await queue.claim('w', 5, 30, 'vip')).map((j) => j.id)).toEqual([vip]);
     expect(await queue.claim('w', 5, 30, 'vip')).toEqual([]);
+  });
+
+  it('claims script and function-call jobs for their own slots in one statement', async () => {
+    const scripts = [await submit(), await submit(), await submit()];
+    const call = await submit('demo', new Date(), 'json');
+    const claimed = await queue.claim('w', 2, 30, null, ['script'], {
+      kinds: ['xml', 'json'],
+      limit: 2,
+    });
+    expect(claimed.map((j) => j.id).sort()).toEqual([scripts[0], scripts[1], call].sort());
+    // A pool with no room asks for nothing of its kinds.
+    expect(await queue.claim('w', 0, 30, null, ['script'], { kinds: ['json'], limit: 1 })).toEqual(
+      [],
+    );
+    expect((await queue.claim('w', 1, 30, null, ['script'])).map((j) => j.id)).toEqual([
+      scripts[2],
+    ]);
   });
 
   it('stores exactly one result, only for the worker that holds the lease', async () => {
