@@ -292,7 +292,7 @@ export class JobsService {
       submittedAt: new Date(),
     };
     await this.queue.enqueue(row);
-    this.notifier.jobQueued(job.applicationName);
+    this.notifier.jobQueued(job.kind);
     this.metrics?.jobSubmitted(job.applicationName, job.source);
     return { jobId: row.id, applicationName: job.applicationName, submissionTime: row.submittedAt };
   }

@@ -5,6 +5,7 @@ import { DatabaseTarget } from '../storage/database-options';
 import { ListenConnection } from '../storage/listen-connection';
 import { DATABASE_TARGET } from '../storage/storage.module';
 import { JOB_QUEUED_CHANNEL, JOB_STARTED_CHANNEL, RESULT_READY_CHANNEL } from './queue.repository';
+import type { JobKind } from './queue.types';
 
 /** How long a result stored here is remembered, so that its own NOTIFY echo is not reported twice. */
 const LOCAL_ECHO_WINDOW_MS = 10_000;
@@ -60,12 +61,12 @@ export class QueueNotifier implements OnApplicationShutdown {
     return this.connection?.listening ?? false;
   }
 
-  /** Called after a submission commits in this process. */
-  jobQueued(applicationName: string): void {
-    this.events.emit('queued', applicationName);
+  /** Called after a submission of a job of this kind commits in this process. */
+  jobQueued(kind: JobKind): void {
+    this.events.emit('queued', kind);
   }
 
-  onQueued(callback: (applicationName: string) => void): void {
+  onQueued(callback: (kind: JobKind) => void): void {
     this.events.on('queued', callback);
   }
 

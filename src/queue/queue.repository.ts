@@ -35,6 +35,7 @@ import {
 } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 
+/** Payload: the queued job's kind (script, xml, json), so a worker claims only for slots that can take it. */
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 /** Payload: the job id, once its result is stored (sent by the statement that stores it). */
 export const RESULT_READY_CHANNEL = 'svc_result_ready';
@@ -115,7 +116,7 @@ async function insertJob(
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
          FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
-     SELECT pg_notify($9, $2) FROM new_job`,
+     SELECT pg_notify($9, $3) FROM new_job`,
     [
       job.id,
       job.applicationName,

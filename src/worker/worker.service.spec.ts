@@ -140,6 +140,40 @@ describe('WorkerService', () => {
     expect(queue.completed.map((c) => c.id).sort()).toEqual(['f1', 'f2', 's1', 's2', 's3']);
   });
 
+  it('a job queued of a kind whose slots are full starts no claim; one of another kind does', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [job('s1')];
+    let releaseScript = (): void => undefined;
+    const scriptMayEnd = new Promise<void>((resolve) => (releaseScript = resolve));
+    const executor: JobExecutor = {
+      execute: async (claimed) => {
+        if (claimed.kind === 'script') {
+          await scriptMayEnd;
+        }
+        return resultData(true, 'json', 'application/json', Buffer.from(claimed.id));
+      },
+    };
+    const worker = workerWith(queue, executor, { SCRIPT_SLOTS: '1', FUNCTION_SLOTS: '1' });
+    worker.wake();
+    for (let i = 0; i < 200 && worker.runningJobIds.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const claimsWhileBusy = queue.claimCalls.length;
+    queue.queued.push(job('s2'));
+    worker.wake('script');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(queue.claimCalls.length).toBe(claimsWhileBusy);
+    queue.queued.push(job('f1', 'demo', 0, 'json'));
+    worker.wake('json');
+    for (let i = 0; i < 200 && queue.completed.length < 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(queue.completed.map((c) => c.id)).toEqual(['f1']);
+    releaseScript();
+    await settle(worker, queue, 3);
+    expect(queue.completed.map((c) => c.id).sort()).toEqual(['f1', 's1', 's2']);
+  });
+
   it('never runs more jobs at once than it has slots', async () => {
     const queue = new FakeQueue();
     queue.queued = ['a', 'b', 'c', 'd', 'e'].map((id) => job(id));

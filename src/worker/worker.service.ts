@@ -68,6 +68,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private stopping = false;
   private filling = false;
   private refillRequested = false;
+  /** Kinds that queued notifications announced since the last claim round; all after a poll, a finished job or a full claim. */
+  private wanted: Set<JobKind> | 'all' = 'all';
   private timers: NodeJS.Timeout[] = [];
 
   constructor(
@@ -106,7 +108,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    this.notifier.onQueued(() => this.wake());
+    // A queued job's kind: slots that cannot take it need not look (two statements per wake otherwise).
+    this.notifier.onQueued((kind) => this.wake(kind));
     // A result stored for a job running here was stored by a cancel: stop R at once. The
     // heartbeat is the fallback when the notification is lost (the job is no longer RUNNING).
     this.notifier.onResultReady((jobId) => this.stopEndedElsewhere(jobId));
@@ -130,9 +133,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** Asks for a claim round now; rounds never overlap, a request during one triggers another. */
-  wake(): void {
+  wake(kind?: JobKind): void {
     if (this.stopping) {
       return;
+    }
+    if (kind === undefined) {
+      this.wanted = 'all';
+    } else if (this.wanted !== 'all') {
+      this.wanted.add(kind);
     }
     if (this.filling) {
       this.refillRequested = true;
@@ -158,8 +166,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     try {
       do {
         this.refillRequested = false;
+        const wanted = this.wanted;
+        this.wanted = new Set();
+        const takes = (pool: SlotPool): boolean =>
+          wanted === 'all' || pool.kinds === null || pool.kinds.some((kind) => wanted.has(kind));
         for (const group of this.claimGroups) {
-          const open = group.filter((pool) => pool.size - pool.running.size > 0);
+          const open = group.filter((pool) => pool.size - pool.running.size > 0 && takes(pool));
           if (open.length === 0 || this.stopping) {
             continue;
           }
@@ -185,6 +197,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           // A pool that got all it asked for may find more.
           if (open.some((pool) => (claimed.get(pool) ?? 0) > 0 && free(pool) === 0)) {
             this.refillRequested = true;
+            this.wanted = 'all';
           }
         }
       } while (
