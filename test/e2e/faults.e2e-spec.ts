@@ -247,7 +247,22 @@ describeWithServer('a worker cut off from the database during a job', () => {
     const cutOff = await spawnService({ ...env, ROLE: 'worker', DATABASE_URL: viaProxy });
     let other: Awaited<ReturnType<typeof spawnService>> | null = null;
     try {
-      const token = await startSlowJob(api.url);
+      // Cut only once R runs: the worker opens the job's log in the database just before.
+      const zip = await makeZip([
+        {
+          name: 'slow.R',
+          content: 'cat("R started\\n")\nSys.sleep(4)\nwriteLines("done", "done.txt")\n',
+        },
+      ]);
+      const token = parseXml((await postZip(api.url, zip)).text).jobToken;
+      await waitFor(
+        async () =>
+          /R started/.test(
+            (await request(`${api.url}/svc/api/rest/jobs/demo/${token.jobId}/log`)).text,
+          ),
+        30000,
+        'R to start',
+      );
       await proxy.cut();
       other = await spawnService({ ...env, ROLE: 'worker' });
       // The lease expired without heartbeats; the other worker took the job.

@@ -471,6 +471,23 @@ Sys.sleep(2)
       expect([...next.files.keys()]).not.toContain('intruder.txt');
     });
 
+    it('a chain that keeps forking itself on and exiting (outrunning one kill pass) ends with its job', async () => {
+      // Each shell forks the next one and exits at once: at any moment the chain is one or two
+      // short-lived processes, and a single listing-then-kill pass misses the newest.
+      const hopper = await run(`
+system("sh -c 'hop() { hop & }; hop # ${tag}-hop' > /dev/null 2>&1 &")
+Sys.sleep(0.5)
+writeLines("hopped", "hopped.txt")
+`);
+      expect(hopper.files.get('hopped.txt')).toBe('hopped\n');
+      const remaining = (): number[] => hostProcessesWith(`${tag}-hop`);
+      for (let i = 0; i < 20 && remaining().length > 0; i++) {
+        await sleep(100);
+      }
+      expect(remaining()).toEqual([]);
+      await expectHealthy();
+    });
+
     it('a function call cannot read secrets, the checkout or reach PostgreSQL', async () => {
       const answer = await request(`${service.url}${REST}/process`, {
         method: 'POST',

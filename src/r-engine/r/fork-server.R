@@ -156,11 +156,21 @@ local({
   })
   invisible(gc())
 
-  # Kills every process of the job (and what it left behind): all but ourselves.
+  # Kills every process of the job (and what it left behind): all but ourselves. One pass is not
+  # enough: a process may fork between the listing and its kill (a double fork still under way,
+  # or a chain that forks itself on and exits), and its child would outlive the job. So the
+  # listing is repeated after each round of kills until it shows no process not yet killed: a
+  # process with a pending SIGKILL can no longer fork, and a child forked before the kill shows
+  # in the next listing.
   sweep <- function() {
-    pids <- suppressWarnings(as.integer(list.files("/proc", pattern = "^[0-9]+$")))
-    victims <- setdiff(pids, c(1L, Sys.getpid(), reader$pid))
-    if (length(victims) > 0L) tools::pskill(victims, tools::SIGKILL)
+    known <- c(1L, Sys.getpid(), reader$pid) # spared, or already killed
+    repeat {
+      pids <- suppressWarnings(as.integer(list.files("/proc", pattern = "^[0-9]+$")))
+      victims <- setdiff(pids, known)
+      if (length(victims) == 0L) break
+      tools::pskill(victims, tools::SIGKILL)
+      known <- c(known, victims)
+    }
   }
 
   jobs <- list() # child pid (as a name) -> list(token)
