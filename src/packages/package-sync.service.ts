@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { FunctionLibraryService } from '../r-engine/function-library';
 import { R_ENGINE, type REngine } from '../r-engine/r-engine';
-import { WorkerService } from '../worker/worker.service';
+import { NodeIdentity } from '../storage/node-identity';
 import { PACKAGES_SECTION, PackageRepository, type StoredPackage } from './package.repository';
 
 /** The database stays the authority: a node compares its libraries with it this often. */
@@ -29,11 +29,11 @@ export class PackageSyncService implements OnModuleInit, OnApplicationShutdown {
     @Inject(R_ENGINE) private readonly engine: REngine,
     private readonly packages: PackageRepository,
     private readonly libraries: FunctionLibraryService,
-    private readonly worker: WorkerService,
+    private readonly node: NodeIdentity,
   ) {}
 
   get nodeId(): string {
-    return this.worker.owner;
+    return this.node.id;
   }
 
   async onModuleInit(): Promise<void> {

@@ -1,6 +1,7 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { buildDataSourceOptions, DatabaseTarget } from './database-options';
+import { NodeIdentity } from './node-identity';
 
 export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
 
@@ -17,8 +18,8 @@ export class StorageModule {
           retryAttempts: 0,
         }),
       ],
-      providers: [{ provide: DATABASE_TARGET, useValue: target }],
-      exports: [DATABASE_TARGET, TypeOrmModule],
+      providers: [{ provide: DATABASE_TARGET, useValue: target }, NodeIdentity],
+      exports: [DATABASE_TARGET, TypeOrmModule, NodeIdentity],
     };
   }
 }

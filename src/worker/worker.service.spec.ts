@@ -3,6 +3,7 @@ import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
+import { NodeIdentity } from '../storage/node-identity';
 import type { ClaimedJob, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 import { JobEndedElsewhere, WorkerService } from './worker.service';
 
@@ -103,7 +104,13 @@ describe('WorkerService', () => {
       MAX_ATTEMPTS: '3',
       ...env,
     });
-    return new WorkerService(config, queue as unknown as QueueRepository, notifier, executor);
+    return new WorkerService(
+      config,
+      queue as unknown as QueueRepository,
+      notifier,
+      executor,
+      new NodeIdentity(),
+    );
   }
 
   it('runs function calls in slots of their own while scripts take every script slot', async () => {

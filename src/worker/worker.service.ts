@@ -1,6 +1,4 @@
 import { rm } from 'node:fs/promises';
-import { hostname } from 'node:os';
-import { randomUUID } from 'node:crypto';
 import {
   Inject,
   Injectable,
@@ -18,6 +16,7 @@ import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
+import { NodeIdentity } from '../storage/node-identity';
 import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 
 /** While the database is unreachable, a finished job's result is offered again this often... */
@@ -60,7 +59,8 @@ export class JobEndedElsewhere extends Error {
 @Injectable()
 export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(WorkerService.name);
-  readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  /** The lease owner: this node's id. */
+  readonly owner: string;
   private readonly pools: SlotPool[];
   /** Pools claimed for by one statement: the script and function-call slots, each application's alone. */
   private readonly claimGroups: SlotPool[][];
@@ -77,8 +77,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
     @Inject(JOB_EXECUTOR) private readonly executor: JobExecutor,
+    node: NodeIdentity,
     @Optional() private readonly metrics?: MetricsService,
   ) {
+    this.owner = node.id;
     this.pools = [
       // Claiming more than the engine can run would hold jobs other nodes could be running.
       {
