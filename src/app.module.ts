@@ -5,6 +5,7 @@ import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { QueueModule } from './queue/queue.module';
 import { WorkerModule } from './worker/worker.module';
+import { DATABASE_SCHEMA } from './database-schema';
 import { DatabaseTarget } from './storage/database-options';
 import { StorageModule } from './storage/storage.module';
 import { MetricsModule } from './metrics/metrics.module';
@@ -24,7 +25,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forConfig(config),
-        StorageModule.forTarget(target, `svc-${config.role}`),
+        StorageModule.forTarget(target, DATABASE_SCHEMA, `svc-${config.role}`),
         QueueModule,
         CatalogModule,
         MetricsModule,

@@ -7,6 +7,7 @@ import { AppModule } from './app.module';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
 import { AppConfig, corsOriginsOf } from './config/app-config';
+import { DATABASE_SCHEMA } from './database-schema';
 import {
   buildDataSourceOptions,
   DatabaseTarget,
@@ -35,7 +36,7 @@ async function prepareDatabase(
   target: DatabaseTarget,
   logger: LoggerService,
 ): Promise<void> {
-  const dataSource = new DataSource(buildDataSourceOptions(target, 'svc-startup'));
+  const dataSource = new DataSource(buildDataSourceOptions(target, DATABASE_SCHEMA, 'svc-startup'));
   await dataSource.initialize();
   try {
     const pending = await pendingMigrations(dataSource);

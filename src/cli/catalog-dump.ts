@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { DATABASE_SCHEMA } from '../database-schema';
 import { UsageError } from './cli-command';
 import { describeDatabase } from './run-command';
 
@@ -22,7 +23,7 @@ export async function catalogDump(dirArgument: string): Promise<number> {
     throw new UsageError(`${dir} is not an empty directory; choose a new one`);
   }
   const config = loadConfig();
-  const { dataSource, close } = await openDatabaseForCli(config);
+  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
   try {
     if ((await pendingMigrations(dataSource)).length > 0) {
       console.error(

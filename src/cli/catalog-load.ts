@@ -4,6 +4,7 @@ import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { loadCatalogFolder } from '../catalog/catalog-folder';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { DATABASE_SCHEMA } from '../database-schema';
 import { UsageError } from './cli-command';
 
 /**
@@ -16,7 +17,7 @@ export async function catalogLoad(dirArgument: string, keepExisting: boolean): P
     throw new UsageError(`${dir} is not a directory`);
   }
   const config = loadConfig();
-  const { dataSource, close } = await openDatabaseForCli(config);
+  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
   try {
     if (config.embeddedDatabase) {
       await dataSource.runMigrations({ transaction: 'each' });

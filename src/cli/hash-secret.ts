@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
-import { hashSecret, randomSecret } from '../security/secret-hash';
+import { hashSecret, randomSecret } from '../common/secret-hash';
 
 const USAGE = `usage:
   svc hash-secret                    read a password from stdin (not echoed on a terminal),

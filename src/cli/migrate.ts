@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { DATABASE_SCHEMA } from '../database-schema';
 import { schemaDiff } from '../storage/schema-diff';
 import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
 import { describeDatabase } from './run-command';
@@ -47,11 +48,13 @@ async function migrate(argv: string[]): Promise<number> {
   }
   const config = loadConfig();
   const where = describeDatabase(config);
-  const { dataSource, close } = await openDatabaseForCli(config).catch((error: Error) => {
-    throw new Error(
-      `cannot open the ${where} (${error.message}); check DATABASE_URL and that the server runs`,
-    );
-  });
+  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA).catch(
+    (error: Error) => {
+      throw new Error(
+        `cannot open the ${where} (${error.message}); check DATABASE_URL and that the server runs`,
+      );
+    },
+  );
   try {
     switch (command) {
       case 'run': {

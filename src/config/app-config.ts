@@ -26,8 +26,7 @@ import {
   type GlobalAdmins,
   type SecuritySettings,
   type UserEntry,
-} from '../security/security-config';
-import { R_SANDBOX_SETTINGS, type RSandboxSetting } from '../r-engine/r-launcher';
+} from './security-settings';
 import { applicationSettingsProblems, type ApplicationSettings } from './application-settings';
 
 /** The origins CORS_ORIGINS lets call the API from a browser; empty when cross-origin is off. */
@@ -43,6 +42,9 @@ export type Role = (typeof ROLES)[number];
 export const R_ENGINES = ['auto', 'native', 'webr'] as const;
 export type REngineSetting = (typeof R_ENGINES)[number];
 export const R_SCRIPT_MODES = ['fork', 'spawn'] as const;
+/** bwrap: R in a bubblewrap sandbox; auto: bwrap when it works; none: no sandbox. */
+export const R_SANDBOX_SETTINGS = ['auto', 'bwrap', 'none'] as const;
+export type RSandboxSetting = (typeof R_SANDBOX_SETTINGS)[number];
 /** none: DATABASE_URL reaches PostgreSQL directly; pgbouncer: through PgBouncer (transaction mode). */
 export const DATABASE_POOLERS = ['none', 'pgbouncer'] as const;
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
-import { JobState } from './job.entity';
+import { JobState } from '../queue/job.entity';
 import { resultData } from './job-result';
 
 /** Who cancels when no one is authenticated (AUTH_MODE=none). */

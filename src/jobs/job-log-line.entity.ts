@@ -1,5 +1,5 @@
 import { Column, Entity, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { JobEntity } from './job.entity';
+import { JobEntity } from '../queue/job.entity';
 
 /**
  * One line R printed while a job ran (GET /jobs/{app}/{jobId}/log), in `seq` order. Written in

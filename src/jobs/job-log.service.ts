@@ -4,7 +4,7 @@ import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
 import { ResultRepository } from '../results/result.repository';
 import { JobLogRepository, LogLine } from './job-log.repository';
-import { JobState } from './job.entity';
+import { JobState } from '../queue/job.entity';
 import { JobRepository } from './job.repository';
 
 /** How often a live stream looks for new lines while the job runs. */

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { JobEntity } from './job.entity';
+import { JobEntity } from '../queue/job.entity';
 
 /**
  * Reads jobs as the API shows them. New jobs are stored by QueueRepository.enqueue, with the

@@ -37,7 +37,7 @@ import { FormJobService } from './form-job.service';
 import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
 import { CallbackRequest, IntakePart, JobsService, SubmittedJob } from './jobs.service';
-import { JobEntity, JobState } from './job.entity';
+import { JobEntity, JobState } from '../queue/job.entity';
 import { JobCancellationService } from './job-cancellation.service';
 import { JobLogService } from './job-log.service';
 import { RawData } from '../common/negotiation.guard';

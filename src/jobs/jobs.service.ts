@@ -14,7 +14,7 @@ import { ApiError } from '../common/api-error';
 import { CONFIGURATION_FILE, JobFileInput, JobMeta } from './job-input';
 import { mergeMeta, parseConfigurationFile } from './job-meta';
 import { FunctionCallKind, payloadFileName, payloadText } from './function-call-result';
-import { JobKind } from './job.entity';
+import { JobKind } from '../queue/job.entity';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';

@@ -6,8 +6,6 @@ import { rSourcePath } from './r-sources';
 
 /** What isolates native R: bubblewrap namespaces, or nothing but the process boundary. */
 export type SandboxKind = 'bwrap' | 'none';
-export const R_SANDBOX_SETTINGS = ['auto', 'bwrap', 'none'] as const;
-export type RSandboxSetting = (typeof R_SANDBOX_SETTINGS)[number];
 
 /** Per-process limits of an R run, set with prlimit; 0 leaves one unset. */
 export interface RLimits {

@@ -1,5 +1,5 @@
 import { Column, Entity, Index, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
-import { JobEntity } from '../jobs/job.entity';
+import { JobEntity } from '../queue/job.entity';
 
 /** The one result of a job (the primary key makes a second one impossible). */
 @Entity({ name: 'result' })

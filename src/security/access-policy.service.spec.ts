@@ -6,7 +6,7 @@ import {
   NO_ADMIN_MESSAGE,
 } from './access-policy.service';
 import type { Principal } from './principal';
-import type { ApplicationSecurity, SecuritySettings } from './security-config';
+import type { ApplicationSecurity, SecuritySettings } from '../config/security-settings';
 
 const people = {
   userByPrincipal: 'ursula',

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import type { Principal } from './principal';
-import type { ApplicationSecurity, SecuritySettings } from './security-config';
+import type { ApplicationSecurity, SecuritySettings } from '../config/security-settings';
 
 /** What a submission asks R to do: run a script (ZIP, form, SOAP) or call a catalog function. */
 export type SubmissionKind = 'script' | 'functionCall';

@@ -1,8 +1,8 @@
 import type { Request } from 'express';
 import type { AppConfig } from '../config/app-config';
 import { AuthenticationService } from './authentication.service';
-import { hashSecret } from './secret-hash';
-import type { SecuritySettings } from './security-config';
+import { hashSecret } from '../common/secret-hash';
+import type { SecuritySettings } from '../config/security-settings';
 
 const CHEAP = { N: 1024, r: 8, p: 1 };
 

@@ -5,8 +5,8 @@ import { AppConfig } from '../config/app-config';
 import { rawHeaderValues } from '../common/application-name';
 import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 import type { Principal } from './principal';
-import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from './secret-hash';
-import type { SecuritySettings } from './security-config';
+import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from '../common/secret-hash';
+import type { SecuritySettings } from '../config/security-settings';
 
 /** The header that carries an API key (or `Authorization: Bearer <key>`). Never a query parameter: URLs end up in logs. */
 export const API_KEY_HEADER = 'X-SVC-API-Key';

@@ -5,7 +5,7 @@ import { AppConfig } from '../config/app-config';
 import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-policy.service';
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
 import { Principal, principalOf, rememberPrincipal } from './principal';
-import type { AuthMode } from './security-config';
+import type { AuthMode } from '../config/security-settings';
 
 const REALM = 'realm="svc"';
 

@@ -1,8 +1,6 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { AppConfig } from '../config/app-config';
-import { MIGRATIONS } from '../../migrations';
 import { EmbeddedPostgres } from './embedded-postgres';
-import { ENTITIES } from './entities';
 
 /**
  * Where the service's database is: a server URL or the embedded PGlite socket. On a server,
@@ -25,14 +23,21 @@ export function serverTarget(
   };
 }
 
+/** The tables (entities) and migrations a data source is opened with; the composition root has them. */
+export interface DatabaseSchema {
+  entities: NonNullable<DataSourceOptions['entities']>;
+  migrations: NonNullable<DataSourceOptions['migrations']>;
+}
+
 export function buildDataSourceOptions(
   target: DatabaseTarget,
+  schema: DatabaseSchema,
   applicationName = 'svc',
 ): DataSourceOptions {
   const common = {
     type: 'postgres' as const,
-    entities: ENTITIES,
-    migrations: MIGRATIONS,
+    entities: schema.entities,
+    migrations: schema.migrations,
     migrationsTableName: 'svc_migrations',
     migrationsRun: false,
     synchronize: false,
@@ -60,12 +65,13 @@ export function buildDataSourceOptions(
 /** Opens the configured database for a command-line tool, starting the embedded one if needed. */
 export async function openDatabaseForCli(
   config: AppConfig,
+  schema: DatabaseSchema,
 ): Promise<{ dataSource: DataSource; close: () => Promise<void> }> {
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
   const target: DatabaseTarget = embedded
     ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
     : serverTarget(config);
-  const dataSource = new DataSource(buildDataSourceOptions(target, 'svc-cli'));
+  const dataSource = new DataSource(buildDataSourceOptions(target, schema, 'svc-cli'));
   try {
     await dataSource.initialize();
   } catch (error) {

@@ -1,6 +1,6 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { buildDataSourceOptions, DatabaseTarget } from './database-options';
+import { buildDataSourceOptions, DatabaseSchema, DatabaseTarget } from './database-options';
 import { NodeIdentity } from './node-identity';
 
 export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
@@ -9,12 +9,16 @@ export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
 @Global()
 @Module({})
 export class StorageModule {
-  static forTarget(target: DatabaseTarget, applicationName: string): DynamicModule {
+  static forTarget(
+    target: DatabaseTarget,
+    schema: DatabaseSchema,
+    applicationName: string,
+  ): DynamicModule {
     return {
       module: StorageModule,
       imports: [
         TypeOrmModule.forRoot({
-          ...buildDataSourceOptions(target, applicationName),
+          ...buildDataSourceOptions(target, schema, applicationName),
           retryAttempts: 0,
         }),
       ],

@@ -4,7 +4,7 @@ import { Answer, parseXml, postZip, REST, request, waitForResult } from '../supp
 import { loadTestCatalog, post } from '../support/function-calls';
 import { faultOf, jobEnvelope, postSoap } from '../support/soap-client';
 import { WorkerService } from '../../src/worker/worker.service';
-import { hashSecret } from '../../src/security/secret-hash';
+import { hashSecret } from '../../src/common/secret-hash';
 import { ServiceProcess, spawnService } from '../support/service-process';
 import {
   createTestDatabase,

@@ -12,7 +12,7 @@ import { ConfigModule } from '../../src/config/config.module';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { AccessGuard } from '../../src/security/access.guard';
-import { hashSecret, verifySecret } from '../../src/security/secret-hash';
+import { hashSecret, verifySecret } from '../../src/common/secret-hash';
 import { SecurityModule } from '../../src/security/security.module';
 import { fileField, postForm, textField } from '../support/form-client';
 import { parseXml, REST, waitForResult } from '../support/rest-client';

@@ -1,4 +1,4 @@
-import { hashSecret } from '../../src/security/secret-hash';
+import { hashSecret } from '../../src/common/secret-hash';
 import { loadTestCatalog } from '../support/function-calls';
 import { parseMetrics, sample } from '../support/prometheus';
 import { REST, request, waitForResult } from '../support/rest-client';

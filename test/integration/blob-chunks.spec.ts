@@ -22,6 +22,7 @@ import {
   writeChunks,
 } from '../../src/storage/blob-chunks';
 import { openDatabaseForCli } from '../../src/storage/database-options';
+import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { makeZip } from '../support/zip-fixtures';
 import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 
@@ -57,7 +58,7 @@ describe('chunked job files and results', () => {
     spillParent = join(dir, 'spill');
     await mkdir(spillParent);
     config = loadConfig(testEnvironment(database, { FORM_TEMP_DIR: spillParent }));
-    ({ dataSource, close } = await openDatabaseForCli(config));
+    ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
     await dataSource.runMigrations();
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
     jobsService = new JobsService(

@@ -12,6 +12,7 @@ import { JobsService, Submission } from '../../src/jobs/jobs.service';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { openDatabaseForCli } from '../../src/storage/database-options';
+import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { makeZip } from '../support/zip-fixtures';
 import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 
@@ -36,7 +37,7 @@ describe('JobsService.submit: the intake of every front end', () => {
     const config = loadConfig(
       testEnvironment(database, { FORM_TEMP_DIR: spillParent, MAX_REQUEST_BYTES: '4096' }),
     );
-    ({ dataSource, close } = await openDatabaseForCli(config));
+    ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
     await dataSource.runMigrations();
     const module = await Test.createTestingModule({
       providers: [

@@ -3,12 +3,13 @@ import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/app-config';
 import { JobCancellationService } from '../../src/jobs/job-cancellation.service';
-import { JobKind } from '../../src/jobs/job.entity';
+import { JobKind } from '../../src/queue/job.entity';
 import { JobRepository } from '../../src/jobs/job.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { ResultRepository } from '../../src/results/result.repository';
 import { openDatabaseForCli } from '../../src/storage/database-options';
+import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 
 describe('JobCancellationService (real database)', () => {
@@ -27,7 +28,7 @@ describe('JobCancellationService (real database)', () => {
   beforeAll(async () => {
     database = await createTestDatabase();
     const config = loadConfig(testEnvironment(database));
-    ({ dataSource, close } = await openDatabaseForCli(config));
+    ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
     await dataSource.runMigrations();
     queue = new QueueRepository(dataSource);
     const module = await Test.createTestingModule({

@@ -4,6 +4,7 @@ import { PinoLoggerService } from '../../src/common/pino-logger';
 import { startService } from '../../src/bootstrap';
 import { schemaDiff } from '../../src/storage/schema-diff';
 import { openDatabaseForCli, pendingMigrations } from '../../src/storage/database-options';
+import { DATABASE_SCHEMA } from '../../src/database-schema';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
@@ -18,7 +19,10 @@ describe('migrations', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    ({ dataSource, close } = await openDatabaseForCli(loadConfig(testEnvironment(database))));
+    ({ dataSource, close } = await openDatabaseForCli(
+      loadConfig(testEnvironment(database)),
+      DATABASE_SCHEMA,
+    ));
   });
 
   afterAll(async () => {

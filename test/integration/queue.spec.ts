@@ -6,6 +6,7 @@ import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';
 import { loadConfig } from '../../src/config/app-config';
 import { openDatabaseForCli } from '../../src/storage/database-options';
+import { DATABASE_SCHEMA } from '../../src/database-schema';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
@@ -27,7 +28,10 @@ describe('queue repository', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    ({ dataSource, close } = await openDatabaseForCli(loadConfig(testEnvironment(database))));
+    ({ dataSource, close } = await openDatabaseForCli(
+      loadConfig(testEnvironment(database)),
+      DATABASE_SCHEMA,
+    ));
     await dataSource.runMigrations();
     queue = new QueueRepository(dataSource);
   });

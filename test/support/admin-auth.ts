@@ -1,4 +1,4 @@
-import { hashSecret } from '../../src/security/secret-hash';
+import { hashSecret } from '../../src/common/secret-hash';
 
 /**
  * The global admin that admin-API tests configure. The security guard requires an admin on

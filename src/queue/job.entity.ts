@@ -1,5 +1,5 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
-import { JobKind, JobState } from '../queue/queue.types';
+import { JobKind, JobState } from './queue.types';
 
 // The queue defines a job's kinds and states; the entity and the job front ends use them.
 export { JobKind, JobState };

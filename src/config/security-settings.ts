@@ -1,4 +1,4 @@
-import { isSecretHash } from './secret-hash';
+import { isSecretHash } from '../common/secret-hash';
 
 export const AUTH_MODES = ['none', 'basic', 'apiKey'] as const;
 export type AuthMode = (typeof AUTH_MODES)[number];

@@ -1,0 +1,36 @@
+import { MIGRATIONS } from '../migrations';
+import { JobCallbackEntity } from './callbacks/job-callback.entity';
+import { CatalogFileEntity } from './catalog/catalog-file.entity';
+import { DropFileEntity } from './dropdir/drop-file.entity';
+import { JobLogLineEntity } from './jobs/job-log-line.entity';
+import { RPackageNodeEntity } from './packages/r-package-node.entity';
+import { RPackageEntity } from './packages/r-package.entity';
+import { JobFileChunkEntity } from './queue/job-file-chunk.entity';
+import { JobFileEntity } from './queue/job-file.entity';
+import { JobEntity } from './queue/job.entity';
+import { ResultChunkEntity } from './results/result-chunk.entity';
+import { ResultEntity } from './results/result.entity';
+import { JobUsageEntity } from './usage/job-usage.entity';
+import type { DatabaseSchema } from './storage/database-options';
+
+/**
+ * Every feature's tables and the migrations that make them: the one place that knows them all,
+ * above the features, so that storage knows none of them.
+ */
+export const DATABASE_SCHEMA: DatabaseSchema = {
+  entities: [
+    JobEntity,
+    JobFileEntity,
+    JobFileChunkEntity,
+    JobLogLineEntity,
+    ResultEntity,
+    ResultChunkEntity,
+    CatalogFileEntity,
+    JobUsageEntity,
+    DropFileEntity,
+    JobCallbackEntity,
+    RPackageEntity,
+    RPackageNodeEntity,
+  ],
+  migrations: MIGRATIONS,
+};
