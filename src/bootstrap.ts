@@ -17,6 +17,9 @@ import {
 } from './storage/database-options';
 import { EmbeddedPostgres } from './storage/embedded-postgres';
 
+/** How long an idle HTTP keep-alive connection stays open. */
+const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
 export interface RunningService {
   config: AppConfig;
   /** The Nest application (roles all and api) or context (role worker). */
@@ -98,8 +101,14 @@ export async function startService(
         });
       }
       app = httpApp;
+      const server = httpApp.getHttpServer();
+      // An idle keep-alive connection outlives the idle timeouts of load balancers (60 s is
+      // common) and of clients: with Node's 5 s, the node could close a connection just as a
+      // client sent its next request on it, which the client sees as a reset (a lost PUT).
+      server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;
       await httpApp.listen(config.port, '0.0.0.0');
-      const address = httpApp.getHttpServer().address() as { port: number } | null;
+      const address = server.address() as { port: number } | null;
       url = `http://127.0.0.1:${address?.port ?? config.port}`;
     }
     const running = app;

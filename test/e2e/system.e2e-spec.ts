@@ -56,6 +56,11 @@ describe('system endpoints (SPEC §9)', () => {
     expect(post.headers.get('allow')).toBe('GET, HEAD');
   });
 
+  it('keeps an idle connection open past the 60 s idle timeout of common load balancers', async () => {
+    const answer = await request(`${service.url}${SYSTEM}/health/live`);
+    expect(answer.headers.get('keep-alive')).toBe('timeout=65');
+  });
+
   it('info: nodeInformation with every field, schema-valid XML and typed JSON', async () => {
     const xml = await request(`${service.url}${SYSTEM}/info`);
     expect(xml.status).toBe(200);
