@@ -1,10 +1,18 @@
-import { loadConfig } from '../config/app-config';
+import { Test } from '@nestjs/testing';
+import { AppConfig, loadConfig } from '../config/app-config';
 import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
-import type { ClaimedJob, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
+import {
+  JOB_EXECUTOR,
+  type ClaimedJob,
+  type ExpiredJob,
+  type JobExecutor,
+  type JobKind,
+  type ResultData,
+} from '../queue/queue.types';
 import { JobEndedElsewhere, WorkerService } from './worker.service';
 
 /** In-memory stand-in for the queue's SQL: enough to watch the worker's decisions. */
@@ -14,6 +22,11 @@ class FakeQueue {
   retried: Array<{ id: string; error: string; delayMs: number }> = [];
   released: string[] = [];
   claimCalls: Array<{ limit: number; applicationName: string | null }> = [];
+  /** Jobs whose lease another node holds now: heartbeat() no longer returns them. */
+  leasesLost = new Set<string>();
+  heartbeats: string[][] = [];
+  /** Jobs the next supervisor pass finds with an expired lease and no attempt left. */
+  exhausted: ExpiredJob[] = [];
 
   claim(
     _owner: string,
@@ -47,10 +60,19 @@ class FakeQueue {
     return Promise.resolve(ids.length);
   }
   heartbeat(_owner: string, ids: string[]): Promise<string[]> {
-    return Promise.resolve(ids);
+    this.heartbeats.push(ids);
+    return Promise.resolve(ids.filter((id) => !this.leasesLost.has(id)));
   }
-  recoverExpiredLeases(): Promise<{ requeued: number; exhausted: [] }> {
-    return Promise.resolve({ requeued: 0, exhausted: [] });
+  recoverExpiredLeases(): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
+    const exhausted = this.exhausted;
+    this.exhausted = [];
+    return Promise.resolve({ requeued: 0, exhausted });
+  }
+  deleteExpiredResults(): Promise<number> {
+    return Promise.resolve(0);
+  }
+  deleteExpiredUsage(): Promise<number> {
+    return Promise.resolve(0);
   }
 }
 
@@ -92,11 +114,12 @@ describe('WorkerService', () => {
     reported = [];
   });
 
-  function workerWith(
+  /** The worker as Nest builds it, on the fake queue; lifecycle hooks are the test's to call. */
+  async function workerWith(
     queue: FakeQueue,
     executor: JobExecutor,
     env: NodeJS.ProcessEnv = {},
-  ): WorkerService {
+  ): Promise<WorkerService> {
     const config = loadConfig({
       POLL_INTERVAL_MS: '100000',
       SCRIPT_SLOTS: '2',
@@ -104,13 +127,17 @@ describe('WorkerService', () => {
       MAX_ATTEMPTS: '3',
       ...env,
     });
-    return new WorkerService(
-      config,
-      queue as unknown as QueueRepository,
-      notifier,
-      executor,
-      new NodeIdentity(),
-    );
+    const module = await Test.createTestingModule({
+      providers: [
+        WorkerService,
+        { provide: AppConfig, useValue: config },
+        { provide: QueueRepository, useValue: queue },
+        { provide: QueueNotifier, useValue: notifier },
+        { provide: JOB_EXECUTOR, useValue: executor },
+        NodeIdentity,
+      ],
+    }).compile();
+    return module.get(WorkerService);
   }
 
   it('runs function calls in slots of their own while scripts take every script slot', async () => {
@@ -134,7 +161,7 @@ describe('WorkerService', () => {
         return resultData(true, 'json', 'application/json', Buffer.from(claimed.id));
       },
     };
-    const worker = workerWith(queue, executor, { SCRIPT_SLOTS: '2', FUNCTION_SLOTS: '1' });
+    const worker = await workerWith(queue, executor, { SCRIPT_SLOTS: '2', FUNCTION_SLOTS: '1' });
     worker.wake();
     for (let i = 0; i < 200 && queue.completed.length < 2; i++) {
       await new Promise((resolve) => setTimeout(resolve, 5));
@@ -160,7 +187,7 @@ describe('WorkerService', () => {
         return resultData(true, 'json', 'application/json', Buffer.from(claimed.id));
       },
     };
-    const worker = workerWith(queue, executor, { SCRIPT_SLOTS: '1', FUNCTION_SLOTS: '1' });
+    const worker = await workerWith(queue, executor, { SCRIPT_SLOTS: '1', FUNCTION_SLOTS: '1' });
     worker.wake();
     for (let i = 0; i < 200 && worker.runningJobIds.length === 0; i++) {
       await new Promise((resolve) => setTimeout(resolve, 5));
@@ -195,7 +222,7 @@ describe('WorkerService', () => {
         return resultData(true, 'zip', 'application/zip', Buffer.from(claimed.id));
       },
     };
-    const worker = workerWith(queue, executor);
+    const worker = await workerWith(queue, executor);
     worker.wake();
     await settle(worker, queue, 5);
     expect(queue.completed.map((c) => c.id).sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
@@ -211,7 +238,7 @@ describe('WorkerService', () => {
     const executor: JobExecutor = {
       execute: () => Promise.resolve(resultData(true, 'zip', 'application/zip', Buffer.alloc(0))),
     };
-    const worker = workerWith(queue, executor, {
+    const worker = await workerWith(queue, executor, {
       SCRIPT_SLOTS: '1',
       APPLICATION_SLOTS: '{"vip":1}',
     });
@@ -228,7 +255,7 @@ describe('WorkerService', () => {
     const executor: JobExecutor = {
       execute: () => Promise.reject(new REngineUnavailableError('no R')),
     };
-    const worker = workerWith(queue, executor);
+    const worker = await workerWith(queue, executor);
     worker.wake();
     await settle(worker, queue, 2);
     expect(queue.retried).toEqual([{ id: 'first', error: 'no R', delayMs: 1000 }]);
@@ -250,7 +277,7 @@ describe('WorkerService', () => {
           signal.addEventListener('abort', () => reject(new Error('aborted'))),
         ),
     };
-    const worker = workerWith(queue, executor, { SHUTDOWN_GRACE_SECONDS: '0' });
+    const worker = await workerWith(queue, executor, { SHUTDOWN_GRACE_SECONDS: '0' });
     worker.wake();
     for (let i = 0; i < 100 && worker.runningJobIds.length === 0; i++) {
       await new Promise((resolve) => setTimeout(resolve, 5));
@@ -274,7 +301,7 @@ describe('WorkerService', () => {
           }),
         ),
     };
-    const worker = workerWith(queue, executor);
+    const worker = await workerWith(queue, executor);
     await worker.onApplicationBootstrap();
     for (let i = 0; i < 100 && worker.runningJobIds.length === 0; i++) {
       await new Promise((resolve) => setTimeout(resolve, 5));
@@ -287,6 +314,88 @@ describe('WorkerService', () => {
     expect(queue.completed).toEqual([]);
     expect(queue.retried).toEqual([]);
     await worker.onApplicationShutdown();
+  });
+
+  describe('its timers (fake: the heartbeat and supervisor intervals pass at once)', () => {
+    const timing = { LEASE_SECONDS: '30', HEARTBEAT_SECONDS: '5' };
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
+    it('aborts a job whose lease a heartbeat no longer returns, and stores no result for it', async () => {
+      const queue = new FakeQueue();
+      queue.queued = [job('kept'), job('lost')];
+      const signals = new Map<string, AbortSignal>();
+      let finishKept = (): void => undefined;
+      const keptMayEnd = new Promise<void>((resolve) => (finishKept = resolve));
+      const executor: JobExecutor = {
+        execute: async (claimed, signal) => {
+          signals.set(claimed.id, signal);
+          if (claimed.id === 'kept') {
+            await keptMayEnd;
+          } else {
+            await new Promise((resolve) => signal.addEventListener('abort', resolve));
+          }
+          // An engine that still answers once stopped: a late result must not be stored.
+          return resultData(true, 'zip', 'application/zip', Buffer.from(claimed.id));
+        },
+      };
+      const worker = await workerWith(queue, executor, timing);
+      await worker.onApplicationBootstrap();
+      await jest.advanceTimersByTimeAsync(0);
+      expect(worker.runningJobIds).toEqual(['kept', 'lost']);
+
+      queue.leasesLost.add('lost');
+      await jest.advanceTimersByTimeAsync(4_999);
+      expect(queue.heartbeats).toEqual([]);
+      expect(signals.get('lost')?.aborted).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(queue.heartbeats).toEqual([['kept', 'lost']]);
+      expect(signals.get('lost')?.aborted).toBe(true);
+      expect(signals.get('kept')?.aborted).toBe(false);
+      expect(worker.runningJobIds).toEqual(['kept']);
+
+      finishKept();
+      await jest.advanceTimersByTimeAsync(0);
+      expect(queue.completed.map((c) => c.id)).toEqual(['kept']);
+      expect(reported).toEqual(['kept']);
+      expect(queue.retried).toEqual([]);
+      expect(worker.runningJobIds).toEqual([]);
+      await worker.onApplicationShutdown();
+    });
+
+    it('stores a dead-letter result for a job whose lease expired with no attempt left', async () => {
+      const queue = new FakeQueue();
+      const executor: JobExecutor = {
+        execute: () => Promise.reject(new Error('this test claims no job')),
+      };
+      const worker = await workerWith(queue, executor, timing);
+      await worker.onApplicationBootstrap();
+      // Its worker died during the last attempt; the next supervisor pass (every half lease) finds it.
+      queue.exhausted = [
+        {
+          id: 'orphan',
+          applicationName: 'demo',
+          submittedAt: new Date('2026-11-22T09:00:00.000Z'),
+          attempts: 3,
+          lastError: 'R was unreachable',
+        },
+      ];
+      await jest.advanceTimersByTimeAsync(14_999);
+      expect(queue.completed).toEqual([]);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(queue.completed).toHaveLength(1);
+      const deadLetter = queue.completed[0];
+      expect(deadLetter).toMatchObject({
+        id: 'orphan',
+        owner: 'supervisor',
+        result: { success: false, type: 'txt' },
+      });
+      expect(deadLetter.result.data.toString()).toMatch(
+        /^Job orphan of application demo, submitted 2026-11-22T09:00:00.000Z, failed\.\nThe job could not be delivered to R after 3 attempt\(s\): R was unreachable/,
+      );
+      expect(reported).toEqual(['orphan']);
+      await worker.onApplicationShutdown();
+    });
   });
 
   describe('a result the database cannot take at once', () => {
@@ -316,7 +425,7 @@ describe('WorkerService', () => {
         code: 'ECONNREFUSED',
       });
       const { queue, offers } = failingQueue(2, refused);
-      const worker = workerWith(queue, executor);
+      const worker = await workerWith(queue, executor);
       worker.wake();
       await jest.advanceTimersByTimeAsync(1500);
       expect(queue.completed).toEqual([]);
@@ -329,7 +438,7 @@ describe('WorkerService', () => {
     it('is not offered again when the database answered with an error', async () => {
       const rejected = Object.assign(new Error('value too long'), { code: '22001' });
       const { queue, offers } = failingQueue(1, rejected);
-      const worker = workerWith(queue, executor);
+      const worker = await workerWith(queue, executor);
       worker.wake();
       await jest.advanceTimersByTimeAsync(5000);
       expect(offers()).toBe(1);
