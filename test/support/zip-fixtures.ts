@@ -4,6 +4,7 @@
  */
 import { crc32 } from 'node:zlib';
 import * as yazl from 'yazl';
+import * as yauzl from 'yauzl';
 
 export interface ZipFixtureEntry {
   /** Entry name; a name ending in `/` becomes a directory entry. */
@@ -185,4 +186,40 @@ export function makeRawStoredZip(
   end.writeUInt32LE(centralDirectory.length, 12);
   end.writeUInt32LE(offset, 16);
   return Buffer.concat([...locals, centralDirectory, end]);
+}
+
+/**
+ * The entries of a ZIP (a result archive, say) by their full names, directories included: read
+ * as a client would, without the limits and the flat layout an uploaded job must keep.
+ */
+export async function zipEntries(zip: Buffer): Promise<Map<string, Buffer>> {
+  const zipfile = await yauzl.fromBufferPromise(zip, { lazyEntries: true });
+  const entries = new Map<string, Buffer>();
+  try {
+    for (let entry = await nextEntry(zipfile); entry; entry = await nextEntry(zipfile)) {
+      if (!entry.fileName.endsWith('/')) {
+        const chunks: Buffer[] = [];
+        for await (const chunk of await zipfile.openReadStreamPromise(entry)) {
+          chunks.push(chunk as Buffer);
+        }
+        entries.set(entry.fileName, Buffer.concat(chunks));
+      }
+    }
+  } finally {
+    zipfile.close();
+  }
+  return entries;
+}
+
+function nextEntry(zipfile: yauzl.ZipFile): Promise<yauzl.Entry | null> {
+  return new Promise((resolve, reject) => {
+    const cleanUp = (): void => {
+      zipfile.off('entry', onEntry).off('end', onEnd).off('error', onError);
+    };
+    const onEntry = (entry: yauzl.Entry): void => (cleanUp(), resolve(entry));
+    const onEnd = (): void => (cleanUp(), resolve(null));
+    const onError = (error: Error): void => (cleanUp(), reject(error));
+    zipfile.on('entry', onEntry).on('end', onEnd).on('error', onError);
+    zipfile.readEntry();
+  });
 }

@@ -1,0 +1,144 @@
+import { Test, TestingModule } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
+import { CatalogService } from '../../src/catalog/catalog.service';
+import { AppConfig } from '../../src/config/app-config';
+import { JobLogRepository } from '../../src/jobs/job-log.repository';
+import { QueueRepository } from '../../src/queue/queue.repository';
+import type { JobFileInput, ResultData } from '../../src/queue/queue.types';
+import { createREngine } from '../../src/r-engine/r-engine.factory';
+import { R_ENGINE, REngine } from '../../src/r-engine/r-engine';
+import { ScriptJobExecutor } from '../../src/worker/script-job.executor';
+import {
+  MigratedDatabase,
+  NATIVE_R,
+  openMigratedDatabase,
+  queueAndClaim,
+} from '../support/executor-harness';
+import { zipEntries } from '../support/zip-fixtures';
+
+const describeNative = NATIVE_R ? describe : describe.skip;
+
+/** What one script job gives its user, run by the executor on native R and the real database. */
+describeNative(
+  `ScriptJobExecutor${NATIVE_R ? '' : ' (skipped: needs native R, R_ENGINE=webr or no Rscript)'}`,
+  () => {
+    let db: MigratedDatabase;
+    let engine: REngine;
+    let module: TestingModule;
+    let executor: ScriptJobExecutor;
+    let queue: QueueRepository;
+    let catalog: CatalogService;
+
+    beforeAll(async () => {
+      db = await openMigratedDatabase({ R_ENGINE: 'native' });
+      engine = createREngine({ ...db.config, scriptJobs: true });
+      await engine.start();
+      module = await Test.createTestingModule({
+        providers: [
+          ScriptJobExecutor,
+          CatalogService,
+          JobLogRepository,
+          { provide: AppConfig, useValue: db.config },
+          { provide: R_ENGINE, useValue: engine },
+          { provide: DataSource, useValue: db.dataSource },
+        ],
+      }).compile();
+      executor = module.get(ScriptJobExecutor);
+      catalog = module.get(CatalogService);
+      queue = new QueueRepository(db.dataSource);
+    });
+
+    afterAll(async () => {
+      await module?.close();
+      await engine?.stop();
+      await db?.close();
+    });
+
+    async function run(
+      files: Record<string, string>,
+      meta: Record<string, string> = {},
+      applicationName = 'executor',
+    ): Promise<{ result: ResultData; job: { id: string } }> {
+      const inputs: JobFileInput[] = Object.entries(files).map(([name, content]) => ({
+        name,
+        content: Buffer.from(content),
+      }));
+      const job = await queueAndClaim(queue, {
+        applicationName,
+        kind: 'script',
+        files: inputs,
+        meta,
+      });
+      return { result: await executor.execute(job, new AbortController().signal), job };
+    }
+
+    it('answers a ZIP of the files R wrote, subdirectories included, without the inputs', async () => {
+      const { result } = await run(
+        {
+          'analysis.R': [
+            'x <- read.csv("data.csv")$x',
+            'writeLines(as.character(sum(x)), "sum.txt")',
+            'dir.create("plots")',
+            'pdf("plots/x.pdf"); plot(x); invisible(dev.off())',
+            'writeLines(readLines("configuration.txt"), "seen-configuration.txt")',
+            'cat("done\\n")',
+          ].join('\n'),
+          'data.csv': 'x\n1\n2\n3\n',
+        },
+        { colour: 'blue' },
+      );
+      expect(result).toMatchObject({ success: true, type: 'zip', contentType: 'application/zip' });
+      const entries = await zipEntries(result.data);
+      // Not analysis.R, data.csv, configuration.txt (the service's) nor out.log (R's console).
+      expect([...entries.keys()].sort()).toEqual([
+        'plots/x.pdf',
+        'seen-configuration.txt',
+        'sum.txt',
+      ]);
+      expect(entries.get('sum.txt')?.toString()).toBe('6\n');
+      expect(entries.get('plots/x.pdf')?.subarray(0, 5).toString()).toBe('%PDF-');
+      expect(entries.get('seen-configuration.txt')?.toString()).toMatch(/colour.*blue/);
+    });
+
+    it('answers a failed result with R’s own message when the script stops with an error', async () => {
+      const { result, job } = await run({
+        'analysis.R': 'fit <- function() stop("the model did not converge")\nfit()\n',
+      });
+      expect(result).toMatchObject({ success: false, type: 'txt' });
+      const text = result.data.toString();
+      expect(text).toMatch(
+        new RegExp(`^Job ${job.id} of application executor, submitted .*, failed\\.\\n`),
+      );
+      expect(text).toContain('the model did not converge');
+    });
+
+    it('runs the catalog script the rScript meta parameter names, instead of one sent along', async () => {
+      await catalog.putFile(
+        'executor',
+        'R_SCRIPTS',
+        'fit.R',
+        Buffer.from('writeLines(toupper(readLines("data.txt")), "fitted.txt")\n'),
+      );
+      const { result } = await run(
+        {
+          'mine.R': 'writeLines("the job’s own script ran", "own.txt")\n',
+          'data.txt': 'abc\n',
+        },
+        { rScript: 'fit.R' },
+      );
+      expect(result).toMatchObject({ success: true, type: 'zip' });
+      const entries = await zipEntries(result.data);
+      // The catalog's copy of fit.R is the service's, not a result.
+      expect([...entries.keys()]).toEqual(['fitted.txt']);
+      expect(entries.get('fitted.txt')?.toString()).toBe('ABC\n');
+    });
+
+    it('answers a failed result naming a catalog script that does not exist', async () => {
+      const { result } = await run({ 'data.txt': 'abc\n' }, { rScript: 'missing.R' });
+      expect(result).toMatchObject({ success: false, type: 'txt' });
+      expect(result.data.toString()).toContain(
+        'The catalog of application executor has no R script named "missing.R" (section R_SCRIPTS).',
+      );
+    });
+  },
+);
