@@ -1,18 +1,10 @@
-import { Test, TestingModule } from '@nestjs/testing';
-import { DataSource } from 'typeorm';
-import { CatalogService } from '../../src/catalog/catalog.service';
-import { AppConfig } from '../../src/config/app-config';
-import { JobLogRepository } from '../../src/jobs/job-log.repository';
-import { QueueRepository } from '../../src/queue/queue.repository';
 import type { JobFileInput, ResultData } from '../../src/queue/queue.types';
-import { createREngine } from '../../src/r-engine/r-engine.factory';
-import { R_ENGINE, REngine } from '../../src/r-engine/r-engine';
 import { ScriptJobExecutor } from '../../src/worker/script-job.executor';
 import {
-  MigratedDatabase,
+  ExecutorHarness,
   NATIVE_R,
-  openMigratedDatabase,
   queueAndClaim,
+  startExecutorHarness,
 } from '../support/executor-harness';
 import { zipEntries } from '../support/zip-fixtures';
 
@@ -22,36 +14,16 @@ const describeNative = NATIVE_R ? describe : describe.skip;
 describeNative(
   `ScriptJobExecutor${NATIVE_R ? '' : ' (skipped: needs native R, R_ENGINE=webr or no Rscript)'}`,
   () => {
-    let db: MigratedDatabase;
-    let engine: REngine;
-    let module: TestingModule;
+    let harness: ExecutorHarness;
     let executor: ScriptJobExecutor;
-    let queue: QueueRepository;
-    let catalog: CatalogService;
 
     beforeAll(async () => {
-      db = await openMigratedDatabase({ R_ENGINE: 'native' });
-      engine = createREngine({ ...db.config, scriptJobs: true });
-      await engine.start();
-      module = await Test.createTestingModule({
-        providers: [
-          ScriptJobExecutor,
-          CatalogService,
-          JobLogRepository,
-          { provide: AppConfig, useValue: db.config },
-          { provide: R_ENGINE, useValue: engine },
-          { provide: DataSource, useValue: db.dataSource },
-        ],
-      }).compile();
-      executor = module.get(ScriptJobExecutor);
-      catalog = module.get(CatalogService);
-      queue = new QueueRepository(db.dataSource);
+      harness = await startExecutorHarness(() => [ScriptJobExecutor]);
+      executor = harness.module.get(ScriptJobExecutor);
     });
 
     afterAll(async () => {
-      await module?.close();
-      await engine?.stop();
-      await db?.close();
+      await harness?.close();
     });
 
     async function run(
@@ -63,7 +35,7 @@ describeNative(
         name,
         content: Buffer.from(content),
       }));
-      const job = await queueAndClaim(queue, {
+      const job = await queueAndClaim(harness.queue, {
         applicationName,
         kind: 'script',
         files: inputs,
@@ -113,7 +85,7 @@ describeNative(
     });
 
     it('runs the catalog script the rScript meta parameter names, instead of one sent along', async () => {
-      await catalog.putFile(
+      await harness.catalog.putFile(
         'executor',
         'R_SCRIPTS',
         'fit.R',

@@ -1,8 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import type { Provider } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
+import { CatalogService } from '../../src/catalog/catalog.service';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
+import { JobLogRepository } from '../../src/jobs/job-log.repository';
 import { findRscript } from '../../src/r-engine/native-r.engine';
+import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
+import { createREngine } from '../../src/r-engine/r-engine.factory';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import type { ClaimedJob, JobFileInput, JobKind } from '../../src/queue/queue.types';
 import { openDatabaseForCli } from '../../src/storage/database-options';
@@ -68,4 +74,55 @@ export async function queueAndClaim(
     throw new Error(`claimed ${claimed?.id ?? 'nothing'} instead of job ${id}`);
   }
   return claimed;
+}
+
+/** A TestingModule with an executor, its real parts (native R, the database) and a queue to feed it. */
+export interface ExecutorHarness {
+  module: TestingModule;
+  queue: QueueRepository;
+  catalog: CatalogService;
+  /** Closes the module, stops R and drops the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds and starts a module of `providers` (the executor and what only it needs, made from the
+ * node's configuration) over what every executor uses: the configuration, the R engine a worker
+ * node makes (native R), the database, the catalog and the job log.
+ */
+export async function startExecutorHarness(
+  providers: (config: AppConfig) => Provider[],
+): Promise<ExecutorHarness> {
+  const db = await openMigratedDatabase({ R_ENGINE: 'native' });
+  let engine: REngine | null = null;
+  let module: TestingModule | null = null;
+  const close = async (): Promise<void> => {
+    await module?.close();
+    await engine?.stop();
+    await db.close();
+  };
+  try {
+    engine = createREngine({ ...db.config, scriptJobs: true });
+    await engine.start();
+    module = await Test.createTestingModule({
+      providers: [
+        CatalogService,
+        JobLogRepository,
+        { provide: AppConfig, useValue: db.config },
+        { provide: R_ENGINE, useValue: engine },
+        { provide: DataSource, useValue: db.dataSource },
+        ...providers(db.config),
+      ],
+    }).compile();
+    await module.init();
+    return {
+      module,
+      queue: new QueueRepository(db.dataSource),
+      catalog: module.get(CatalogService),
+      close,
+    };
+  } catch (error) {
+    await close();
+    throw error;
+  }
 }
