@@ -1,0 +1,82 @@
+import { Test, TestingModule } from '@nestjs/testing';
+import { AppConfig } from '../../src/config/app-config';
+import { QueueNotifier } from '../../src/queue/queue-notifier.service';
+import { QueueRepository } from '../../src/queue/queue.repository';
+import { JOB_EXECUTOR, type JobExecutor } from '../../src/queue/queue.types';
+import { NodeIdentity } from '../../src/storage/node-identity';
+import { WorkerService } from '../../src/worker/worker.service';
+import { MigratedDatabase, openMigratedDatabase, queueAndClaim } from '../support/executor-harness';
+
+/**
+ * The worker's supervisor pass against a real database (server or PGlite): a job whose worker
+ * died during its last attempt ends with a dead-letter result, not in RUNNING for ever.
+ */
+describe('WorkerService supervisor pass', () => {
+  let db: MigratedDatabase;
+  let queue: QueueRepository;
+
+  beforeAll(async () => {
+    db = await openMigratedDatabase({ MAX_ATTEMPTS: '3', POLL_INTERVAL_MS: '100000' });
+    queue = new QueueRepository(db.dataSource);
+  });
+
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  it('stores a dead-letter result for a job whose lease expired with no attempt left', async () => {
+    const { id, submittedAt } = await queueAndClaim(queue, {
+      applicationName: 'demo',
+      kind: 'script',
+      files: [],
+    });
+    // Its third attempt's worker stopped answering: the lease ran out.
+    await db.dataSource.query(
+      `UPDATE job SET attempts = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+
+    // This node has nothing to run: the job is not queued, so its executor is never asked.
+    const idle: JobExecutor = {
+      execute: () => Promise.reject(new Error('no job should run in this test')),
+    };
+    const module: TestingModule = await Test.createTestingModule({
+      providers: [
+        WorkerService,
+        { provide: AppConfig, useValue: db.config },
+        { provide: QueueRepository, useValue: queue },
+        // Results stored are reported within this process (no other node listens here).
+        {
+          provide: QueueNotifier,
+          useValue: new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+        },
+        { provide: JOB_EXECUTOR, useValue: idle },
+        NodeIdentity,
+      ],
+    }).compile();
+    const reported: string[] = [];
+    module.get(QueueNotifier).onResultReady((jobId) => reported.push(jobId));
+    try {
+      // Start-up runs the first supervisor pass before the worker claims anything.
+      await module.init();
+    } finally {
+      await module.close();
+    }
+
+    const [job] = await db.dataSource.query<Array<{ state: string; lease_owner: string | null }>>(
+      'SELECT state, lease_owner FROM job WHERE id = $1',
+      [id],
+    );
+    expect(job).toEqual({ state: 'DONE', lease_owner: null });
+    const [result] = await db.dataSource.query<
+      Array<{ success: boolean; type: string; data: Buffer }>
+    >('SELECT success, type, data FROM result WHERE job_id = $1', [id]);
+    expect(result).toMatchObject({ success: false, type: 'txt' });
+    expect(result.data.toString()).toBe(
+      `Job ${id} of application demo, submitted ${submittedAt.toISOString()}, failed.\n` +
+        'The job could not be delivered to R after 3 attempt(s): ' +
+        'the worker running it stopped responding (lease expired)\n',
+    );
+    expect(reported).toEqual([id]);
+  });
+});
