@@ -3,6 +3,7 @@ import { AddressInfo } from 'node:net';
 import { Test } from '@nestjs/testing';
 import { AppConfig, loadConfig } from '../config/app-config';
 import { QueueNotifier } from '../queue/queue-notifier.service';
+import { inProcessEvents } from '../../test/support/in-process-events';
 import { callbackSignature, CallbackDeliveryService } from './callback-delivery.service';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
@@ -144,10 +145,10 @@ describe('CallbackDeliveryService back-off', () => {
           }),
         },
         { provide: CallbackRepository, useValue: rows },
-        // The real notifier: without a server database it only reports within the process.
+        // The real notifier: on the embedded database it only reports within the process.
         {
           provide: QueueNotifier,
-          useValue: new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+          useValue: new QueueNotifier(inProcessEvents()),
         },
         CallbackRetryPolicy,
         CallbackUrlPolicy,

@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
+import { CatalogChanges } from './catalog-changes';
 import { CatalogService } from './catalog.service';
 import { KnownApplications } from './known-applications';
 
 @Module({
-  providers: [CatalogService, KnownApplications],
-  exports: [CatalogService, KnownApplications],
+  providers: [CatalogService, CatalogChanges, KnownApplications],
+  exports: [CatalogService, CatalogChanges, KnownApplications],
 })
 export class CatalogModule {}

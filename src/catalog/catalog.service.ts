@@ -1,22 +1,31 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { notificationPrefix } from '../storage/database-events.service';
 import { CatalogFileEntity, CatalogSection } from './catalog-file.entity';
-
-/** Channel of the notification sent with every catalog change; the payload is `<application>/<section>`. */
-export const CATALOG_CHANGED_CHANNEL = 'svc_catalog_changed';
+import { CATALOG_CHANGED_CHANNEL, CatalogChanges } from './catalog-changes';
 
 /**
  * The per-application catalog (SPEC §8), stored in the database so every node sees one copy.
  * Every change notifies CATALOG_CHANGED_CHANNEL in the same statement, so nodes that cache
  * catalog content (warm R sessions hold an application's functions) learn of it at once,
- * whoever made the change (the admin API on any node, `catalog:load`).
+ * whoever made the change (the admin API on any node, `catalog:load`). In the service the
+ * change is also reported in-process (CatalogChanges); a command-line tool has no
+ * CatalogChanges and notifies with no node id, so every node hears it.
  */
 @Injectable()
 export class CatalogService {
   private readonly storedListeners: Array<(applicationName: string) => void> = [];
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Optional() private readonly changes?: CatalogChanges,
+  ) {}
+
+  /** Before the payload of each change notified: this node's id, or none (a command). */
+  private get sender(): string {
+    return this.changes?.prefix ?? notificationPrefix('');
+  }
 
   /** Calls `listener` with the application of each file this process stores from now on. */
   onFileStored(listener: (applicationName: string) => void): void {
@@ -48,9 +57,10 @@ export class CatalogService {
          ON CONFLICT (application_name, section, name) DO UPDATE SET content = EXCLUDED.content, updated_at = now()
          RETURNING (xmax = 0) AS inserted
        )
-       SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/' || $2) FROM upserted`,
-      [applicationName, section, name, content],
+       SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $5::text || $1 || '/' || $2) FROM upserted`,
+      [applicationName, section, name, content, this.sender],
     );
+    this.changes?.changed(applicationName, section);
     this.storedListeners.forEach((listener) => listener(applicationName));
     return rows[0]?.inserted ?? false;
   }
@@ -66,9 +76,12 @@ export class CatalogService {
          DELETE FROM catalog_file WHERE application_name = $1 AND section = $2 AND name = $3
          RETURNING 1
        )
-       SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/' || $2) FROM deleted`,
-      [applicationName, section, name],
+       SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $4::text || $1 || '/' || $2) FROM deleted`,
+      [applicationName, section, name, this.sender],
     );
+    if (rows.length > 0) {
+      this.changes?.changed(applicationName, section);
+    }
     return rows.length > 0;
   }
 

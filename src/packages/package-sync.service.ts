@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { CatalogChanges } from '../catalog/catalog-changes';
 import { FunctionLibraryService } from '../r-engine/function-library';
 import { R_ENGINE, type REngine } from '../r-engine/r-engine';
 import { NodeIdentity } from '../storage/node-identity';
@@ -12,7 +13,7 @@ export const WEBR_UNSUPPORTED =
 /**
  * A worker node's side of the managed R packages: makes the node's libraries match r_package
  * at start-up (before the node claims jobs), when a change is announced on the catalog channel
- * (FunctionLibraryService's one LISTEN connection), after that connection was down, and every
+ * (CatalogChanges), after the node's LISTEN connection was down, and every
  * SYNC_INTERVAL_MS. Reports each install in r_package_node under the worker's node id, and
  * tells the function-call sessions of an application whose packages changed to start afresh.
  * Syncs run one at a time.
@@ -24,11 +25,13 @@ export class PackageSyncService implements OnModuleInit, OnApplicationShutdown {
   private pending = false;
   private timer: NodeJS.Timeout | null = null;
   private stopping = false;
+  private unsubscribe: (() => void) | null = null;
 
   constructor(
     @Inject(R_ENGINE) private readonly engine: REngine,
     private readonly packages: PackageRepository,
     private readonly libraries: FunctionLibraryService,
+    private readonly changes: CatalogChanges,
     private readonly node: NodeIdentity,
   ) {}
 
@@ -37,7 +40,7 @@ export class PackageSyncService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async onModuleInit(): Promise<void> {
-    this.libraries.onCatalogChanged((change) => {
+    this.unsubscribe = this.changes.subscribe((change) => {
       if (change === null || change.section === PACKAGES_SECTION) {
         void this.sync();
       }
@@ -49,6 +52,7 @@ export class PackageSyncService implements OnModuleInit, OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.stopping = true;
+    this.unsubscribe?.();
     if (this.timer) {
       clearInterval(this.timer);
     }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { CATALOG_CHANGED_CHANNEL } from '../catalog/catalog.service';
+import { CATALOG_CHANGED_CHANNEL, CatalogChanges } from '../catalog/catalog-changes';
 import type { PackageNodeState } from './r-package-node.entity';
 
 /**
@@ -65,11 +65,15 @@ function packageOf(row: PackageRow): StoredPackage {
 
 /**
  * Every statement on r_package and r_package_node. A change notifies the catalog channel in
- * the same statement (as CatalogService does), so every node learns of it at once.
+ * the same statement (as CatalogService does), so every node learns of it at once, and this
+ * node in-process.
  */
 @Injectable()
 export class PackageRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly changes: CatalogChanges,
+  ) {}
 
   /** Stores an upload (replacing the one of that name); returns true when the name was new. */
   async store(pkg: Omit<StoredPackage, 'installedAt'>, archive: Buffer): Promise<boolean> {
@@ -82,9 +86,18 @@ export class PackageRepository {
            installed_by = EXCLUDED.installed_by, installed_at = now()
          RETURNING (xmax = 0) AS inserted
        )
-       SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/${PACKAGES_SECTION}') FROM upserted`,
-      [pkg.applicationName, pkg.name, pkg.version, pkg.sha256, archive, pkg.installedBy],
+       SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $7::text || $1 || '/${PACKAGES_SECTION}') FROM upserted`,
+      [
+        pkg.applicationName,
+        pkg.name,
+        pkg.version,
+        pkg.sha256,
+        archive,
+        pkg.installedBy,
+        this.changes.prefix,
+      ],
     );
+    this.changes.changed(pkg.applicationName, PACKAGES_SECTION);
     return rows[0]?.inserted ?? false;
   }
 
@@ -94,9 +107,12 @@ export class PackageRepository {
       `WITH deleted AS (
          DELETE FROM r_package WHERE application_name = $1 AND name = $2 RETURNING 1
        )
-       SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $1 || '/${PACKAGES_SECTION}') FROM deleted`,
-      [applicationName, name],
+       SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $3::text || $1 || '/${PACKAGES_SECTION}') FROM deleted`,
+      [applicationName, name, this.changes.prefix],
     );
+    if (rows.length > 0) {
+      this.changes.changed(applicationName, PACKAGES_SECTION);
+    }
     return rows.length > 0;
   }
 

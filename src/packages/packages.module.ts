@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { CatalogModule } from '../catalog/catalog.module';
 import { PackageRepository } from './package.repository';
 import { PackagesService } from './packages.service';
 
@@ -7,6 +8,7 @@ import { PackagesService } from './packages.service';
  * declared in ApiModule; worker nodes install with PackageSyncService (WorkerModule).
  */
 @Module({
+  imports: [CatalogModule],
   providers: [PackageRepository, PackagesService],
   exports: [PackageRepository, PackagesService],
 })

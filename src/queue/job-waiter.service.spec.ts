@@ -1,6 +1,7 @@
 import { Test } from '@nestjs/testing';
 import { loadConfig } from '../config/app-config';
-import { DATABASE_TARGET } from '../storage/storage.module';
+import { inProcessEvents } from '../../test/support/in-process-events';
+import { DatabaseEvents } from '../storage/database-events.service';
 import { JobWaiter } from './job-waiter.service';
 import { QueueNotifier } from './queue-notifier.service';
 
@@ -36,7 +37,7 @@ describe('JobWaiter', () => {
       providers: [
         JobWaiter,
         QueueNotifier,
-        { provide: DATABASE_TARGET, useValue: { kind: 'embedded', socketDirectory: '/none' } },
+        { provide: DatabaseEvents, useValue: inProcessEvents() },
       ],
     }).compile();
     waiter = module.get(JobWaiter);
@@ -121,7 +122,7 @@ describe('JobWaiter', () => {
 
   it('looks every POLL_INTERVAL_MS on a node without a LISTEN connection (behind a pooler)', async () => {
     const polling = new QueueNotifier(
-      { kind: 'server', url: 'postgres://pooler.invalid/svc', listenUrl: null },
+      inProcessEvents({ kind: 'server', url: 'postgres://pooler.invalid/svc', listenUrl: null }),
       loadConfig({ POLL_INTERVAL_MS: '500' }),
     );
     const t = table();
@@ -132,6 +133,6 @@ describe('JobWaiter', () => {
     t.ready();
     await jest.advanceTimersByTimeAsync(500);
     await expect(waiting).resolves.toBe('result');
-    await polling.onApplicationShutdown();
+    polling.onApplicationShutdown();
   });
 });

@@ -33,8 +33,15 @@ import {
   RESULT_CHUNKS,
   writeChunks,
 } from '../storage/blob-chunks';
+import { notificationPrefix } from '../storage/database-events.service';
+import { NodeIdentity } from '../storage/node-identity';
 import { rowsOf } from '../storage/query-rows';
 
+/*
+ * The statements below send their notifications themselves (delivered at commit), each payload
+ * after this node's prefix (`<node id> `, see DatabaseEvents): this node delivers them in-process
+ * (QueueNotifier) and ignores their echo.
+ */
 /** Payload: the queued job's kind (script, xml, json), so a worker claims only for slots that can take it. */
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 /** Payload: the job id, once its result is stored (sent by the statement that stores it). */
@@ -105,6 +112,7 @@ async function insertJob(
   manager: EntityManager,
   job: NewJobRow,
   files: JobFileContent[],
+  sender: string,
 ): Promise<void> {
   await manager.query(
     `WITH new_job AS (
@@ -116,7 +124,7 @@ async function insertJob(
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
          FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
-     SELECT pg_notify($9, $3) FROM new_job`,
+     SELECT pg_notify($9, $12::text || $3) FROM new_job`,
     [
       job.id,
       job.applicationName,
@@ -129,6 +137,7 @@ async function insertJob(
       JOB_QUEUED_CHANNEL,
       job.callback?.url ?? null,
       job.callback?.linksBase ?? null,
+      sender,
     ],
   );
 }
@@ -150,7 +159,15 @@ async function insertChunkedFile(
 
 @Injectable()
 export class QueueRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  /** Before each payload this node notifies. */
+  private readonly sender: string;
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    node: NodeIdentity,
+  ) {
+    this.sender = notificationPrefix(node.id);
+  }
 
   /**
    * Stores a new job, its files and the wake-up notification atomically: all or nothing, and
@@ -165,12 +182,12 @@ export class QueueRepository {
     const files = await Promise.all(job.files.map(inlineIfSmall));
     const inline = files.filter(isContent);
     if (inline.length === files.length) {
-      await insertJob(this.dataSource.manager, job, inline);
+      await insertJob(this.dataSource.manager, job, inline, this.sender);
       return;
     }
     await this.dataSource.transaction(async (manager) => {
       // The notification the statement sends is delivered on commit, after the large files.
-      await insertJob(manager, job, inline);
+      await insertJob(manager, job, inline, this.sender);
       for (const file of files) {
         if (!isContent(file)) {
           await insertChunkedFile(manager, job.id, file);
@@ -223,7 +240,7 @@ export class QueueRepository {
               files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
               -- Evaluated once, and only when a job was claimed: clients waiting for a change
               -- of state learn of the start (JOB_STARTED_CHANNEL).
-              (SELECT pg_notify($5, string_agg(id::text, ',')) FROM claimed) AS notified
+              (SELECT pg_notify($5, $9::text || string_agg(id::text, ',')) FROM claimed) AS notified
          FROM claimed
          CROSS JOIN LATERAL (
            SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents,
@@ -240,6 +257,7 @@ export class QueueRepository {
         kinds,
         more?.kinds ?? [],
         more?.limit ?? 0,
+        this.sender,
       ],
     );
     return rowsOf<ClaimRow>(raw).map((row) => ({
@@ -304,7 +322,7 @@ export class QueueRepository {
        -- The input files are not needed once the job has its result.
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
-       SELECT pg_notify($9, done.id::text) FROM done`,
+       SELECT pg_notify($9, $11::text || done.id::text) FROM done`,
       [
         jobId,
         owner,
@@ -316,6 +334,7 @@ export class QueueRepository {
         result.sha256,
         RESULT_READY_CHANNEL,
         result.rCpuMs === undefined ? null : Math.round(result.rCpuMs),
+        this.sender,
       ],
     );
     return rowsOf(raw).length > 0;
@@ -380,7 +399,7 @@ export class QueueRepository {
         ],
       );
       await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
-      await manager.query('SELECT pg_notify($1, $2)', [RESULT_READY_CHANNEL, jobId]);
+      await manager.query('SELECT pg_notify($1, $2)', [RESULT_READY_CHANNEL, this.sender + jobId]);
       return true;
     });
   }
@@ -419,7 +438,7 @@ export class QueueRepository {
        ${QUEUE_CALLBACK_CTE},
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
-       SELECT target.state, (SELECT pg_notify($11, done.id::text) FROM done) AS notified FROM target`,
+       SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified FROM target`,
       [
         jobId,
         applicationName,
@@ -432,6 +451,7 @@ export class QueueRepository {
         result.data.length,
         result.sha256,
         RESULT_READY_CHANNEL,
+        this.sender,
       ],
     );
     return rowsOf<{ state: JobStateName }>(raw)[0]?.state ?? null;

@@ -1,12 +1,7 @@
-import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { type Pool, type PoolClient } from 'pg';
-import { DataSource } from 'typeorm';
-import { CATALOG_CHANGED_CHANNEL, CatalogService } from '../catalog/catalog.service';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { CatalogChanges } from '../catalog/catalog-changes';
+import { CatalogService } from '../catalog/catalog.service';
 import { AppConfig } from '../config/app-config';
-import { DatabaseTarget } from '../storage/database-options';
-import { ListenConnection } from '../storage/listen-connection';
-import { DATABASE_TARGET } from '../storage/storage.module';
 
 /** An application's function library: the `.R` files of its catalog section R_FUNCTIONS. */
 export interface FunctionLibrary {
@@ -17,42 +12,33 @@ export interface FunctionLibrary {
   files: Array<{ name: string; content: string }>;
 }
 
-/** `<application>/<section>` of a catalog change, or null: changes may have been missed. */
-export type CatalogChangeListener = (
-  change: { application: string; section: string } | null,
-) => void;
-
 export const FUNCTION_SECTION = 'R_FUNCTIONS';
 
 /**
  * Every node's copy of the applications' function libraries, read from the catalog once and
- * dropped when `svc_catalog_changed` says `<app>/R_FUNCTIONS` changed (CatalogService sends it
- * with every change, whichever node or command made it). A dropped library gets a new id, so
- * each warm session reloads it on its next call for that application.
+ * dropped when CatalogChanges says `<app>/R_FUNCTIONS` changed (whichever node or command made
+ * the change). A dropped library gets a new id, so each warm session reloads it on its next call
+ * for that application.
  *
- * On a server the notification arrives on a dedicated LISTEN connection; while that connection
- * is down every library is dropped (a change may have been missed). The embedded database is one
- * session whose changes all come from this process: its notifications are delivered to the
- * connection that made the change, so the pool's connections are watched instead. Without a
- * LISTEN connection (DATABASE_URL through a transaction-mode pooler, no DATABASE_LISTEN_URL) the
- * node compares the section's fingerprints every POLL_INTERVAL_MS instead.
+ * Other nodes' changes arrive on the node's LISTEN connection; while that connection is down, and
+ * when it is back, every library is dropped (a change may have been missed). On the embedded
+ * database every change is made by this process and reported in-process. Without a LISTEN
+ * connection (DATABASE_URL through a transaction-mode pooler, no DATABASE_LISTEN_URL) the node
+ * compares the section's fingerprints every POLL_INTERVAL_MS instead.
  */
 @Injectable()
 export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('FunctionLibrary');
   private readonly cache = new Map<string, Promise<FunctionLibrary>>();
   private nextId = 1;
-  private connection: ListenConnection | null = null;
   private pollTimer: NodeJS.Timeout | null = null;
   private fingerprints: Map<string, string> | null = null;
-  private readonly watched = new WeakSet<PoolClient>();
   private readonly packageGenerations = new Map<string, number>();
-  private readonly changeListeners: CatalogChangeListener[] = [];
+  private readonly unsubscribe: Array<() => void> = [];
 
   constructor(
     private readonly catalog: CatalogService,
-    @InjectDataSource() private readonly dataSource: DataSource,
-    @Inject(DATABASE_TARGET) private readonly target: DatabaseTarget,
+    private readonly changes: CatalogChanges,
     private readonly config: AppConfig,
   ) {}
 
@@ -81,14 +67,6 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
     }
   }
 
-  /**
-   * Calls `listener` with every change announced on the catalog channel (the package sync
-   * shares this node's one LISTEN connection), and with null when the connection was down.
-   */
-  onCatalogChanged(listener: CatalogChangeListener): void {
-    this.changeListeners.push(listener);
-  }
-
   /** This node's packages of the application changed: its sessions must start afresh. */
   packagesChanged(applicationName: string): void {
     this.packageGenerations.set(
@@ -98,61 +76,41 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
     this.invalidate(applicationName);
   }
 
-  /** A `svc_catalog_changed` payload, `<application>/<section>`. */
-  catalogChanged(payload: string): void {
-    const [applicationName, section] = payload.split('/');
-    if (applicationName && section) {
-      this.changeListeners.forEach((listener) =>
-        listener({ application: applicationName, section }),
-      );
-    }
-    if (section === FUNCTION_SECTION && applicationName) {
-      this.logger.debug(`function library of ${applicationName} changed: reloading it`);
-      this.invalidate(applicationName);
-    }
+  /** The function files of `applicationName` changed: its library is read again. */
+  private functionsChanged(applicationName: string): void {
+    this.logger.debug(`function library of ${applicationName} changed: reloading it`);
+    this.invalidate(applicationName);
   }
 
   async onModuleInit(): Promise<void> {
-    if (this.target.kind === 'embedded') {
-      this.watchEmbeddedSession();
-      return;
-    }
-    if (!this.target.listenUrl) {
+    this.unsubscribe.push(
+      this.changes.subscribe((change) => {
+        if (change === null) {
+          // Changes made while no connection listened are unknown: start from the catalog again.
+          this.invalidate();
+        } else if (change.section === FUNCTION_SECTION) {
+          this.functionsChanged(change.application);
+        }
+      }),
+      this.changes.onLost(() => this.invalidate()),
+    );
+    if (this.changes.otherNodes === 'unheard') {
       await this.compareFingerprints();
       this.pollTimer = setInterval(
         () => void this.compareFingerprints(),
         this.config.pollIntervalMs,
       );
       this.pollTimer.unref();
-      return;
     }
-    this.connection = new ListenConnection(
-      {
-        url: this.target.listenUrl,
-        applicationName: 'svc-catalog-listener',
-        channels: [CATALOG_CHANGED_CHANNEL],
-        purpose: 'catalog changes',
-      },
-      {
-        onNotification: (_channel, payload) => this.catalogChanged(payload),
-        // Changes made while no connection listened are unknown: start from the catalog again.
-        onListening: () => {
-          this.invalidate();
-          this.changeListeners.forEach((listener) => listener(null));
-        },
-        onLost: () => this.invalidate(),
-      },
-      this.logger,
-    );
-    await this.connection.start();
+    await this.changes.listen();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  onApplicationShutdown(): void {
     if (this.pollTimer) {
       clearInterval(this.pollTimer);
       this.pollTimer = null;
     }
-    await this.connection?.stop();
+    this.unsubscribe.forEach((stop) => stop());
   }
 
   /** The polling replacement of the notification: drops the libraries whose files changed. */
@@ -166,7 +124,7 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
       }
       for (const applicationName of new Set([...before.keys(), ...now.keys()])) {
         if (before.get(applicationName) !== now.get(applicationName)) {
-          this.catalogChanged(`${applicationName}/${FUNCTION_SECTION}`);
+          this.functionsChanged(applicationName);
         }
       }
     } catch {
@@ -190,32 +148,5 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
       }
     }
     return { id, packages, files };
-  }
-
-  private watchEmbeddedSession(): void {
-    const pool = (this.dataSource.driver as unknown as { master?: Pool }).master;
-    if (!pool) {
-      this.logger.warn('no connection pool to watch: function libraries reload only on restart');
-      return;
-    }
-    const watch = (client: PoolClient): void => {
-      if (!this.watched.has(client)) {
-        this.watched.add(client);
-        client.on('notification', (message) => {
-          if (message.channel === CATALOG_CHANGED_CHANNEL) {
-            this.catalogChanged(message.payload ?? '');
-          }
-        });
-      }
-    };
-    pool.on('acquire', watch);
-    pool.on('connect', (client) => {
-      watch(client);
-      // LISTEN belongs to the session; issuing it again on a new connection is harmless.
-      client.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`).catch(() => undefined);
-    });
-    void this.dataSource.query(`LISTEN ${CATALOG_CHANGED_CHANNEL}`).catch((error: Error) => {
-      this.logger.warn(`could not LISTEN for catalog changes: ${error.message}`);
-    });
   }
 }

@@ -2,6 +2,9 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { EmbeddedPostgres } from './embedded-postgres';
 
+/** The injection token of the DatabaseTarget. */
+export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
+
 /**
  * Where the service's database is: a server URL or the embedded PGlite socket. On a server,
  * `listenUrl` is the direct connection for LISTEN, or null when there is none (DATABASE_URL goes

@@ -1,11 +1,20 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { buildDataSourceOptions, DatabaseSchema, DatabaseTarget } from './database-options';
+import { DatabaseEvents } from './database-events.service';
+import {
+  buildDataSourceOptions,
+  DATABASE_TARGET,
+  DatabaseSchema,
+  DatabaseTarget,
+} from './database-options';
 import { NodeIdentity } from './node-identity';
 
-export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
+export { DATABASE_TARGET } from './database-options';
 
-/** The database connection. Where it points (server or embedded socket) is decided at bootstrap. */
+/**
+ * The database connection and the node's database events (one LISTEN connection per node).
+ * Where it points (server or embedded socket) is decided at bootstrap.
+ */
 @Global()
 @Module({})
 export class StorageModule {
@@ -22,8 +31,8 @@ export class StorageModule {
           retryAttempts: 0,
         }),
       ],
-      providers: [{ provide: DATABASE_TARGET, useValue: target }, NodeIdentity],
-      exports: [DATABASE_TARGET, TypeOrmModule, NodeIdentity],
+      providers: [{ provide: DATABASE_TARGET, useValue: target }, NodeIdentity, DatabaseEvents],
+      exports: [DATABASE_TARGET, TypeOrmModule, NodeIdentity, DatabaseEvents],
     };
   }
 }

@@ -3,6 +3,7 @@ import { AppConfig, loadConfig } from '../config/app-config';
 import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
+import { inProcessEvents } from '../../test/support/in-process-events';
 import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import {
@@ -107,7 +108,7 @@ async function settle(worker: WorkerService, queue: FakeQueue, count: number): P
 
 describe('WorkerService', () => {
   // The real notifier: without a server database it only reports within the process.
-  const notifier = new QueueNotifier({ kind: 'embedded', socketDirectory: '' });
+  const notifier = new QueueNotifier(inProcessEvents());
   let reported: string[] = [];
   notifier.onResultReady((jobId) => reported.push(jobId));
   beforeEach(() => {

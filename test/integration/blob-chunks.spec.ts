@@ -10,6 +10,8 @@ import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { resultDataFile } from '../../src/jobs/job-result';
 import { JobsService } from '../../src/jobs/jobs.service';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
+import { NodeIdentity } from '../../src/storage/node-identity';
+import { inProcessEvents } from '../support/in-process-events';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { ResultRepository } from '../../src/results/result.repository';
 import {
@@ -42,6 +44,7 @@ function sha256(data: Buffer): string {
 
 /** Chunked storage of job files and results against the real database (server or PGlite). */
 describe('chunked job files and results', () => {
+  const node = new NodeIdentity();
   let database: TestDatabase;
   let dataSource: DataSource;
   let close: () => Promise<void>;
@@ -63,8 +66,8 @@ describe('chunked job files and results', () => {
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
     jobsService = new JobsService(
       config,
-      new QueueRepository(dataSource),
-      new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+      new QueueRepository(dataSource, node),
+      new QueueNotifier(inProcessEvents(undefined, node)),
       new CallbackUrlPolicy(config),
     );
     results = new ResultRepository(dataSource);
@@ -218,7 +221,7 @@ describe('chunked job files and results', () => {
   });
 
   it('hands a claimed job its large files as pieces, and stores a large result from a file', async () => {
-    const queue = new QueueRepository(dataSource);
+    const queue = new QueueRepository(dataSource, node);
     // Earlier tests left queued jobs: keep them out of this claim.
     await dataSource.query(`UPDATE job SET state = 'DONE' WHERE state = 'QUEUED'`);
     const big = randomBytes(2 * MiB + 3);

@@ -2,8 +2,6 @@ import { payloadFileName, type FunctionCallKind } from '../../src/jobs/function-
 import type { ResultData } from '../../src/queue/queue.types';
 import { missingFunctionMessage } from '../../src/r-engine/function-call-engine';
 import { FUNCTION_CALL_PROVIDERS } from '../../src/r-engine/function-call.providers';
-import { serverTarget } from '../../src/storage/database-options';
-import { DATABASE_TARGET } from '../../src/storage/storage.module';
 import { FunctionCallJobExecutor } from '../../src/worker/function-call.executor';
 import {
   ExecutorHarness,
@@ -32,9 +30,8 @@ describeNativeOnServer(
     let executor: FunctionCallJobExecutor;
 
     beforeAll(async () => {
-      harness = await startExecutorHarness((config) => [
+      harness = await startExecutorHarness(() => [
         FunctionCallJobExecutor,
-        { provide: DATABASE_TARGET, useValue: serverTarget(config) },
         // The function libraries read from the catalog and the session pool, as a node has them.
         ...FUNCTION_CALL_PROVIDERS,
       ]);

@@ -10,6 +10,8 @@ import { ApiError } from '../../src/common/api-error';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { JobsService, Submission } from '../../src/jobs/jobs.service';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
+import { NodeIdentity } from '../../src/storage/node-identity';
+import { inProcessEvents } from '../support/in-process-events';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { openDatabaseForCli } from '../../src/storage/database-options';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
@@ -21,6 +23,7 @@ import { createTestDatabase, TestDatabase, testEnvironment } from '../support/te
  * database: what is stored, and what is refused before anything is stored.
  */
 describe('JobsService.submit: the intake of every front end', () => {
+  const node = new NodeIdentity();
   let database: TestDatabase;
   let dataSource: DataSource;
   let close: () => Promise<void>;
@@ -43,11 +46,11 @@ describe('JobsService.submit: the intake of every front end', () => {
       providers: [
         JobsService,
         { provide: AppConfig, useValue: config },
-        { provide: QueueRepository, useValue: new QueueRepository(dataSource) },
+        { provide: QueueRepository, useValue: new QueueRepository(dataSource, node) },
         // An embedded target: the notifier wakes in-process listeners only (there are none here).
         {
           provide: QueueNotifier,
-          useValue: new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+          useValue: new QueueNotifier(inProcessEvents(undefined, node)),
         },
         { provide: CallbackUrlPolicy, useValue: new CallbackUrlPolicy(config) },
       ],

@@ -6,6 +6,8 @@ import { JobCancellationService } from '../../src/jobs/job-cancellation.service'
 import { JobKind } from '../../src/queue/job.entity';
 import { JobRepository } from '../../src/jobs/job.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
+import { NodeIdentity } from '../../src/storage/node-identity';
+import { inProcessEvents } from '../support/in-process-events';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { ResultRepository } from '../../src/results/result.repository';
 import { openDatabaseForCli } from '../../src/storage/database-options';
@@ -21,7 +23,8 @@ describe('JobCancellationService (real database)', () => {
   let jobs: JobRepository;
   let results: ResultRepository;
   // The real notifier; with an embedded target it reports within the process only.
-  const notifier = new QueueNotifier({ kind: 'embedded', socketDirectory: '' });
+  const node = new NodeIdentity();
+  const notifier = new QueueNotifier(inProcessEvents(undefined, node));
   const reported: string[] = [];
   notifier.onResultReady((jobId) => reported.push(jobId));
 
@@ -30,7 +33,7 @@ describe('JobCancellationService (real database)', () => {
     const config = loadConfig(testEnvironment(database));
     ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
     await dataSource.runMigrations();
-    queue = new QueueRepository(dataSource);
+    queue = new QueueRepository(dataSource, node);
     const module = await Test.createTestingModule({
       providers: [
         JobCancellationService,

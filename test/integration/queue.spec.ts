@@ -5,8 +5,10 @@ import { resultData } from '../../src/jobs/job-result';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';
 import { loadConfig } from '../../src/config/app-config';
+import { DatabaseEvents, parseNotification } from '../../src/storage/database-events.service';
 import { openDatabaseForCli } from '../../src/storage/database-options';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
+import { NodeIdentity } from '../../src/storage/node-identity';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
@@ -25,6 +27,7 @@ describe('queue repository', () => {
   let dataSource: DataSource;
   let close: () => Promise<void>;
   let queue: QueueRepository;
+  const node = new NodeIdentity();
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -33,7 +36,7 @@ describe('queue repository', () => {
       DATABASE_SCHEMA,
     ));
     await dataSource.runMigrations();
-    queue = new QueueRepository(dataSource);
+    queue = new QueueRepository(dataSource, node);
   });
 
   afterAll(async () => {
@@ -173,26 +176,30 @@ describe('queue repository', () => {
     expect(await dataSource.query('SELECT job_id FROM result WHERE job_id = $1', [id])).toEqual([]);
   });
 
-  onServer('notifies svc_result_ready with the job id only when the result is stored', async () => {
-    const listener = new Client({ connectionString: database.url ?? '' });
-    await listener.connect();
-    try {
-      const heard: string[] = [];
-      listener.on('notification', (message) => heard.push(message.payload ?? ''));
-      await listener.query(`LISTEN ${RESULT_READY_CHANNEL}`);
-      const refused = await submit();
-      const stored = await submit();
-      await queue.claim('w1', 2, 30, null);
-      expect(await queue.complete(refused, 'intruder', ok)).toBe(false);
-      expect(await queue.complete(stored, 'w1', ok)).toBe(true);
-      await waitFor(() => Promise.resolve(heard.length > 0), 5000);
-      // A round trip on the listening connection delivers anything still in flight.
-      await listener.query('SELECT 1');
-      expect(heard).toEqual([stored]);
-    } finally {
-      await listener.end();
-    }
-  });
+  onServer(
+    'notifies svc_result_ready with the node and job id only when the result is stored',
+    async () => {
+      const listener = new Client({ connectionString: database.url ?? '' });
+      await listener.connect();
+      try {
+        const heard: string[] = [];
+        listener.on('notification', (message) => heard.push(message.payload ?? ''));
+        await listener.query(`LISTEN ${RESULT_READY_CHANNEL}`);
+        const refused = await submit();
+        const stored = await submit();
+        await queue.claim('w1', 2, 30, null);
+        expect(await queue.complete(refused, 'intruder', ok)).toBe(false);
+        expect(await queue.complete(stored, 'w1', ok)).toBe(true);
+        await waitFor(() => Promise.resolve(heard.length > 0), 5000);
+        // A round trip on the listening connection delivers anything still in flight.
+        await listener.query('SELECT 1');
+        // After the sending node's id, so that node knows its own echo.
+        expect(heard.map(parseNotification)).toEqual([{ sender: node.id, payload: stored }]);
+      } finally {
+        await listener.end();
+      }
+    },
+  );
 
   it('re-queues a job whose lease expired, and the old worker can no longer complete it', async () => {
     const id = await submit();
@@ -283,18 +290,23 @@ describe('queue repository', () => {
   });
 
   describe('QueueNotifier.onResultReady', () => {
+    let events: DatabaseEvents;
     let notifier: QueueNotifier;
 
     beforeEach(() => {
-      notifier = new QueueNotifier(
+      events = new DatabaseEvents(
         database.url
           ? { kind: 'server', url: database.url, listenUrl: database.url }
           : { kind: 'embedded', socketDirectory: database.dataDir },
+        node,
+        dataSource,
       );
+      notifier = new QueueNotifier(events);
     });
 
     afterEach(async () => {
-      await notifier.onApplicationShutdown();
+      notifier.onApplicationShutdown();
+      await events.onApplicationShutdown();
     });
 
     it('reports results stored in this process, until unsubscribed, past a failing listener', () => {
@@ -325,7 +337,8 @@ describe('queue repository', () => {
         notifier.resultStored(mine);
         expect(heard).toEqual([mine]);
         // Another node stored this one: only its NOTIFY tells this node (delivered in commit order).
-        expect(await queue.complete(theirs, 'w', ok)).toBe(true);
+        const otherNode = new QueueRepository(dataSource, new NodeIdentity());
+        expect(await otherNode.complete(theirs, 'w', ok)).toBe(true);
         await waitFor(() => Promise.resolve(heard.length > 1), 5000);
         expect(heard).toEqual([mine, theirs]);
       },

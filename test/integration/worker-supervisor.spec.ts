@@ -6,6 +6,7 @@ import { JOB_EXECUTOR, type JobExecutor } from '../../src/queue/queue.types';
 import { NodeIdentity } from '../../src/storage/node-identity';
 import { WorkerService } from '../../src/worker/worker.service';
 import { MigratedDatabase, openMigratedDatabase, queueAndClaim } from '../support/executor-harness';
+import { inProcessEvents } from '../support/in-process-events';
 
 /**
  * The worker's supervisor pass against a real database (server or PGlite): a job whose worker
@@ -17,7 +18,7 @@ describe('WorkerService supervisor pass', () => {
 
   beforeAll(async () => {
     db = await openMigratedDatabase({ MAX_ATTEMPTS: '3', POLL_INTERVAL_MS: '100000' });
-    queue = new QueueRepository(db.dataSource);
+    queue = new QueueRepository(db.dataSource, new NodeIdentity());
   });
 
   afterAll(async () => {
@@ -48,7 +49,7 @@ describe('WorkerService supervisor pass', () => {
         // Results stored are reported within this process (no other node listens here).
         {
           provide: QueueNotifier,
-          useValue: new QueueNotifier({ kind: 'embedded', socketDirectory: '' }),
+          useValue: new QueueNotifier(inProcessEvents()),
         },
         { provide: JOB_EXECUTOR, useValue: idle },
         NodeIdentity,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Provider } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
+import { CatalogChanges } from '../../src/catalog/catalog-changes';
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
@@ -11,7 +12,13 @@ import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
 import { createREngine } from '../../src/r-engine/r-engine.factory';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import type { ClaimedJob, JobFileInput, JobKind } from '../../src/queue/queue.types';
-import { openDatabaseForCli } from '../../src/storage/database-options';
+import { DatabaseEvents } from '../../src/storage/database-events.service';
+import {
+  DATABASE_TARGET,
+  openDatabaseForCli,
+  serverTarget,
+} from '../../src/storage/database-options';
+import { NodeIdentity } from '../../src/storage/node-identity';
 import { createTestDatabase, TestDatabase, testEnvironment } from './test-service';
 
 /** Native R can run here: an Rscript is found and the run did not ask for webR. */
@@ -88,7 +95,7 @@ export interface ExecutorHarness {
 /**
  * Builds and starts a module of `providers` (the executor and what only it needs, made from the
  * node's configuration) over what every executor uses: the configuration, the R engine a worker
- * node makes (native R), the database, the catalog and the job log.
+ * node makes (native R), the database and its events, the catalog and the job log.
  */
 export async function startExecutorHarness(
   providers: (config: AppConfig) => Provider[],
@@ -111,13 +118,23 @@ export async function startExecutorHarness(
         { provide: AppConfig, useValue: db.config },
         { provide: R_ENGINE, useValue: engine },
         { provide: DataSource, useValue: db.dataSource },
+        // The node's database events: heard from the server, or in-process on PGlite.
+        {
+          provide: DATABASE_TARGET,
+          useValue: db.config.databaseUrl
+            ? serverTarget(db.config)
+            : { kind: 'embedded', socketDirectory: '' },
+        },
+        NodeIdentity,
+        DatabaseEvents,
+        CatalogChanges,
         ...providers(db.config),
       ],
     }).compile();
     await module.init();
     return {
       module,
-      queue: new QueueRepository(db.dataSource),
+      queue: new QueueRepository(db.dataSource, module.get(NodeIdentity)),
       catalog: module.get(CatalogService),
       close,
     };

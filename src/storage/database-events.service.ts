@@ -1,0 +1,296 @@
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { DATABASE_TARGET, DatabaseTarget } from './database-options';
+import { NodeIdentity } from './node-identity';
+
+/** The reconnect delay after the first failure; it doubles with each failure up to the maximum. */
+const FIRST_RECONNECT_MS = 500;
+const MAX_RECONNECT_MS = 10_000;
+/** The LISTEN session's application_name (pg_stat_activity). */
+export const LISTEN_APPLICATION_NAME = 'svc-listener';
+
+/**
+ * The NOTIFY payload format: `<node id> <payload>`. The node id (NodeIdentity: no spaces) is the
+ * sender's, so a node ignores its own notifications when they come back over LISTEN (it
+ * delivered them in-process already). A payload sent by SQL that knows no node starts with
+ * the space (an empty node id) and is delivered to every node; so is one with no space at all
+ * (a job id, a job kind, `<application>/<section>`).
+ */
+export function notificationPrefix(nodeId: string): string {
+  return `${nodeId} `;
+}
+
+/** The sender's node id ('' for none) and the payload of a notification. */
+export function parseNotification(raw: string): { sender: string; payload: string } {
+  const space = raw.indexOf(' ');
+  return space < 0
+    ? { sender: '', payload: raw }
+    : { sender: raw.slice(0, space), payload: raw.slice(space + 1) };
+}
+
+/**
+ * How this node hears the notifications of other nodes:
+ * - 'listen': on its one LISTEN connection (DATABASE_LISTEN_URL, or DATABASE_URL without a
+ *   pooler);
+ * - 'unheard': not at all (DATABASE_URL through a transaction-mode pooler, no
+ *   DATABASE_LISTEN_URL), so whoever waits for another node polls;
+ * - 'single-node': there are none (the embedded database belongs to this process).
+ */
+export type OtherNodes = 'listen' | 'unheard' | 'single-node';
+
+type Listener = (payload: string) => void;
+
+/**
+ * The node's database events: publish on a channel, subscribe to a channel. Delivery to this
+ * node's subscribers is in-process and at once; other nodes hear a NOTIFY on their one LISTEN
+ * connection (a dedicated session, since LISTEN belongs to a session: never a transaction-mode
+ * pooler). Notifications are hints: those sent while the connection is down are lost, so a
+ * subscriber looks at the database again when it is back (onListening).
+ *
+ * The payload format is `<node id> <payload>` (notificationPrefix). Statements that change data
+ * send their NOTIFY themselves, in the same statement or transaction (delivered at commit,
+ * atomic with the change, no extra round trip), with this node's prefix; after the commit the
+ * caller delivers in-process (deliverHere).
+ */
+@Injectable()
+export class DatabaseEvents implements OnApplicationShutdown {
+  private readonly logger = new Logger(DatabaseEvents.name);
+  private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly listeningListeners = new Set<() => void>();
+  private readonly lostListeners = new Set<() => void>();
+  readonly otherNodes: OtherNodes;
+  private readonly listenUrl: string | null;
+  private client: Client | null = null;
+  private active = false;
+  private connecting: Promise<void> = Promise.resolve();
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private reconnectMs = FIRST_RECONNECT_MS;
+  /** Between a lost connection (or a failed first attempt) and the next one that listens. */
+  private outage = false;
+  /** LISTEN statements for channels subscribed while the connection was up. */
+  private pendingListens: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    @Inject(DATABASE_TARGET) target: DatabaseTarget,
+    private readonly node: NodeIdentity,
+    @InjectDataSource() private readonly dataSource: DataSource,
+  ) {
+    this.listenUrl = target.kind === 'server' ? target.listenUrl : null;
+    this.otherNodes =
+      target.kind === 'embedded' ? 'single-node' : this.listenUrl ? 'listen' : 'unheard';
+  }
+
+  /** What this node's statements put before the payloads they notify. */
+  get prefix(): string {
+    return notificationPrefix(this.node.id);
+  }
+
+  /** True while the LISTEN connection is up. */
+  get listening(): boolean {
+    return this.client !== null;
+  }
+
+  /**
+   * Sends `payload` on `channel`: to this node's subscribers at once, to the other nodes by
+   * NOTIFY through the ordinary connection (a pooler passes it on). Resolves once sent.
+   */
+  async publish(channel: string, payload: string): Promise<void> {
+    if (this.otherNodes !== 'single-node') {
+      await this.dataSource.query('SELECT pg_notify($1, $2)', [channel, this.prefix + payload]);
+    }
+    this.deliverHere(channel, payload);
+  }
+
+  /**
+   * Delivers `payload` to this node's subscribers of `channel` at once, for a NOTIFY that a
+   * committed statement sent itself with this node's prefix: its echo is ignored.
+   */
+  deliverHere(channel: string, payload: string): void {
+    for (const listener of [...(this.listeners.get(channel) ?? [])]) {
+      this.call(listener, payload, channel);
+    }
+  }
+
+  /**
+   * Calls `listener` with each payload published on `channel` from now on, by this node or
+   * another. Starts the LISTEN connection with the first subscriber. Returns unsubscribe.
+   */
+  subscribe(channel: string, listener: (payload: string) => void): () => void {
+    checkChannel(channel);
+    let channelListeners = this.listeners.get(channel);
+    if (!channelListeners) {
+      channelListeners = new Set();
+      this.listeners.set(channel, channelListeners);
+      const client = this.client;
+      if (client) {
+        // A new channel on the open connection; at each reconnect all channels are listened to.
+        this.pendingListens = Promise.all([
+          this.pendingListens,
+          client.query(`LISTEN ${channel}`).catch(() => undefined),
+        ]);
+      }
+    }
+    // One entry per subscription, so the same function subscribed twice is called twice.
+    const entry: Listener = (payload) => listener(payload);
+    channelListeners.add(entry);
+    void this.listen();
+    return () => {
+      channelListeners.delete(entry);
+    };
+  }
+
+  /**
+   * Calls `listener` each time the LISTEN connection is (re)established: notifications sent
+   * while it was down are lost, so a subscriber looks at the database again. Returns unsubscribe.
+   */
+  onListening(listener: () => void): () => void {
+    return this.hook(this.listeningListeners, listener);
+  }
+
+  /** Calls `listener` each time the LISTEN connection is lost. Returns unsubscribe. */
+  onLost(listener: () => void): () => void {
+    return this.hook(this.lostListeners, listener);
+  }
+
+  /**
+   * Starts the LISTEN connection (when other nodes can be heard); resolves after the first
+   * attempt and the LISTEN of every channel subscribed so far.
+   */
+  async listen(): Promise<void> {
+    if (this.otherNodes !== 'listen') {
+      return;
+    }
+    if (!this.active) {
+      this.active = true;
+      this.connecting = this.connect();
+    }
+    await this.connecting;
+    await this.pendingListens;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.active = false;
+    if (this.reconnectTimer) {
+      clearTimeout(this.reconnectTimer);
+      this.reconnectTimer = null;
+    }
+    await this.connecting;
+    await this.pendingListens;
+    const client = this.client;
+    this.client = null;
+    if (client) {
+      await closeQuietly(client);
+    }
+    this.listeners.clear();
+    this.listeningListeners.clear();
+    this.lostListeners.clear();
+  }
+
+  private hook(listeners: Set<() => void>, listener: () => void): () => void {
+    const entry = (): void => listener();
+    listeners.add(entry);
+    void this.listen();
+    return () => {
+      listeners.delete(entry);
+    };
+  }
+
+  private call(listener: Listener, payload: string, event: string): void {
+    try {
+      listener(payload);
+    } catch (error) {
+      this.logger.warn(`a listener of ${event} failed: ${(error as Error).message}`);
+    }
+  }
+
+  private onNotification(channel: string, raw: string): void {
+    const { sender, payload } = parseNotification(raw);
+    if (sender !== this.node.id) {
+      this.deliverHere(channel, payload);
+    }
+  }
+
+  private async connect(): Promise<void> {
+    if (!this.active || !this.listenUrl) {
+      return;
+    }
+    const client = new Client({
+      connectionString: this.listenUrl,
+      application_name: LISTEN_APPLICATION_NAME,
+      connectionTimeoutMillis: 3000,
+    });
+    client.on('notification', (message) =>
+      this.onNotification(message.channel, message.payload ?? ''),
+    );
+    client.on('error', (error) => this.lost(client, error.message));
+    client.on('end', () => this.lost(client, 'the connection ended'));
+    try {
+      await client.connect();
+      const listened = new Set<string>();
+      // Again for channels first subscribed while the previous LISTEN ran.
+      for (let channels = [...this.listeners.keys()]; channels.length > 0;) {
+        await client.query(channels.map((channel) => `LISTEN ${channel}`).join('; '));
+        channels.forEach((channel) => listened.add(channel));
+        channels = [...this.listeners.keys()].filter((channel) => !listened.has(channel));
+      }
+    } catch (error) {
+      this.lost(client, (error as Error).message);
+      return;
+    }
+    if (!this.active) {
+      // Stopped while connecting.
+      await closeQuietly(client);
+      return;
+    }
+    this.client = client;
+    if (this.outage) {
+      this.outage = false;
+      this.logger.log('LISTEN connection back');
+    }
+    this.reconnectMs = FIRST_RECONNECT_MS;
+    this.listeningListeners.forEach((listener) => this.call(listener, '', 'listening'));
+  }
+
+  /** The connection was lost or could not be made: retries after the back-off. */
+  private lost(client: Client, reason: string): void {
+    const wasUp = this.client === client;
+    if (wasUp) {
+      this.client = null;
+    } else if (this.client !== null || this.reconnectTimer) {
+      return; // a late event of a connection already replaced or given up
+    }
+    void closeQuietly(client);
+    if (!this.active) {
+      return;
+    }
+    // Logged once per outage: the first failure, then only when the connection is back.
+    if (!this.outage) {
+      this.outage = true;
+      this.logger.warn(`no LISTEN connection (${reason}); reconnecting, polling meanwhile`);
+    }
+    if (wasUp) {
+      this.lostListeners.forEach((listener) => this.call(listener, '', 'lost'));
+    }
+    const delay = this.reconnectMs;
+    this.reconnectMs = Math.min(this.reconnectMs * 2, MAX_RECONNECT_MS);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      this.connecting = this.connect();
+    }, delay);
+  }
+}
+
+/** Channels are spliced into LISTEN statements: plain lower-case identifiers only. */
+function checkChannel(channel: string): void {
+  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) {
+    throw new Error(`not a channel name: ${channel}`);
+  }
+}
+
+async function closeQuietly(client: Client): Promise<void> {
+  client.removeAllListeners();
+  client.on('error', () => undefined);
+  await client.end().catch(() => undefined);
+}
