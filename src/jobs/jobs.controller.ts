@@ -14,18 +14,9 @@ import {
 } from '@nestjs/common';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
-import getRawBody from 'raw-body';
 import { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/api-error';
-import {
-  ApplicationNameGuard,
-  ApplicationNamePipe,
-  applicationNameOf,
-  JobIdPipe,
-  rawHeaderPairs,
-  rawHeaderValues,
-} from '../common/application-name';
-import { CALLBACK_URL_HEADER } from '../callbacks/callback-url.policy';
+import { ApplicationNameGuard, ApplicationNamePipe, JobIdPipe } from '../common/application-name';
 import { CallbackRepository } from '../callbacks/callback.repository';
 import { CallbackState } from '../callbacks/job-callback.entity';
 import { isFormPost } from '../common/form-post';
@@ -34,17 +25,14 @@ import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
 import { FormJobService } from './form-job.service';
-import { parseMetaHeaders } from './job-meta';
 import { JobRepository } from './job.repository';
-import { CallbackRequest, IntakePart, JobsService, SubmittedJob } from './jobs.service';
+import { JobsService, SubmittedJob } from './jobs.service';
+import { readRestSubmission } from './rest-submission';
 import { JobEntity, JobState } from '../queue/job.entity';
 import { JobCancellationService } from './job-cancellation.service';
 import { JobLogService } from './job-log.service';
 import { RawData } from '../common/negotiation.guard';
 import { principalOf } from '../security/principal';
-import { KIND_OF_MEDIA_TYPE } from './function-call-result';
-import { ZIP_MEDIA_TYPES } from './job-archive';
-import { mediaTypeOf } from '../common/media-type';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
 import { missing } from '../common/missing-resource';
@@ -71,50 +59,11 @@ export class JobsController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<RestRepresentation> {
-    if (isFormPost(req)) {
-      return this.jobToken(req, res, await this.formJobs.submit(req, res));
-    }
-    const mediaType = mediaTypeOf(req);
-    const functionCall = KIND_OF_MEDIA_TYPE[mediaType];
-    if (!functionCall && !ZIP_MEDIA_TYPES.has(mediaType)) {
-      throw ApiError.unsupportedMediaType(
-        mediaType
-          ? `Content-Type ${mediaType} is not supported; send application/zip, application/xml or application/json.`
-          : 'Content-Type is missing; send application/zip, application/xml or application/json.',
-      );
-    }
-    const meta = parseMetaHeaders(rawHeaderPairs(req));
-    const callback = this.callbackRequest(req);
-    // A function call's payload is read whole (R takes it as one string); a ZIP body is
-    // streamed to disk by the intake and read from there.
-    const body: IntakePart = functionCall
-      ? {
-          name: 'body',
-          label: null,
-          content: await getRawBody(req, { limit: this.config.maxRequestBytes }),
-          zip: false,
-        }
-      : { name: 'body', label: null, stream: req, declaredBytes: declaredLength(req), zip: true };
-    const job = await this.jobsService.submit({
-      applicationName: applicationNameOf(req),
-      source: 'rest',
-      meta,
-      callback,
-      parts: [body],
-      functionCall,
-    });
+    // A form post (the upload page) is read by FormJobService; any other body by its media type.
+    const job = isFormPost(req)
+      ? await this.formJobs.submit(req, res)
+      : await this.jobsService.submit(await readRestSubmission(req, this.config));
     return this.jobToken(req, res, job);
-  }
-
-  /** The callback the `X-SVC-Callback-Url` header asks for (checked by JobsService); once at most. */
-  private callbackRequest(req: Request): CallbackRequest | null {
-    const values = rawHeaderValues(req, CALLBACK_URL_HEADER);
-    if (values.length > 1) {
-      throw ApiError.badRequest(`The header ${CALLBACK_URL_HEADER} is given more than once.`);
-    }
-    return values.length === 0
-      ? null
-      : { url: values[0], linksBase: publicBaseUrl(req, this.config.publicBaseUrl) };
   }
 
   /** The 202 answer of a submission: the job token, and the result's URI in Location. */
@@ -282,10 +231,4 @@ export class JobsController {
   otherOnJob(@Req() req: Request): never {
     throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
   }
-}
-
-/** The body's announced length (Content-Length), if any. */
-function declaredLength(req: Request): number | undefined {
-  const value = Number(req.headers['content-length']);
-  return Number.isFinite(value) ? value : undefined;
 }
