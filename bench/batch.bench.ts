@@ -114,6 +114,36 @@ export async function freshRscriptCeiling(count: number, parallel: number): Prom
   }
 }
 
+/**
+ * R's own CPU for the job's script on a warm session: one R process sources plot.R once untimed,
+ * then `count` times, and reports its CPU (user + system, children excluded) per run, in ms.
+ */
+export async function warmSessionCpuMs(count: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-warm-'));
+  try {
+    writeFileSync(join(dir, 'plot.R'), PDF_SCRIPT);
+    const code = [
+      'source("plot.R", local = new.env())',
+      'cpu <- function() sum(proc.time()[c(1L, 2L)])',
+      'start <- cpu()',
+      `for (i in seq_len(${count})) source("plot.R", local = new.env())`,
+      `cat((cpu() - start) * 1000 / ${count})`,
+    ].join('; ');
+    const output = await new Promise<string>((resolve, reject) => {
+      const child = spawn(RSCRIPT, ['-e', code], { cwd: dir, stdio: ['ignore', 'pipe', 'ignore'] });
+      let text = '';
+      child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      child.once('error', reject);
+      child.once('exit', (code) =>
+        code === 0 ? resolve(text) : reject(new Error(`Rscript exited with ${code}`)),
+      );
+    });
+    return Number(output.trim());
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Result requests the client sent; each costs the node about 1 ms of CPU. */
 let resultRequests = 0;
 

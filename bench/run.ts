@@ -16,12 +16,12 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BenchDatabase } from './bench-database';
 import { ProbeResult, probeDatabase } from './database-probe';
-import { EndToEndRun, endToEndRun, RSCRIPT } from './end-to-end.bench';
+import { bareRscriptTimes, EndToEndRun, endToEndRun, RSCRIPT } from './end-to-end.bench';
 import { pdfJobZip, smallScriptZip } from './job-archives';
 import { formatSpread, heading, table } from './report';
 import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
 import { optionInt, Spread, spread, round } from './stats';
-import { BatchModeRun, batchModeRun, freshRscriptCeiling } from './batch.bench';
+import { BatchModeRun, batchModeRun, freshRscriptCeiling, warmSessionCpuMs } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
 import { CallMeasurement, processBench } from './process.bench';
 import { pairedSingleJobs, printSandbox, sandboxBench } from './sandbox.bench';
@@ -346,15 +346,33 @@ function printProcess(calls: CallMeasurement[]) {
       `concurrency 1: ${round(ratio16, 1)}x, p50 ${round(comparison.p50AtConcurrency1Ms, 2)} ms -> ` +
       `${comparison.met ? 'met' : 'NOT met'}`,
   );
+  // plumber at concurrency 1 is a warm R session's round trip over HTTP, in the same run.
+  const warmRoundTrip = Math.min(
+    find('plumber keep-alive', 1)?.latencyMs.p50 ?? Infinity,
+    find('plumber Connection: close', 1)?.latencyMs.p50 ?? Infinity,
+  );
+  const overWarm = comparison.p50AtConcurrency1Ms - warmRoundTrip;
+  log(
+    `Target: p50 at concurrency 1 within 1 ms of a warm R session's round trip (plumber's p50, ` +
+      `${round(warmRoundTrip, 2)} ms): ${overWarm >= 0 ? '+' : ''}${round(overWarm, 2)} ms -> ` +
+      `${overWarm <= 1 ? 'met' : 'NOT met'}`,
+  );
   return comparison;
 }
 
 // ---- script-job batch ----
 
-function printBatch(
-  batch: { ceilingJobsPerSecond: number[]; runs: BatchModeRun[] },
-  options: Options,
-): void {
+/** The script-job batch of every run, with what R alone does in the same run. */
+interface BatchSection {
+  ceilingJobsPerSecond: number[];
+  /** R's CPU for plot.R on a warm session, per run. */
+  warmSessionCpuMs: number[];
+  /** A bare `Rscript -e 'invisible(0)'`, median wall time per run. */
+  bareStartMs: number[];
+  runs: BatchModeRun[];
+}
+
+function printBatch(batch: BatchSection, options: Options): void {
   const ceiling = spread(batch.ceilingJobsPerSecond);
   log(
     heading(
@@ -434,6 +452,10 @@ function printBatch(
         `${formatSpread(rest('svc', 'memoryAtRest'), 0)} / ${formatSpread(rest('svc', 'memoryAfterBatch'), 0)}`,
       ],
     );
+    rows.push([
+      `${mode}:   R CPU per job / plot.R on a warm session`,
+      formatSpread(spread(runs.map((r, i) => r.rCpuPerJobMs / batch.warmSessionCpuMs[i])), 1),
+    ]);
     for (const role of ['fork server', 'fork server reader', 'R session']) {
       if (runs.some((r) => r.memoryAtRest.some((p) => p.role === role))) {
         rows.push([
@@ -443,7 +465,59 @@ function printBatch(
       }
     }
   }
+  rows.splice(
+    1,
+    0,
+    [
+      'plot.R on a warm R session (R CPU per run), ms',
+      formatSpread(spread(batch.warmSessionCpuMs), 1),
+    ],
+    [`bare Rscript -e 'invisible(0)', ms`, formatSpread(spread(batch.bareStartMs), 0)],
+  );
   log(table(['figure', 'value'], rows));
+  printLeanPathTargets(batch);
+}
+
+/**
+ * The lean job path's targets for the fork server, each a ratio within one run (the same
+ * machine state), then the median over the runs.
+ */
+function printLeanPathTargets(batch: BatchSection): void {
+  const runs = batch.runs.filter((r) => r.mode === 'fork');
+  if (runs.length === 0) {
+    return;
+  }
+  const median = (values: number[]): number => medianOf(values);
+  const svcCpu = median(runs.map((r) => r.serviceCpuPerJobMs));
+  const rCpuRatio = median(runs.map((r, i) => r.rCpuPerJobMs / batch.warmSessionCpuMs[i]));
+  const throughputRatio = median(
+    runs.map((r, i) => r.jobsPerSecond / batch.ceilingJobsPerSecond[i]),
+  );
+  const oneJobShare = median(runs.map((r, i) => r.singleObservedMs.p50 / batch.bareStartMs[i]));
+  const verdict = (met: boolean): string => (met ? 'met' : 'not met');
+  log(
+    table(
+      ['target (fork mode, median of the runs)', 'measured', 'verdict'],
+      [
+        ['svc CPU per script job <= 5 ms', `${round(svcCpu, 1)} ms`, verdict(svcCpu <= 5)],
+        [
+          'R CPU of a forked job <= 2x the script on a warm session',
+          `${round(rCpuRatio, 1)}x`,
+          verdict(rCpuRatio <= 2),
+        ],
+        [
+          'throughput >= 10x the fresh-Rscript ceiling',
+          `${round(throughputRatio, 1)}x`,
+          verdict(throughputRatio >= 10),
+        ],
+        [
+          "one job's p50 <= 25 % of a bare Rscript start",
+          `${round(oneJobShare * 100, 0)} %`,
+          verdict(oneJobShare <= 0.25),
+        ],
+      ],
+    ),
+  );
 }
 
 // ---- main ----
@@ -577,10 +651,10 @@ async function main(): Promise<void> {
       result.diagnostics = diagnostics;
     }
 
-    let batchRuns: { ceilingJobsPerSecond: number[]; runs: BatchModeRun[] } | null = null;
+    let batchRuns: BatchSection | null = null;
     if (options.sections.has('batch')) {
       log(heading('Running: script-job batch (fork server vs fresh process)'));
-      batchRuns = { ceilingJobsPerSecond: [], runs: [] };
+      batchRuns = { ceilingJobsPerSecond: [], warmSessionCpuMs: [], bareStartMs: [], runs: [] };
       for (let run = 1; run <= options.runs; run += 1) {
         const ceiling = await freshRscriptCeiling(
           Math.max(10, options.rscriptRuns * 2),
@@ -589,6 +663,13 @@ async function main(): Promise<void> {
         batchRuns.ceilingJobsPerSecond.push(ceiling);
         log(
           `  run ${run}: fresh Rscript plot.R, ${options.scriptSlots} at a time: ${round(ceiling, 2)} jobs/s`,
+        );
+        const warmCpu = await warmSessionCpuMs(50);
+        const bareStart = medianOf((await bareRscriptTimes(options.rscriptRuns)).startUpMs);
+        batchRuns.warmSessionCpuMs.push(warmCpu);
+        batchRuns.bareStartMs.push(bareStart);
+        log(
+          `  run ${run}: plot.R on a warm R session: ${round(warmCpu, 1)} ms of CPU; bare Rscript start: ${round(bareStart, 0)} ms`,
         );
         for (const mode of options.scriptModes) {
           batchRuns.runs.push(
