@@ -27,12 +27,19 @@ export class JobLogWriter {
     private readonly maxBytes: number,
   ) {}
 
+  /**
+   * A writer for one attempt of a job. Only writers add lines, so the first attempt starts at 0
+   * without asking the database (a round trip per job); a later one goes on after the earlier
+   * attempts' lines.
+   */
   static async open(
     repository: JobLogRepository,
     jobId: string,
+    attempt: number,
     maxBytes: number,
   ): Promise<JobLogWriter> {
-    return new JobLogWriter(repository, jobId, await repository.nextSeq(jobId), maxBytes);
+    const nextSeq = attempt <= 1 ? 0 : await repository.nextSeq(jobId);
+    return new JobLogWriter(repository, jobId, nextSeq, maxBytes);
   }
 
   add(stream: 'stdout' | 'stderr', line: string): void {

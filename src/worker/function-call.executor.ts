@@ -54,7 +54,7 @@ export class FunctionCallJobExecutor implements JobExecutor {
     // reports none costs nothing.
     let log: Promise<JobLogWriter> | null = null;
     const onProgress = (progress: JobProgress): void => {
-      log ??= JobLogWriter.open(this.jobLog, job.id, this.config.jobLogMaxBytes);
+      log ??= JobLogWriter.open(this.jobLog, job.id, job.attempts, this.config.jobLogMaxBytes);
       log.then(
         (writer) => writer.progress(progress),
         (error: Error) => this.logger.warn(`job ${job.id}: no progress stored: ${error.message}`),

@@ -69,7 +69,12 @@ export class ScriptJobExecutor implements JobExecutor {
       const log = new Logger(`job ${job.id}`);
       // R's output goes to out.log, to the job's log in the database (GET .../log) as it comes,
       // and to the service's own log at debug level.
-      const jobLog = await JobLogWriter.open(this.jobLog, job.id, this.config.jobLogMaxBytes);
+      const jobLog = await JobLogWriter.open(
+        this.jobLog,
+        job.id,
+        job.attempts,
+        this.config.jobLogMaxBytes,
+      );
       const outcome = await this.engine
         .runScript({
           jobId: job.id,
