@@ -97,18 +97,23 @@ export class JobsController {
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
     @Query('wait') wait?: unknown,
+    @Query('while') whileParameter?: unknown,
   ): Promise<RestRepresentation> {
     const waitMs = waitMilliseconds(wait, this.config.resultWaitMaxSeconds);
+    const seenState = stateToWaitIn(whileParameter, waitMs !== null);
     const job = await this.existingJob(applicationName, jobId);
-    if (waitMs === null || job.state === JobState.DONE) {
+    const heldState = seenState ?? job.state;
+    if (waitMs === null || job.state === JobState.DONE || job.state !== heldState) {
       return await this.jobStatus(req, job);
     }
     // `?wait=N`: answers when the state changes (the job starts or ends), else after N seconds.
+    // `&while=S` names the state the client saw last, so that a change between its two requests
+    // is answered at once instead of being waited past.
     const changed = await this.waiter.waitFor(
       jobId,
       async () => {
         const now = await this.jobs.findOne(applicationName, jobId);
-        return now === null || now.state !== job.state ? { now } : null;
+        return now === null || now.state !== heldState ? { now } : null;
       },
       waitMs,
       { events: 'result-or-start', signal: clientGoneSignal(res) },
@@ -231,4 +236,19 @@ export class JobsController {
   otherOnJob(@Req() req: Request): never {
     throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
   }
+}
+
+/** The `while` query parameter of a job status wait: a job state, and only beside `wait`. */
+function stateToWaitIn(value: unknown, waiting: boolean): JobState | null {
+  if (value === undefined) {
+    return null;
+  }
+  if (!waiting) {
+    throw ApiError.badRequest('while is only used with wait.');
+  }
+  const states: readonly unknown[] = Object.values(JobState);
+  if (!states.includes(value)) {
+    throw ApiError.badRequest(`while must be one of ${Object.values(JobState).join(', ')}.`);
+  }
+  return value as JobState;
 }

@@ -396,16 +396,24 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
         summary: "A job's state",
         tags: ['jobs'],
         description:
-          'Where the job is: QUEUED, RUNNING or DONE (a cancelled job is DONE with a `cancellation`), and its last `progress` report. With `wait` the answer comes as soon as the state differs from what it was when the request came, or unchanged after `wait` seconds; a DONE job is answered at once.',
+          'Where the job is: QUEUED, RUNNING or DONE (a cancelled job is DONE with a `cancellation`), and its last `progress` report. With `wait` the answer comes as soon as the state differs from `while` (or, without it, from what it was when the request came), or unchanged after `wait` seconds; a DONE job is answered at once.',
         parameters: [
           ...JOB_PATH_PARAMETERS,
           waitParameter(options.waitMaxSeconds, 'for the state to change'),
+          {
+            name: 'while',
+            in: 'query',
+            required: false,
+            description:
+              'With `wait`: the state the client saw last. The request holds only while the job is in this state and answers at once when it is not, so a change between two requests is not missed. Without `wait`, or another value, a 400.',
+            schema: { type: 'string', enum: ['QUEUED', 'RUNNING', 'DONE'] },
+          },
         ],
         responses: {
           '200': r.representation('JobStatus', x.jobStatus(), 'The job status.'),
           '400': r.error(
             400,
-            '`{app}` or `{jobId}` malformed, or a bad `wait`.',
+            '`{app}` or `{jobId}` malformed, or a bad `wait` or `while`.',
             'wait must be a whole number of seconds from 1 to 60.',
           ),
           ...r.authentication(),

@@ -136,6 +136,53 @@ describe('wait instead of polling: one node', () => {
     expect((await cancel(service.url, blocker.jobId)).status).toBe(202);
   });
 
+  it('GET jobs?wait&while answers at once when the job already left the state the client saw', async () => {
+    const blocker = await submit(service.url, BLOCKER);
+    await waitFor(async () => (await stateOf(service.url, blocker.jobId)) === 'RUNNING', 60000);
+    // The client last saw QUEUED; the job started between its two requests.
+    // Without `while` this request would wait for the job's end, up to 60 s.
+    const answer = await request(
+      `${service.url}${REST}/jobs/demo/${blocker.jobId}?wait=60&while=QUEUED`,
+      { headers: JSON_ACCEPT },
+    );
+    expect(answer.status).toBe(200);
+    expect(answer.text).toContain('"RUNNING"');
+    // While the state is the one named, the request waits (here until its 1 s deadline).
+    const held = await request(
+      `${service.url}${REST}/jobs/demo/${blocker.jobId}?wait=1&while=RUNNING`,
+      { headers: JSON_ACCEPT },
+    );
+    expect(held.status).toBe(200);
+    expect(held.text).toContain('"RUNNING"');
+    const waiting = pending(
+      request(`${service.url}${REST}/jobs/demo/${blocker.jobId}?wait=60&while=RUNNING`, {
+        headers: JSON_ACCEPT,
+      }),
+    );
+    for (let i = 0; i < 3; i += 1) {
+      expect(await stateOf(service.url, blocker.jobId)).toBe('RUNNING');
+    }
+    expect(waiting.done()).toBe(false);
+    expect((await cancel(service.url, blocker.jobId)).status).toBe(202);
+    const ended = await waiting.answer;
+    expect(ended.status).toBe(200);
+    expect(ended.text).toContain('"DONE"');
+    // Below the 60 s wait: a request that waited past the change would time the test out.
+  }, 55_000);
+
+  it.each([
+    ['wait=5&while=STARTED', 'while must be one of QUEUED, RUNNING, DONE.'],
+    ['wait=5&while=queued', 'while must be one of QUEUED, RUNNING, DONE.'],
+    ['while=QUEUED', 'while is only used with wait.'],
+  ])('refuses %p on a job status with 400 and an error body', async (query, message) => {
+    const job = '00000000-0000-4000-8000-000000000000';
+    const answer = await request(`${service.url}${REST}/jobs/demo/${job}?${query}`, {
+      headers: JSON_ACCEPT,
+    });
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text)).toMatchObject({ error: { message } });
+  });
+
   it.each(['0', '-1', '61', '1.5', 'abc', '', '99999999'])(
     'refuses wait=%p with 400 and an error body',
     async (value) => {

@@ -279,6 +279,13 @@
     $('jobCancelButton').hidden = state === 'DONE';
   }
 
+  /** A log line or a progress report comes from R: the job runs, whatever the last status said. */
+  function showRunningIfQueued() {
+    if (jobPanel.dataset.state === 'QUEUED') {
+      showState('RUNNING');
+    }
+  }
+
   function showProgress(progress) {
     if (!progress || typeof progress.fraction !== 'number') {
       return;
@@ -311,6 +318,7 @@
       if (mine !== currentJob || !data) {
         return;
       }
+      showRunningIfQueued();
       lines += 1;
       log.append(`${data.stream === 'stderr' ? '! ' : ''}${data.line}\n`);
       while (log.childNodes.length > LOG_MAX_LINES) {
@@ -322,6 +330,7 @@
     });
     stream.addEventListener('progress', (event) => {
       if (mine === currentJob) {
+        showRunningIfQueued();
         showProgress(parseJson(event.data));
       }
     });
@@ -404,7 +413,8 @@
       if (status.state === 'DONE') {
         break;
       }
-      query = `?wait=${STATUS_WAIT_S}`;
+      // `while` names the state shown, so a change between two requests is answered at once.
+      query = `?wait=${STATUS_WAIT_S}&while=${status.state}`;
     }
     cancelCurrentJob = null;
     showMessage($('jobCancelMessage'), '', false);
