@@ -19,13 +19,12 @@ import { Distribution, distribution } from './stats';
 export type ScriptMode = 'fork' | 'spawn';
 export const JOB_TIMEOUT_MS = 120_000;
 const BATCH_TIMEOUT_MS = 900_000;
-const BATCH_POLL_MS = 100;
 /**
- * One job at a time: polling every 2 ms, as this did before, kept the node's event loop busy with
- * a few hundred result requests a second, so the "idle" node was not idle and the job waited behind
- * them; 10 ms adds 5 ms on average to what the client sees (the server-side figure has none).
+ * The longest a result request waits for its result (the service's default maximum): the client
+ * asks `GET …/results/{app}/{id}?wait=N`, as docs/clients.md recommends, instead of polling.
+ * Polling every 2-100 ms cost the node 1.2-3 result requests per job, or kept an idle node busy.
  */
-export const SINGLE_POLL_MS = 10;
+const RESULT_WAIT_S = 60;
 
 /** Resident memory of one process, KiB (VmRSS), or NaN when it is gone. */
 function rssKiB(pid: number): number {
@@ -147,20 +146,17 @@ export async function warmSessionCpuMs(count: number): Promise<number> {
 /** Result requests the client sent; each costs the node about 1 ms of CPU. */
 let resultRequests = 0;
 
-export async function waitReady(
-  resultUri: string,
-  intervalMs: number,
-  deadline: number,
-): Promise<number> {
+/** Waits for the result with `?wait=N` requests; resolves when it was answered (performance.now). */
+export async function waitReady(resultUri: string, deadline: number): Promise<number> {
   for (;;) {
-    resultRequests += 1;
-    if (await fetchResult(resultUri)) {
-      return performance.now();
-    }
-    if (performance.now() > deadline) {
+    const leftS = Math.ceil((deadline - performance.now()) / 1000);
+    if (leftS < 1) {
       throw new Error(`${resultUri} was not ready in time`);
     }
-    await sleep(intervalMs);
+    resultRequests += 1;
+    if (await fetchResult(`${resultUri}?wait=${Math.min(RESULT_WAIT_S, leftS)}`)) {
+      return performance.now();
+    }
   }
 }
 
@@ -175,7 +171,7 @@ export async function finishedAt(baseUrl: string, jobId: string): Promise<number
 export interface BatchModeRun {
   mode: ScriptMode;
   run: number;
-  /** One job at a time on the idle node: POST sent → result answered 200 (polled every 10 ms). */
+  /** One job at a time on the idle node: POST sent → result answered 200 (`?wait=N`). */
   singleObservedMs: Distribution;
   /** The same jobs, POST sent → result stored (server clock, same machine). */
   singleServerMs: Distribution;
@@ -195,7 +191,7 @@ export interface BatchModeRun {
   otherCpuShare: number;
   /** 1-minute load average when the batch started. */
   loadAverageAtStart: number;
-  /** Result requests the client sent per batch job while waiting (polling cost is in svc CPU). */
+  /** Result requests the client sent per batch job while waiting (their cost is in svc CPU). */
   resultRequestsPerJob: number;
   memoryAtRest: ProcessMemory[];
   memoryAfterBatch: ProcessMemory[];
@@ -232,7 +228,7 @@ export async function batchModeRun(
   try {
     for (let i = 0; i < 3; i += 1) {
       const warm = await submitZip(node.url, options.zip);
-      await waitReady(warm.resultUri, 5, warm.sentMark + JOB_TIMEOUT_MS);
+      await waitReady(warm.resultUri, warm.sentMark + JOB_TIMEOUT_MS);
     }
     await sleep(500);
     const memoryAtRest = memoryOf(node.pid);
@@ -240,11 +236,7 @@ export async function batchModeRun(
     const server: number[] = [];
     for (let i = 0; i < options.sequentialJobs; i += 1) {
       const submitted = await submitZip(node.url, options.zip);
-      const ready = await waitReady(
-        submitted.resultUri,
-        SINGLE_POLL_MS,
-        submitted.sentMark + JOB_TIMEOUT_MS,
-      );
+      const ready = await waitReady(submitted.resultUri, submitted.sentMark + JOB_TIMEOUT_MS);
       observed.push(ready - submitted.sentMark);
       server.push((await finishedAt(node.url, submitted.jobId)) - submitted.sentAt);
       await sleep(20);
@@ -267,12 +259,11 @@ export async function batchModeRun(
     );
     const allAcknowledgedMs = Math.max(...submitted.map((s) => s.ackMark)) - firstSentMark;
     const deadline = firstSentMark + BATCH_TIMEOUT_MS;
-    // Each result in submission order, every 100 ms while it is not ready: the throughput comes
-    // from the server's finish times, not from when the client saw them, and polling every 20 ms
-    // sent 3-4 requests per job whose CPU competed with the batch.
+    // Each result in submission order, one waiting request at a time: the throughput comes from
+    // the server's finish times, not from when the client saw them.
     const requestsBefore = resultRequests;
     for (const job of submitted) {
-      await waitReady(job.resultUri, BATCH_POLL_MS, deadline);
+      await waitReady(job.resultUri, deadline);
     }
     const resultRequestsPerJob = (resultRequests - requestsBefore) / options.batchJobs;
     const after = cpuSnapshot(node.pid, await database.backendPids());

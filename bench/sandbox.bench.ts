@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
-import { batchModeRun, finishedAt, JOB_TIMEOUT_MS, SINGLE_POLL_MS, waitReady } from './batch.bench';
+import { batchModeRun, finishedAt, JOB_TIMEOUT_MS, waitReady } from './batch.bench';
 import { processBench } from './process.bench';
 import { formatSpread, heading, table } from './report';
 import { submitZip } from './rest-client';
@@ -139,7 +139,7 @@ export async function pairedSingleJobs(
     const oneJob = async (setting: SandboxSetting): Promise<number> => {
       const node = nodes[setting] as ServiceNode;
       const submitted = await submitZip(node.url, options.zip);
-      await waitReady(submitted.resultUri, SINGLE_POLL_MS, submitted.sentMark + JOB_TIMEOUT_MS);
+      await waitReady(submitted.resultUri, submitted.sentMark + JOB_TIMEOUT_MS);
       const finished = await finishedAt(node.url, submitted.jobId);
       await sleep(20);
       return finished - submitted.sentAt;

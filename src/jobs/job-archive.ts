@@ -265,8 +265,11 @@ async function spillEntry(
 
 /** Where explodeZipToFiles puts entries too large to keep in memory. */
 export interface SpillOptions {
-  /** An existing, private directory; the caller removes it. */
-  directory: string;
+  /**
+   * Makes (once, when the first large entry comes) a private directory for them and gives its
+   * path; the caller removes it. An archive of small entries never asks.
+   */
+  directory: () => Promise<string>;
   /** Entries declared larger than this are written to `directory`. */
   inlineMaxBytes: number;
 }
@@ -337,11 +340,17 @@ async function explode(
 
     const files: JobFileInput[] = [];
     let inflated = 0;
+    let spillDirectory: Promise<string> | null = null;
     for (const [index, { name, entry }] of accepted.entries()) {
+      // Outside the try below: a directory that cannot be made is not a corrupt archive.
+      const spillTo =
+        spill && entry.uncompressedSize > spill.inlineMaxBytes
+          ? await (spillDirectory ??= spill.directory())
+          : null;
       try {
-        if (spill && entry.uncompressedSize > spill.inlineMaxBytes) {
+        if (spillTo !== null) {
           // Named by position: the entry name was checked, but need not suit this file system.
-          const path = join(spill.directory, `entry-${index}`);
+          const path = join(spillTo, `entry-${index}`);
           inflated += await spillEntry(zipfile, entry, name, inflated, limits, path);
           files.push({ name, path });
         } else {

@@ -41,8 +41,9 @@ export interface IntakePart {
   content?: Buffer;
   path?: string;
   /**
-   * A request body still arriving: written to the intake's spill directory as it comes (never
-   * held whole in memory), up to MAX_REQUEST_BYTES (413 beyond).
+   * A request body still arriving: one that announces at most BLOB_INLINE_MAX_BYTES is read into
+   * memory; any other is written to the intake's spill directory as it comes (never held whole in
+   * memory), up to MAX_REQUEST_BYTES (413 beyond).
    */
   stream?: Readable;
   /** The size the stream announces (Content-Length): over the limit, refused before reading. */
@@ -81,8 +82,42 @@ function tooLarge(limit: number): ApiError {
   );
 }
 
+/**
+ * A private temp directory for one submission's spooled bodies and large ZIP entries, made on
+ * first use: a small submission, read and inflated in memory, touches no file system at all.
+ */
+class SpillDirectory {
+  private made: Promise<string> | null = null;
+
+  constructor(private readonly parent: string) {}
+
+  path(): Promise<string> {
+    this.made ??= mkdtemp(join(this.parent, 'svc-zip-'));
+    return this.made;
+  }
+
+  async remove(): Promise<void> {
+    if (this.made) {
+      await rm(await this.made, { recursive: true, force: true });
+    }
+  }
+}
+
 function lowerFirst(text: string): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
+}
+
+/** A small body whole, as it arrives; a client that stops sending it is a 400. */
+async function readSmall(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of stream) {
+      chunks.push(chunk as Buffer);
+    }
+  } catch (error) {
+    throw ApiError.badRequest(`The request body could not be read: ${(error as Error).message}.`);
+  }
+  return Buffer.concat(chunks);
 }
 
 /** The payload of a function call, checked: one part, not empty, UTF-8 text (R takes a string). */
@@ -152,20 +187,21 @@ export class JobsService {
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
     const callback = await this.checkedCallback(applicationName, submission.callback);
-    return this.withSpillDirectory(async (directory) => {
+    const spill = new SpillDirectory(this.config.formTempDir ?? tmpdir());
+    try {
       const files: JobFileInput[] = [];
       for (const part of parts) {
-        files.push(...(await this.filesOf(part, directory)));
+        files.push(...(await this.filesOf(part, spill)));
       }
-      return this.storeScriptJob(submission, files, callback);
-    });
+      return await this.storeScriptJob(submission, files, callback);
+    } finally {
+      await spill.remove();
+    }
   }
 
   /** A part's job files: a ZIP's entries (large ones inflated into `directory`), else itself. */
-  private async filesOf(received: IntakePart, directory: string): Promise<JobFileInput[]> {
-    const part = received.stream
-      ? await this.spool(received, received.stream, directory)
-      : received;
+  private async filesOf(received: IntakePart, spill: SpillDirectory): Promise<JobFileInput[]> {
+    const part = received.stream ? await this.receive(received, received.stream, spill) : received;
     if (!part.zip) {
       return [part.content ? { name: part.name, content: part.content } : fileOnDisk(part)];
     }
@@ -180,7 +216,7 @@ export class JobsService {
     try {
       return await explodeZipToFiles(part.content ?? fileOnDisk(part), this.zipLimits, {
         // A directory per archive: a submission may carry several.
-        directory: await mkdtemp(join(directory, 'zip-')),
+        directory: async () => mkdtemp(join(await spill.path(), 'zip-')),
         inlineMaxBytes: BLOB_INLINE_MAX_BYTES,
       });
     } catch (error) {
@@ -191,15 +227,30 @@ export class JobsService {
     }
   }
 
-  /** A part's stream written to a file of the spill directory, counted against the limit. */
-  private async spool(part: IntakePart, stream: Readable, directory: string): Promise<IntakePart> {
+  /**
+   * A part's stream, counted against the limit: in memory when it announced a small size (HTTP
+   * framing holds it to that), else written to a file of the spill directory.
+   */
+  private async receive(
+    part: IntakePart,
+    stream: Readable,
+    spill: SpillDirectory,
+  ): Promise<IntakePart> {
     const limit = this.config.maxRequestBytes;
     if ((part.declaredBytes ?? 0) > limit) {
       // Read and dropped, so that the client gets the answer.
       stream.resume();
       throw tooLarge(limit);
     }
-    const path = join(await mkdtemp(join(directory, 'body-')), 'body');
+    if (part.declaredBytes !== undefined && part.declaredBytes <= BLOB_INLINE_MAX_BYTES) {
+      return {
+        name: part.name,
+        label: part.label,
+        content: await readSmall(stream),
+        zip: part.zip,
+      };
+    }
+    const path = join(await mkdtemp(join(await spill.path(), 'body-')), 'body');
     let received = 0;
     const counter = new Transform({
       transform(chunk: Buffer, _encoding, done) {
@@ -240,16 +291,6 @@ export class JobsService {
     }
     const url = await this.callbackUrls.check(applicationName, callback.url);
     return { url, linksBase: callback.linksBase };
-  }
-
-  /** Runs `use` with a private temp directory for inflated ZIP entries, removed afterwards. */
-  private async withSpillDirectory<T>(use: (directory: string) => Promise<T>): Promise<T> {
-    const directory = await mkdtemp(join(this.config.formTempDir ?? tmpdir(), 'svc-zip-'));
-    try {
-      return await use(directory);
-    } finally {
-      await rm(directory, { recursive: true, force: true });
-    }
   }
 
   /**

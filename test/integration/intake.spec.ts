@@ -1,5 +1,6 @@
 import { Test } from '@nestjs/testing';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -168,6 +169,44 @@ describe('JobsService.submit: the intake of every front end', () => {
     );
     expect(declared.getStatus()).toBe(413);
     expect(await jobCount()).toBe(before);
+    expect(await readdir(spillParent)).toEqual([]);
+  });
+
+  /** A body of `content` that records what the spill parent holds when the intake reads it. */
+  function watchedBody(content: Buffer): { body: Readable; seen: () => string[] | null } {
+    let seen: string[] | null = null;
+    const body = new Readable({
+      read() {
+        seen ??= readdirSync(spillParent);
+        this.push(content);
+        this.push(null);
+      },
+    });
+    return { body, seen: () => seen };
+  }
+
+  it('reads a body that announces a small size in memory, making no spill directory', async () => {
+    const small = await makeZip([{ name: 'job.R', content: 'x <- 1\n' }]);
+    const announced = watchedBody(small);
+    const job = await intake.submit(
+      script([
+        {
+          name: 'body',
+          label: null,
+          stream: announced.body,
+          declaredBytes: small.length,
+          zip: true,
+        },
+      ]),
+    );
+    expect(await storedFiles(job.jobId)).toEqual(['job.R']);
+    expect(announced.seen()).toEqual([]);
+    // Without an announced size the body goes to disk as it comes.
+    const unannounced = watchedBody(small);
+    await intake.submit(
+      script([{ name: 'body', label: null, stream: unannounced.body, zip: true }]),
+    );
+    expect(unannounced.seen()).toHaveLength(1);
     expect(await readdir(spillParent)).toEqual([]);
   });
 
