@@ -154,7 +154,12 @@ export class JobsService {
     private readonly notifier: QueueNotifier,
     private readonly callbackUrls: CallbackUrlPolicy,
     @Optional() private readonly metrics?: MetricsService,
-  ) {}
+  ) {
+    this.spillParent = config.formTempDir ?? tmpdir();
+  }
+
+  /** Where spill directories are made (read once: os.tmpdir() reads the environment each call). */
+  private readonly spillParent: string;
 
   get zipLimits() {
     return {
@@ -187,7 +192,7 @@ export class JobsService {
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
     const callback = await this.checkedCallback(applicationName, submission.callback);
-    const spill = new SpillDirectory(this.config.formTempDir ?? tmpdir());
+    const spill = new SpillDirectory(this.spillParent);
     try {
       const files: JobFileInput[] = [];
       for (const part of parts) {
