@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { AppConfig, loadConfig } from '../config/app-config';
 import { resultData } from '../jobs/job-result';
@@ -362,6 +363,41 @@ describe('WorkerService', () => {
       expect(queue.retried).toEqual([]);
       expect(worker.runningJobIds).toEqual([]);
       await worker.onApplicationShutdown();
+    });
+
+    it('does not take a job that finished during a heartbeat for one that lost its lease', async () => {
+      const queue = new FakeQueue();
+      queue.queued = [job('quick')];
+      let finish = (): void => undefined;
+      const mayEnd = new Promise<void>((resolve) => (finish = resolve));
+      const executor: JobExecutor = {
+        execute: async (claimed) => {
+          await mayEnd;
+          return resultData(true, 'zip', 'application/zip', Buffer.from(claimed.id));
+        },
+      };
+      // The heartbeat's statement runs while the job ends: it finds the job DONE, not RUNNING.
+      let answerHeartbeat = (): void => undefined;
+      queue.heartbeat = (_owner, ids) => {
+        queue.heartbeats.push(ids);
+        return new Promise((resolve) => (answerHeartbeat = () => resolve([])));
+      };
+      const warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+      try {
+        const worker = await workerWith(queue, executor, timing);
+        await worker.onApplicationBootstrap();
+        await jest.advanceTimersByTimeAsync(5_000);
+        expect(queue.heartbeats).toEqual([['quick']]);
+        finish();
+        await jest.advanceTimersByTimeAsync(0);
+        expect(queue.completed.map((c) => c.id)).toEqual(['quick']);
+        answerHeartbeat();
+        await jest.advanceTimersByTimeAsync(0);
+        expect(warnings.mock.calls.flat().join('\n')).not.toMatch(/lease lost/);
+        await worker.onApplicationShutdown();
+      } finally {
+        warnings.mockRestore();
+      }
     });
 
     it('stores a dead-letter result for a job whose lease expired with no attempt left', async () => {

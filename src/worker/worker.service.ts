@@ -342,9 +342,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     try {
       const held = new Set(await this.queue.heartbeat(this.owner, ids, this.config.leaseSeconds));
       for (const id of ids) {
-        if (!held.has(id)) {
+        const entry = this.running.get(id);
+        // A job that finished while the statement ran (DONE, or its result being stored, which
+        // checks the lease itself) is no longer renewed: that is not a lost lease.
+        if (!held.has(id) && entry !== undefined && !entry.storing) {
           this.logger.warn(`job ${id}: lease lost, stopping it`);
-          this.running.get(id)?.abort.abort();
+          entry.abort.abort();
         }
       }
     } catch (error) {
