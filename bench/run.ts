@@ -228,6 +228,23 @@ function printSubmission(summaries: SubmissionSummary[], options: Options): void
       ]),
     ),
   );
+  const ackCpu = (role: 'all' | 'api'): string =>
+    summaries
+      .filter((s) => s.role === role)
+      .map((s) => `${round(s.serviceCpuPerAckMs.median, 2)} ms at c=${s.connections}`)
+      .join(', ');
+  const apiCells = summaries.filter((s) => s.role === 'api');
+  const met = apiCells.filter((s) => s.serviceCpuPerAckMs.median <= 0.5).map((s) => s.connections);
+  const verdict =
+    met.length === apiCells.length
+      ? 'met'
+      : met.length === 0
+        ? 'not met'
+        : `met at c=${met.join(', ')} only`;
+  log(
+    `\nTarget: svc CPU per acknowledged POST /jobs <= 0.5 ms on ROLE=api: ${ackCpu('api')} -> ${verdict}` +
+      ` (ROLE=all beside it: ${ackCpu('all')})`,
+  );
 }
 
 // ---- end to end ----
