@@ -77,7 +77,7 @@ export class PackageLibrary {
       await mkdir(join(work, 'tmp'));
       await writeFile(tarball, archive);
       const launcher = this.launcher();
-      await launcher.makeWritable(work);
+      launcher.makeWritable(work);
       const outcome = await this.runInstall(launcher, work, [
         launcher.rSource('install-package.R'),
         tarball,

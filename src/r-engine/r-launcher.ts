@@ -1,6 +1,12 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { accessSync, constants as fsConstants, statSync } from 'node:fs';
-import { chown, lchown, readdir } from 'node:fs/promises';
+import {
+  accessSync,
+  chownSync,
+  constants as fsConstants,
+  lchownSync,
+  readdirSync,
+  statSync,
+} from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { rSourcePath } from './r-sources';
 
@@ -164,20 +170,30 @@ export class RLauncher {
    * than the service, the directory is handed to that user. The service, root, still reads and
    * removes it. `recursive: false` hands over the directory alone (a run's parent directory).
    */
-  async makeWritable(dir: string, options: { recursive?: boolean } = {}): Promise<void> {
+  makeWritable(dir: string, options: { recursive?: boolean } = {}): void {
     const uid = this.sandboxUid;
     if (uid === null) {
       return;
     }
     // readdir's entry types save a stat per file; links are handed over, never followed.
-    const walk = async (path: string): Promise<void> => {
-      await chown(path, uid, uid);
-      for (const entry of await readdir(path, { withFileTypes: true })) {
+    // Synchronous, like the engine's other per-job calls on its local directories (see
+    // docs/architecture.md): a call takes a quarter of the CPU of its thread-pool form.
+    const walk = (path: string): void => {
+      chownSync(path, uid, uid);
+      for (const entry of readdirSync(path, { withFileTypes: true })) {
         const child = join(path, entry.name);
-        await (entry.isDirectory() ? walk(child) : lchown(child, uid, uid));
+        if (entry.isDirectory()) {
+          walk(child);
+        } else {
+          lchownSync(child, uid, uid);
+        }
       }
     };
-    await (options.recursive === false ? chown(dir, uid, uid) : walk(dir));
+    if (options.recursive === false) {
+      chownSync(dir, uid, uid);
+    } else {
+      walk(dir);
+    }
   }
 
   /** The program and arguments that start R for this request (prlimit, setpriv, bwrap). */

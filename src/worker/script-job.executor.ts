@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
+import { mkdirSync, readdirSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
@@ -97,7 +98,7 @@ export class ScriptJobExecutor implements JobExecutor {
       if (outcome.status === 'failed') {
         return { ...errorResult(job, outcome.message), ...usage };
       }
-      const files = await listResultFiles(workDir, provided);
+      const files = listResultFiles(workDir, provided);
       known.push(...files.map((file) => file.name));
       return { ...(await this.zipResult(files)), ...usage };
     } finally {
@@ -127,11 +128,12 @@ export class ScriptJobExecutor implements JobExecutor {
   /**
    * Creates jobDir/work, private to the service (0700), with plain mkdir calls (a recursive
    * mkdir or an rm first costs a few system calls per job): the jobs root is made when missing,
-   * and a job directory that exists already is a crashed attempt's, removed first.
+   * and a job directory that exists already is a crashed attempt's, removed first. Synchronous,
+   * as the executor's other calls on the job's directory (docs/architecture.md).
    */
   private async makeJobDirectory(jobDir: string, workDir: string): Promise<void> {
     try {
-      await mkdir(jobDir, { mode: 0o700 });
+      mkdirSync(jobDir, { mode: 0o700 });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') {
@@ -141,9 +143,9 @@ export class ScriptJobExecutor implements JobExecutor {
       } else {
         throw error;
       }
-      await mkdir(jobDir, { mode: 0o700 });
+      mkdirSync(jobDir, { mode: 0o700 });
     }
-    await mkdir(workDir, { mode: 0o700 });
+    mkdirSync(workDir, { mode: 0o700 });
   }
 
   /** Writes the job's inputs; returns the script to source and the names the service put there. */
@@ -166,7 +168,8 @@ export class ScriptJobExecutor implements JobExecutor {
           path,
         );
       } else {
-        await writeFile(path, file.content);
+        // At most BLOB_INLINE_MAX_BYTES (larger files come in pieces).
+        writeFileSync(path, file.content);
       }
       provided.add(file.name);
     }
@@ -193,7 +196,7 @@ export class ScriptJobExecutor implements JobExecutor {
         ),
       );
     }
-    await writeFile(join(workDir, CONFIGURATION_FILE), renderConfigurationFile(job.meta));
+    writeFileSync(join(workDir, CONFIGURATION_FILE), renderConfigurationFile(job.meta));
     provided.add(CONFIGURATION_FILE);
     if (!scriptName) {
       throw new JobDefinitionError(
@@ -219,7 +222,7 @@ export class ScriptJobExecutor implements JobExecutor {
         `The catalog of application ${applicationName} has no ${what} named "${name}" (section ${section}).`,
       );
     }
-    await writeFile(join(workDir, name), content);
+    writeFileSync(join(workDir, name), content);
     return name;
   }
 }
@@ -232,40 +235,40 @@ export class ScriptJobExecutor implements JobExecutor {
  */
 async function removeJobDirectory(jobDir: string, workDir: string, known: string[]): Promise<void> {
   try {
-    await Promise.all(
-      known.map((name) =>
-        unlink(join(workDir, name)).catch((error: NodeJS.ErrnoException) => {
-          if (error.code !== 'ENOENT') {
-            throw error;
-          }
-        }),
-      ),
-    );
-    await rmdir(workDir);
-    await rmdir(jobDir);
+    for (const name of known) {
+      try {
+        unlinkSync(join(workDir, name));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
+          throw error;
+        }
+      }
+    }
+    rmdirSync(workDir);
+    rmdirSync(jobDir);
   } catch {
     await rm(jobDir, { recursive: true, force: true });
   }
 }
 
 /** Every regular file under workDir that the service did not put there, with its path relative to workDir. */
-async function listResultFiles(
+function listResultFiles(
   workDir: string,
   provided: Set<string>,
-): Promise<Array<{ name: string; path: string }>> {
+): Array<{ name: string; path: string }> {
   const found: Array<{ name: string; path: string }> = [];
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(dir, { withFileTypes: true })) {
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       const name = relative(workDir, path).split('\\').join('/');
       if (entry.isDirectory()) {
-        await walk(path);
+        walk(path);
       } else if (entry.isFile() && !provided.has(name)) {
         // A regular file, not a link (readdir's type does not follow links); zipFiles reads it.
         found.push({ name, path });
       }
     }
   };
-  await walk(workDir);
+  walk(workDir);
   return found;
 }
