@@ -7,7 +7,9 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  rmdirSync,
   statSync,
+  unlinkSync,
 } from 'node:fs';
 import {
   chmod,
@@ -790,11 +792,9 @@ const SERVER_TMP = 'server-tmp';
  * of the slot finds nothing of it.
  */
 async function cleanSlot(dir: string): Promise<void> {
-  // The listings synchronous (engine-local directories); the removals, as large as a job made
-  // them, on the thread pool.
   for (const entry of readdirSync(dir)) {
     if (entry !== SERVER_TMP) {
-      await rm(join(dir, entry), { recursive: true, force: true });
+      await removeTree(join(dir, entry));
     }
   }
   const serverTmp = join(dir, SERVER_TMP);
@@ -802,13 +802,45 @@ async function cleanSlot(dir: string): Promise<void> {
     const path = join(serverTmp, session);
     if (session.startsWith('Rtmp') && lstatSync(path).isDirectory()) {
       for (const entry of readdirSync(path)) {
-        await rm(join(path, entry), { recursive: true, force: true });
+        await removeTree(join(path, entry));
       }
     } else {
-      await rm(path, { recursive: true, force: true });
+      await removeTree(path);
     }
   }
 }
+
+/** Entries a tree may have to be removed with synchronous calls. */
+const SMALL_TREE_ENTRIES = 32;
+
+/**
+ * Removes a file or directory tree. What a job usually leaves (its private directory: an empty
+ * temp directory and R's status file) goes with a few synchronous calls (a quarter of the CPU of
+ * the thread-pool form); a tree larger than SMALL_TREE_ENTRIES, or one that changes meanwhile,
+ * is removed on the thread pool.
+ */
+async function removeTree(path: string): Promise<void> {
+  try {
+    let budget = SMALL_TREE_ENTRIES;
+    const removeSmall = (at: string, isDirectory: boolean): void => {
+      if (--budget < 0) {
+        throw new Error('too large to remove synchronously');
+      }
+      if (!isDirectory) {
+        unlinkSync(at);
+        return;
+      }
+      for (const entry of readdirSync(at, { withFileTypes: true })) {
+        removeSmall(join(at, entry.name), entry.isDirectory());
+      }
+      rmdirSync(at);
+    };
+    removeSmall(path, lstatSync(path).isDirectory());
+  } catch {
+    await rm(path, { recursive: true, force: true });
+  }
+}
+
 /**
  * A small file the engine's R side wrote (an error message, the usage figures), read at once: a
  * synchronous read of a local file costs a quarter of the CPU of its thread-pool form. Undefined

@@ -444,7 +444,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
     }
 
     // The script gets its own environment and leaves no trace for the next job: global
-    // variables, options, attached packages and open devices are reset (devices are closed
+    // variables, options, attached packages, its temporary files and open devices are reset (devices are closed
     // before the copy-back so that a PDF without dev.off() is complete, as with native R).
     const code = `local({
       opts <- options(); attached <- search()
@@ -454,6 +454,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
         options(c(opts, setNames(vector("list", length(added)), added)))
         for (name in setdiff(search(), attached)) detach(name, character.only = TRUE)
         rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv())
+        unlink(list.files(tempdir(), all.files = TRUE, full.names = TRUE, no.. = TRUE),
+               recursive = TRUE, force = TRUE)
       })
       setwd(${rString(vfsDir)})
       progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))

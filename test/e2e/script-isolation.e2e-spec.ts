@@ -146,6 +146,28 @@ describe(`script jobs stay apart from each other and from the service (${webR ? 
     expect(seen).not.toMatch(/of-other/);
   });
 
+  it.each([
+    ['one file', 'writeLines("x", file.path(tempdir(), "left-1.txt"))'],
+    [
+      'many files and directories',
+      [
+        'for (i in 1:50) writeLines("x", file.path(tempdir(), paste0("left-", i, ".txt")))',
+        'dir.create(file.path(tempdir(), "left", "deeper"), recursive = TRUE)',
+        'writeLines("x", file.path(tempdir(), "left", "deeper", "left.txt"))',
+      ].join('\n'),
+    ],
+  ])('the temporary files a job leaves (%s) are gone for the next jobs', async (_what, script) => {
+    expect((await run(service, `${script}\nwriteLines("ok", "ok.txt")`)).success).toBe('true');
+    // Two at once take both slots: one of them runs where the first job ran.
+    const listing =
+      'writeLines(list.files(tempdir(), recursive = TRUE, all.files = TRUE), "tmp.txt")';
+    const probes = await Promise.all([run(service, listing), run(service, listing)]);
+    for (const probe of probes) {
+      expect(probe.success).toBe('true');
+      expect(probe.files.get('tmp.txt') ?? '').not.toMatch(/left/);
+    }
+  });
+
   it('variables, options and environment variables of one job are not seen by the next', async () => {
     const first = await run(
       service,
