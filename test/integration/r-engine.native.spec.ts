@@ -149,22 +149,19 @@ describeNative(`NativeREngine${rscript ? '' : ' (skipped: no Rscript found on PA
         'repeat {}',
       ].join('\n'),
     );
-    const started = Date.now();
+    // R spins for ever: only the kill at the time limit ends this run.
     const outcome = await engine.runScript({
       jobId: 'timeout',
       workDir,
       scriptName: 'script.R',
       timeoutMs: 2_000,
     });
-    const elapsed = Date.now() - started;
 
     expect(outcome).toMatchObject({
       status: 'failed',
       reason: 'timeout',
       message: 'the job exceeded its time limit of 2 s',
     });
-    // Generous: it proves the kill, not a speed (the machine may be busy).
-    expect(elapsed).toBeLessThan(20_000);
     const rPid = Number(await readFile(join(workDir, 'r.pid'), 'utf8'));
     const childPid = Number(await readFile(join(workDir, 'child.pid'), 'utf8'));
     expect(await isAlive(rPid)).toBe(false);

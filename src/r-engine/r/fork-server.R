@@ -164,12 +164,28 @@ local({
   # in the next listing.
   sweep <- function() {
     known <- c(1L, Sys.getpid(), reader$pid) # spared, or already killed
+    killed <- integer(0L)
     repeat {
       pids <- suppressWarnings(as.integer(list.files("/proc", pattern = "^[0-9]+$")))
       victims <- setdiff(pids, known)
       if (length(victims) == 0L) break
       tools::pskill(victims, tools::SIGKILL)
       known <- c(known, victims)
+      killed <- c(killed, victims)
+    }
+    # kill() returns before the kernel has run a process to its end: wait until every killed
+    # process is gone or a zombie (no memory, no command line, nothing it can do), so that the
+    # next job never sees it. Bounded, in case one is stuck in the kernel.
+    deadline <- proc.time()[[3L]] + 2
+    while (length(killed) > 0L && proc.time()[[3L]] < deadline) {
+      state <- vapply(killed, function(pid) {
+        stat <- tryCatch(readLines(sprintf("/proc/%d/stat", pid), warn = FALSE),
+                         error = function(e) "", warning = function(w) "")
+        if (length(stat) == 0L || !nzchar(stat[[1L]])) return("gone")
+        substr(sub(".*\\) ", "", stat[[1L]]), 1L, 1L) # the state, after "pid (comm) "
+      }, "")
+      killed <- killed[!(state %in% c("gone", "Z", "X"))]
+      if (length(killed) > 0L) Sys.sleep(0.001)
     }
   }
 
