@@ -69,8 +69,8 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
   ) {}
 
   onApplicationBootstrap(): void {
-    // A stored result may carry a callback; the poll below finds those whose notice was lost.
-    this.unsubscribe = this.notifier.onResultReady(() => this.wake());
+    // A result stored with a callback queues it; the poll below finds those whose notice was lost.
+    this.unsubscribe = this.notifier.onCallbackQueued(() => this.wake());
     const poll = setInterval(() => this.wake(), this.config.pollIntervalMs);
     poll.unref();
     this.timers.add(poll);

@@ -61,8 +61,10 @@ export class JobCancellationService {
     if (before === JobState.DONE) {
       return 'finished';
     }
-    // This node's waiters and its worker hear of it at once; other nodes through the NOTIFY.
+    // This node's waiters, worker and callback delivery (which looks whether the job had a
+    // callback; cancels are rare) hear of it at once; other nodes through the NOTIFY.
     this.notifier.resultStored(jobId);
+    this.notifier.callbackQueued(jobId);
     return before === JobState.QUEUED ? 'stopped' : 'stopping';
   }
 }

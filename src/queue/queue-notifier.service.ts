@@ -1,15 +1,22 @@
 import { Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { DatabaseEvents } from '../storage/database-events.service';
-import { JOB_QUEUED_CHANNEL, JOB_STARTED_CHANNEL, RESULT_READY_CHANNEL } from './queue.repository';
+import {
+  CALLBACK_QUEUED_CHANNEL,
+  JOB_QUEUED_CHANNEL,
+  JOB_STARTED_CHANNEL,
+  RESULT_READY_CHANNEL,
+} from './queue.repository';
 import type { JobKind } from './queue.types';
 
 /**
- * The queue's three signals on the node's DatabaseEvents, each at once in this process and
+ * The queue's four signals on the node's DatabaseEvents, each at once in this process and
  * through LISTEN/NOTIFY from other nodes:
  * - a job was queued: wakes workers early;
  * - a job's result was stored: wakes whoever waits for it (onResultReady);
- * - jobs were started by a worker (onJobStarted).
+ * - jobs were started by a worker (onJobStarted);
+ * - a job's callback was queued with its result (onCallbackQueued): wakes the deliveries; sent
+ *   only for jobs that have a callback.
  * QueueRepository's statements send the NOTIFY (with this node's prefix, so this node ignores
  * the echo); the methods below deliver in-process once the statement committed.
  * All are hints: a notification sent while the LISTEN connection was down is never reported, so
@@ -44,6 +51,16 @@ export class QueueNotifier implements OnApplicationShutdown {
   /** Called after this process stored a job's result (the statement sent the NOTIFY). */
   resultStored(jobId: string): void {
     this.events.deliverHere(RESULT_READY_CHANNEL, jobId);
+  }
+
+  /** Called after this process stored the result of a job with a callback (the statement sent the NOTIFY). */
+  callbackQueued(jobId: string): void {
+    this.events.deliverHere(CALLBACK_QUEUED_CHANNEL, jobId);
+  }
+
+  /** Calls `listener` with the id of each job whose callback is queued from now on. Returns unsubscribe. */
+  onCallbackQueued(listener: (jobId: string) => void): () => void {
+    return this.events.subscribe(CALLBACK_QUEUED_CHANNEL, listener);
   }
 
   /** Called after this process claimed jobs (the claim sent the NOTIFY). */

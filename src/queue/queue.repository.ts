@@ -48,6 +48,8 @@ export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 export const RESULT_READY_CHANNEL = 'svc_result_ready';
 /** Payload: the ids of the jobs one claim started, comma-separated (sent by the claim). */
 export const JOB_STARTED_CHANNEL = 'svc_job_started';
+/** A job's callback was queued (its result stored): wakes the callback delivery. */
+export const CALLBACK_QUEUED_CHANNEL = 'svc_callback_queued';
 
 /**
  * The usage record of a job that has just ended (table job_usage), written by the statement that
@@ -72,12 +74,20 @@ const DONE_COLUMNS =
 /**
  * A data-modifying CTE for the statements that end a job: queues the callback of the job the
  * `done` CTE returned (with its callback_url), so the delivery row commits with the result.
+ * CALLBACK_QUEUED_NOTICE, in the statement's result, tells the nodes' deliveries of it: only
+ * for a job that has a callback, so the others cost the deliveries no look.
  */
 const QUEUE_CALLBACK_CTE = `callback_queued AS (
          INSERT INTO job_callback (job_id, url, state, attempts, created_at, next_attempt_at)
          SELECT done.id, done.callback_url, 'pending', 0, now(), now() FROM done
           WHERE done.callback_url IS NOT NULL
-         ON CONFLICT (job_id) DO NOTHING)`;
+         ON CONFLICT (job_id) DO NOTHING
+         RETURNING job_id)`;
+
+/** `svc_callback_queued` for each row callback_queued inserted; `channel` and `sender` placeholders. */
+function callbackQueuedNotice(channel: string, sender: string): string {
+  return `(SELECT count(pg_notify(${channel}, ${sender}::text || c.job_id::text)) FROM callback_queued c)`;
+}
 
 interface ClaimRow {
   id: string;
@@ -87,6 +97,7 @@ interface ClaimRow {
   submitted_at: Date;
   attempts: number;
   source: string;
+  has_callback: boolean;
   /** NULL when the job has no files (array_agg over no rows). */
   file_names: string[] | null;
   file_contents: Buffer[] | null;
@@ -235,7 +246,8 @@ export class QueueRepository {
          UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
                 lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
            FROM next WHERE job.id = next.id
-         RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source)
+         RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source,
+                   job.callback_url IS NOT NULL AS has_callback)
        SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
               files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
               -- Evaluated once, and only when a job was claimed: clients waiting for a change
@@ -268,6 +280,7 @@ export class QueueRepository {
       submittedAt: new Date(row.submitted_at),
       attempts: row.attempts,
       source: row.source,
+      hasCallback: row.has_callback,
       files: (row.file_names ?? []).map((name, i) => {
         const chunkedId = (row.file_chunked_ids ?? [])[i] ?? null;
         return {
@@ -322,7 +335,7 @@ export class QueueRepository {
        -- The input files are not needed once the job has its result.
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
-       SELECT pg_notify($9, $11::text || done.id::text) FROM done`,
+       SELECT pg_notify($9, $11::text || done.id::text), ${callbackQueuedNotice('$12', '$11')} FROM done`,
       [
         jobId,
         owner,
@@ -335,6 +348,7 @@ export class QueueRepository {
         RESULT_READY_CHANNEL,
         result.rCpuMs === undefined ? null : Math.round(result.rCpuMs),
         this.sender,
+        CALLBACK_QUEUED_CHANNEL,
       ],
     );
     return rowsOf(raw).length > 0;
@@ -390,12 +404,14 @@ export class QueueRepository {
          usage AS (
            ${usageInsert("CASE WHEN $2::boolean THEN 'succeeded' ELSE 'failed' END", '$3::int', '$4::bigint')}),
          ${QUEUE_CALLBACK_CTE}
-         SELECT 1`,
+         SELECT ${callbackQueuedNotice('$5', '$6')}`,
         [
           jobId,
           result.success,
           result.rCpuMs === undefined ? null : Math.round(result.rCpuMs),
           dataFile.size,
+          CALLBACK_QUEUED_CHANNEL,
+          this.sender,
         ],
       );
       await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
@@ -438,7 +454,8 @@ export class QueueRepository {
        ${QUEUE_CALLBACK_CTE},
        inputs_removed AS (
          DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
-       SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified FROM target`,
+       SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified,
+              ${callbackQueuedNotice('$13', '$12')} AS callbacks_queued FROM target`,
       [
         jobId,
         applicationName,
@@ -452,6 +469,7 @@ export class QueueRepository {
         result.sha256,
         RESULT_READY_CHANNEL,
         this.sender,
+        CALLBACK_QUEUED_CHANNEL,
       ],
     );
     return rowsOf<{ state: JobStateName }>(raw)[0]?.state ?? null;

@@ -60,6 +60,8 @@ export interface ClaimedJob {
   submittedAt: Date;
   attempts: number;
   source: string;
+  /** Whether the job has a callback URL: storing its result queues the callback. */
+  hasCallback: boolean;
   /** The job's input files, in the order they were stored. */
   files: JobInputFile[];
 }

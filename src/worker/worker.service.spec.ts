@@ -92,6 +92,7 @@ function job(
     submittedAt: new Date('2026-11-22T09:00:00.000Z'),
     attempts,
     source: 'rest',
+    hasCallback: false,
     files: [],
   };
 }

@@ -286,7 +286,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const giveUpAt = Date.now() + Math.max(STORE_RETRY_MIN_MS, 2 * this.config.leaseSeconds * 1000);
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return await this.complete(job.id, this.owner, result);
+        return await this.complete(job.id, this.owner, result, job.hasCallback);
       } catch (error) {
         if (!isDatabaseUnavailable(error) || this.stopping || Date.now() >= giveUpAt) {
           throw error;
@@ -301,11 +301,22 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
-  /** Stores the result (when `owner` still holds the lease) and tells this node's waiters. */
-  private async complete(jobId: string, owner: string, result: ResultData): Promise<boolean> {
+  /**
+   * Stores the result (when `owner` still holds the lease) and tells this node's waiters, and its
+   * callback delivery when the job may have a callback (other nodes hear it from the statement).
+   */
+  private async complete(
+    jobId: string,
+    owner: string,
+    result: ResultData,
+    mayHaveCallback: boolean,
+  ): Promise<boolean> {
     const stored = await this.queue.complete(jobId, owner, result);
     if (stored) {
       this.notifier.resultStored(jobId);
+      if (mayHaveCallback) {
+        this.notifier.callbackQueued(jobId);
+      }
     }
     return stored;
   }
@@ -320,7 +331,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         log.error(
           `attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`,
         );
-        if (await this.complete(job.id, this.owner, deadLetter(job, message))) {
+        if (await this.complete(job.id, this.owner, deadLetter(job, message), job.hasCallback)) {
           this.metrics?.jobFinished(job.applicationName, job.source, false);
         }
       } else {
@@ -365,10 +376,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         this.wake();
       }
       for (const job of exhausted) {
+        // Whether it has a callback is not known here: the delivery looks (rare).
         await this.complete(
           job.id,
           'supervisor',
           deadLetter(job, job.lastError ?? 'unknown failure'),
+          true,
         );
         this.logger.error(`job ${job.id}: no attempts left, dead-letter result stored`);
       }

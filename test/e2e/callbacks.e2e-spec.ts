@@ -335,6 +335,29 @@ describe('job callbacks', () => {
   });
 });
 
+// No polling at all: only the notification that a callback was queued can start its delivery.
+describe('job callbacks without polling', () => {
+  let service: TestService;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    service = await startTestService({ ...CALLBACK_ENV, POLL_INTERVAL_MS: '600000' });
+  });
+  afterAll(async () => {
+    await service.stop();
+    await receiver.stop();
+  });
+
+  it('delivers as soon as the result is stored, woken by the callback notification', async () => {
+    const token = await submitted(service.url, receiver.url());
+    // Far below the 10-minute poll: a delivery that waited for it would time the test out.
+    const status = await waitForCallbackState(service.url, token.jobId, 'delivered');
+    expect(status).toMatchObject({ attempts: 1, lastHttpStatus: 200 });
+    expect(receiver.deliveriesFor(token.jobId)).toHaveLength(1);
+  }, 60_000);
+});
+
 describe('job callbacks survive a restart', () => {
   let database: TestDatabase;
   let running: RunningService | null = null;
