@@ -8,6 +8,7 @@ import { AddJobCallbacks1795623279370 } from './1795623279370-AddJobCallbacks';
 import { AddJobUsage1795624631424 } from './1795624631424-AddJobUsage';
 import { AddRPackages1795630000000 } from './1795630000000-AddRPackages';
 import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
+import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -20,4 +21,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobUsage1795624631424,
   AddRPackages1795630000000,
   AddDropFile1795634587042,
+  AddJobLostRuns1795650000000,
 ];

@@ -40,6 +40,12 @@ export class JobEntity {
 
   @Column({ type: 'int', default: 0 }) attempts!: number;
 
+  /**
+   * How many times the node running it died or froze (its lease expired while RUNNING); at
+   * LOST_RUNS_LIMIT the job is dead-lettered as a possible poison job (docs/queue.md).
+   */
+  @Column({ name: 'lost_runs', type: 'int', default: 0 }) lostRuns!: number;
+
   @Column({ name: 'lease_owner', type: 'varchar', length: 128, nullable: true }) leaseOwner!:
     string | null;
 

@@ -6,6 +6,9 @@
  * - lease: the time until which a RUNNING job belongs to its worker; heartbeats extend it.
  * - expired lease: the worker died or lost the database; the supervisor puts the job back
  *   (QUEUED) or, when its attempts are used up, ends it with a dead-letter result.
+ * - lost run: a run whose lease expired (the node died or froze while running it), counted in
+ *   job.lost_runs. A job that did it LOST_RUNS_LIMIT times is dead-lettered: it may be what
+ *   crashes or freezes the nodes (a poison job).
  * - attempt: one claim of a job. R errors end a job on its first attempt; only infrastructure
  *   failures (R could not be started, the worker vanished) lead to another.
  *
@@ -42,6 +45,27 @@ import { rowsOf } from '../storage/query-rows';
  * after this node's prefix (`<node id> `, see DatabaseEvents): this node delivers them in-process
  * (QueueNotifier) and ignores their echo.
  */
+/**
+ * A job whose running node died or froze this many times is dead-lettered whatever attempts it
+ * has left: two, since one can be the node's own fault, and every further run could take down
+ * another node.
+ */
+export const LOST_RUNS_LIMIT = 2;
+
+/**
+ * After a lost run the job is not claimed for this long, so the node that restarts (or any
+ * other) runs other jobs first and is not frozen again before it serves anything.
+ */
+export const LOST_RUN_DELAY_SECONDS = 30;
+
+/** last_error, and the dead letter's reason, for a job that reached LOST_RUNS_LIMIT. */
+export const LOST_RUNS_ERROR =
+  'the job was stopped after the nodes running it stopped responding twice; ' +
+  'it may crash or freeze the service';
+
+/** last_error after any other expired lease. */
+const LEASE_EXPIRED_ERROR = 'the worker running it stopped responding (lease expired)';
+
 /** Payload: the queued job's kind (script, xml, json), so a worker claims only for slots that can take it. */
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 /** Payload: the job id, once its result is stored (sent by the statement that stores it). */
@@ -503,8 +527,12 @@ export class QueueRepository {
   }
 
   /**
-   * Supervisor pass, run by one node at a time (advisory lock): jobs whose lease expired go back
-   * to the queue; those out of attempts are returned for a dead-letter result.
+   * Supervisor pass, run by one node at a time (advisory lock): jobs whose lease expired have
+   * lost a run (counted in lost_runs). They go back to the queue, not claimable for
+   * LOST_RUN_DELAY_SECONDS; those out of attempts, or at LOST_RUNS_LIMIT lost runs, are
+   * returned (with the supervisor as their lease owner) for a dead-letter result. A job whose
+   * supervisor lease expired (that node died before storing the dead letter) is returned again,
+   * its lost runs and reason unchanged: the job did not run then.
    */
   async recoverExpiredLeases(
     maxAttempts: number,
@@ -516,13 +544,16 @@ export class QueueRepository {
       if (!lock[0]?.locked) {
         return { requeued: 0, exhausted: [] };
       }
+      // SET and WHERE see the row as it was: lost_runs + 1 is the count with this lost run.
       const requeued = rowsOf(
         await manager.query(
-          `UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL, run_after = now(),
-                  last_error = 'the worker running it stopped responding (lease expired)'
+          `UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL,
+                  run_after = now() + make_interval(secs => $4), lost_runs = lost_runs + 1,
+                  last_error = $3
             WHERE state = 'RUNNING' AND lease_expires_at < now() AND attempts < $1
+              AND lost_runs + 1 < $2 AND lease_owner <> 'supervisor'
             RETURNING id`,
-          [maxAttempts],
+          [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, LOST_RUN_DELAY_SECONDS],
         ),
       ).length;
       const exhausted = rowsOf<{
@@ -534,10 +565,13 @@ export class QueueRepository {
       }>(
         await manager.query(
           `UPDATE job SET lease_owner = 'supervisor', lease_expires_at = now() + interval '1 minute',
-                  last_error = 'the worker running it stopped responding (lease expired)'
-            WHERE state = 'RUNNING' AND lease_expires_at < now() AND attempts >= $1
+                  lost_runs = CASE WHEN lease_owner = 'supervisor' THEN lost_runs ELSE lost_runs + 1 END,
+                  last_error = CASE WHEN lease_owner = 'supervisor' THEN last_error
+                                    WHEN lost_runs + 1 >= $2 THEN $4 ELSE $3 END
+            WHERE state = 'RUNNING' AND lease_expires_at < now()
+              AND (attempts >= $1 OR lost_runs + 1 >= $2 OR lease_owner = 'supervisor')
             RETURNING id, application_name, submitted_at, attempts, last_error`,
-          [maxAttempts],
+          [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, LOST_RUNS_ERROR],
         ),
       );
       return {

@@ -15,7 +15,7 @@ import { retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
-import { QueueRepository } from '../queue/queue.repository';
+import { LOST_RUN_DELAY_SECONDS, QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 
@@ -372,8 +372,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         this.config.maxAttempts,
       );
       if (requeued > 0) {
-        this.logger.warn(`re-queued ${requeued} job(s) whose worker stopped responding`);
-        this.wake();
+        this.logger.warn(
+          `re-queued ${requeued} job(s) whose worker stopped responding, to run in ${LOST_RUN_DELAY_SECONDS} s at the earliest`,
+        );
+        // Not claimable before then (a possible poison job must not freeze a node at once).
+        setTimeout(() => this.wake(), LOST_RUN_DELAY_SECONDS * 1000 + 5).unref();
       }
       for (const job of exhausted) {
         // Whether it has a callback is not known here: the delivery looks (rare).
@@ -383,7 +386,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           deadLetter(job, job.lastError ?? 'unknown failure'),
           true,
         );
-        this.logger.error(`job ${job.id}: no attempts left, dead-letter result stored`);
+        this.logger.error(
+          `job ${job.id}: dead-letter result stored (${job.lastError ?? 'unknown failure'})`,
+        );
       }
       const byApplication = retentionByApplication(this.config);
       // Nothing expires when every period is 0 (keep until deleted): no statement then.

@@ -74,6 +74,13 @@ describe('queue repository', () => {
     return rows[0];
   }
 
+  /** Lets a job whose run_after is still to come be claimed now. */
+  async function makeClaimable(id: string): Promise<void> {
+    await dataSource.query(`UPDATE job SET run_after = now() - interval '1 second' WHERE id = $1`, [
+      id,
+    ]);
+  }
+
   const ok = resultData(true, 'zip', 'application/zip', Buffer.from('zip'));
 
   it('claims the oldest jobs first, each by one worker only, under contention', async () => {
@@ -212,6 +219,7 @@ describe('queue repository', () => {
     expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
     expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 1, lease_owner: null });
     expect(await queue.heartbeat('dead', [id], 30)).toEqual([]);
+    await makeClaimable(id);
     const [again] = await queue.claim('alive', 1, 30, null);
     expect(again).toMatchObject({ id, attempts: 2 });
     expect(await queue.complete(id, 'dead', ok)).toBe(false);
@@ -231,6 +239,116 @@ describe('queue repository', () => {
       expect.objectContaining({ id, applicationName: 'demo', attempts: 3 }),
     ]);
     expect(await queue.complete(id, 'supervisor', ok)).toBe(true);
+  });
+
+  describe('a job whose node stopped responding while it ran (a possible poison job)', () => {
+    const poisoned =
+      'the job was stopped after the nodes running it stopped responding twice; ' +
+      'it may crash or freeze the service';
+
+    /** The lease of the job's running node ran out: the node died or froze. */
+    async function loseLease(id: string): Promise<void> {
+      await dataSource.query(
+        `UPDATE job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+        [id],
+      );
+    }
+
+    async function lostRuns(id: string): Promise<number> {
+      const [job] = await dataSource.query<Array<{ lost_runs: number }>>(
+        'SELECT lost_runs FROM job WHERE id = $1',
+        [id],
+      );
+      return job.lost_runs;
+    }
+
+    async function databaseNow(): Promise<number> {
+      const [now] = await dataSource.query<Array<{ t: Date }>>('SELECT clock_timestamp() AS t');
+      return new Date(now.t).getTime();
+    }
+
+    it('puts it back after other jobs: not claimable for 30 s, the lost run counted', async () => {
+      const id = await submit('demo', new Date(Date.now() - 60_000));
+      await queue.claim('frozen', 1, 30, null);
+      await loseLease(id);
+      const before = await databaseNow();
+      expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
+      const after = await databaseNow();
+      expect(await row(id)).toMatchObject({
+        state: 'QUEUED',
+        attempts: 1,
+        lease_owner: null,
+        delayed: true,
+        last_error: 'the worker running it stopped responding (lease expired)',
+      });
+      expect(await lostRuns(id)).toBe(1);
+      const [job] = await dataSource.query<Array<{ run_after: Date }>>(
+        'SELECT run_after FROM job WHERE id = $1',
+        [id],
+      );
+      const runAfter = new Date(job.run_after).getTime();
+      expect(runAfter).toBeGreaterThanOrEqual(before + 30_000);
+      expect(runAfter).toBeLessThanOrEqual(after + 30_000);
+
+      // The restarted node runs a younger job first, and finds nothing else to run.
+      const younger = await submit();
+      expect((await queue.claim('restarted', 5, 30, null)).map((j) => j.id)).toEqual([younger]);
+      expect(await queue.claim('restarted', 5, 30, null)).toEqual([]);
+      await makeClaimable(id);
+      expect((await queue.claim('restarted', 5, 30, null))[0]).toMatchObject({ id, attempts: 2 });
+    });
+
+    it('dead-letters it when a node running it stops responding a second time, attempts left', async () => {
+      const id = await submit();
+      await queue.claim('frozen', 1, 30, null);
+      await loseLease(id);
+      expect(await queue.recoverExpiredLeases(5)).toEqual({ requeued: 1, exhausted: [] });
+      await makeClaimable(id);
+      await queue.claim('restarted', 1, 30, null);
+      await loseLease(id);
+
+      expect(await queue.recoverExpiredLeases(5)).toEqual({
+        requeued: 0,
+        exhausted: [
+          expect.objectContaining({
+            id,
+            applicationName: 'demo',
+            attempts: 2,
+            lastError: poisoned,
+          }),
+        ],
+      });
+      expect(await row(id)).toMatchObject({ state: 'RUNNING', lease_owner: 'supervisor' });
+      expect(await lostRuns(id)).toBe(2);
+      // The supervisor that took it died before storing the dead letter: the next one takes it
+      // again, with the same reason, and its lost lease is not one of the job's lost runs.
+      await loseLease(id);
+      expect(await queue.recoverExpiredLeases(5)).toEqual({
+        requeued: 0,
+        exhausted: [expect.objectContaining({ id, attempts: 2, lastError: poisoned })],
+      });
+      expect(await lostRuns(id)).toBe(2);
+      expect(await queue.complete(id, 'supervisor', ok)).toBe(true);
+    });
+
+    it('does not count a graceful hand-back at shutdown, nor delay it', async () => {
+      const id = await submit();
+      await queue.claim('stopping', 1, 30, null);
+      expect(await queue.release('stopping', [id])).toBe(1);
+      expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 0, delayed: false });
+      expect(await lostRuns(id)).toBe(0);
+
+      // One lost run, then a hand-back: still one, and the job can be claimed at once.
+      await queue.claim('frozen', 1, 30, null);
+      await loseLease(id);
+      expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
+      await makeClaimable(id);
+      await queue.claim('stopping', 1, 30, null);
+      expect(await queue.release('stopping', [id])).toBe(1);
+      expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 1, delayed: false });
+      expect(await lostRuns(id)).toBe(1);
+      expect((await queue.claim('next', 1, 30, null))[0]).toMatchObject({ id, attempts: 2 });
+    });
   });
 
   it('delays a retried job by its back-off and keeps the reason', async () => {

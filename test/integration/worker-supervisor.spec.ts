@@ -10,7 +10,8 @@ import { inProcessEvents } from '../support/in-process-events';
 
 /**
  * The worker's supervisor pass against a real database (server or PGlite): a job whose worker
- * died during its last attempt ends with a dead-letter result, not in RUNNING for ever.
+ * died during its last attempt ends with a dead-letter result, not in RUNNING for ever, and so
+ * does a job whose nodes stopped responding twice while they ran it (a possible poison job).
  */
 describe('WorkerService supervisor pass', () => {
   let db: MigratedDatabase;
@@ -25,18 +26,11 @@ describe('WorkerService supervisor pass', () => {
     await db?.close();
   });
 
-  it('stores a dead-letter result for a job whose lease expired with no attempt left', async () => {
-    const { id, submittedAt } = await queueAndClaim(queue, {
-      applicationName: 'demo',
-      kind: 'script',
-      files: [],
-    });
-    // Its third attempt's worker stopped answering: the lease ran out.
-    await db.dataSource.query(
-      `UPDATE job SET attempts = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
-      [id],
-    );
-
+  /**
+   * Starts a worker node whose start-up runs the first supervisor pass before it claims
+   * anything, stops it, and returns the ids whose results it reported stored.
+   */
+  async function runSupervisorPass(): Promise<string[]> {
     // This node has nothing to run: the job is not queued, so its executor is never asked.
     const idle: JobExecutor = {
       execute: () => Promise.reject(new Error('no job should run in this test')),
@@ -58,11 +52,26 @@ describe('WorkerService supervisor pass', () => {
     const reported: string[] = [];
     module.get(QueueNotifier).onResultReady((jobId) => reported.push(jobId));
     try {
-      // Start-up runs the first supervisor pass before the worker claims anything.
       await module.init();
     } finally {
       await module.close();
     }
+    return reported;
+  }
+
+  it('stores a dead-letter result for a job whose lease expired with no attempt left', async () => {
+    const { id, submittedAt } = await queueAndClaim(queue, {
+      applicationName: 'demo',
+      kind: 'script',
+      files: [],
+    });
+    // Its third attempt's worker stopped answering: the lease ran out.
+    await db.dataSource.query(
+      `UPDATE job SET attempts = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+
+    const reported = await runSupervisorPass();
 
     const [job] = await db.dataSource.query<Array<{ state: string; lease_owner: string | null }>>(
       'SELECT state, lease_owner FROM job WHERE id = $1',
@@ -77,6 +86,39 @@ describe('WorkerService supervisor pass', () => {
       `Job ${id} of application demo, submitted ${submittedAt.toISOString()}, failed.\n` +
         'The job could not be delivered to R after 3 attempt(s): ' +
         'the worker running it stopped responding (lease expired)\n',
+    );
+    expect(reported).toEqual([id]);
+  });
+
+  it('stores a dead-letter result for a job whose second node stopped responding, attempts left', async () => {
+    const { id, submittedAt } = await queueAndClaim(queue, {
+      applicationName: 'demo',
+      kind: 'script',
+      files: [],
+    });
+    // A node running it froze once before (its first lost run); now the second one, on
+    // attempt 2 of 3, stopped answering too.
+    await db.dataSource.query(
+      `UPDATE job SET attempts = 2, lost_runs = 1, lease_expires_at = now() - interval '1 second'
+        WHERE id = $1`,
+      [id],
+    );
+
+    const reported = await runSupervisorPass();
+
+    const [job] = await db.dataSource.query<
+      Array<{ state: string; lease_owner: string | null; lost_runs: number }>
+    >('SELECT state, lease_owner, lost_runs FROM job WHERE id = $1', [id]);
+    expect(job).toEqual({ state: 'DONE', lease_owner: null, lost_runs: 2 });
+    const [result] = await db.dataSource.query<
+      Array<{ success: boolean; type: string; data: Buffer }>
+    >('SELECT success, type, data FROM result WHERE job_id = $1', [id]);
+    expect(result).toMatchObject({ success: false, type: 'txt' });
+    expect(result.data.toString()).toBe(
+      `Job ${id} of application demo, submitted ${submittedAt.toISOString()}, failed.\n` +
+        'The job could not be delivered to R after 2 attempt(s): ' +
+        'the job was stopped after the nodes running it stopped responding twice; ' +
+        'it may crash or freeze the service\n',
     );
     expect(reported).toEqual([id]);
   });
