@@ -52,12 +52,6 @@ import { rowsOf } from '../storage/query-rows';
  */
 export const LOST_RUNS_LIMIT = 2;
 
-/**
- * After a lost run the job is not claimed for this long, so the node that restarts (or any
- * other) runs other jobs first and is not frozen again before it serves anything.
- */
-export const LOST_RUN_DELAY_SECONDS = 30;
-
 /** last_error, and the dead letter's reason, for a job that reached LOST_RUNS_LIMIT. */
 export const LOST_RUNS_ERROR =
   'the job was stopped after the nodes running it stopped responding twice; ' +
@@ -529,13 +523,15 @@ export class QueueRepository {
   /**
    * Supervisor pass, run by one node at a time (advisory lock): jobs whose lease expired have
    * lost a run (counted in lost_runs). They go back to the queue, not claimable for
-   * LOST_RUN_DELAY_SECONDS; those out of attempts, or at LOST_RUNS_LIMIT lost runs, are
-   * returned (with the supervisor as their lease owner) for a dead-letter result. A job whose
-   * supervisor lease expired (that node died before storing the dead letter) is returned again,
-   * its lost runs and reason unchanged: the job did not run then.
+   * `lostRunDelaySeconds`, so the node that restarts (or any other) runs other jobs first and is
+   * not frozen again before it serves anything. Those out of attempts, or at LOST_RUNS_LIMIT
+   * lost runs, are returned (with the supervisor as their lease owner) for a dead-letter result.
+   * A job whose supervisor lease expired (that node died before storing the dead letter) is
+   * returned again, its lost runs and reason unchanged: the job did not run then.
    */
   async recoverExpiredLeases(
     maxAttempts: number,
+    lostRunDelaySeconds: number,
   ): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
     return this.dataSource.transaction(async (manager) => {
       const lock = await manager.query<Array<{ locked: boolean }>>(
@@ -553,7 +549,7 @@ export class QueueRepository {
             WHERE state = 'RUNNING' AND lease_expires_at < now() AND attempts < $1
               AND lost_runs + 1 < $2 AND lease_owner <> 'supervisor'
             RETURNING id`,
-          [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, LOST_RUN_DELAY_SECONDS],
+          [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, lostRunDelaySeconds],
         ),
       ).length;
       const exhausted = rowsOf<{

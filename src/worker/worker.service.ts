@@ -15,7 +15,7 @@ import { retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
-import { LOST_RUN_DELAY_SECONDS, QueueRepository } from '../queue/queue.repository';
+import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
 
@@ -368,15 +368,19 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   private async supervise(): Promise<void> {
     try {
+      // A job whose node stopped responding waits one more lease before it runs again: the
+      // time the cluster already takes to call a node gone, now given to a restarted node to
+      // take other work before the job (perhaps what froze it) can reach it again.
+      const lostRunDelaySeconds = this.config.leaseSeconds;
       const { requeued, exhausted } = await this.queue.recoverExpiredLeases(
         this.config.maxAttempts,
+        lostRunDelaySeconds,
       );
       if (requeued > 0) {
         this.logger.warn(
-          `re-queued ${requeued} job(s) whose worker stopped responding, to run in ${LOST_RUN_DELAY_SECONDS} s at the earliest`,
+          `re-queued ${requeued} job(s) whose worker stopped responding, to run in ${lostRunDelaySeconds} s at the earliest`,
         );
-        // Not claimable before then (a possible poison job must not freeze a node at once).
-        setTimeout(() => this.wake(), LOST_RUN_DELAY_SECONDS * 1000 + 5).unref();
+        setTimeout(() => this.wake(), lostRunDelaySeconds * 1000 + 5).unref();
       }
       for (const job of exhausted) {
         // Whether it has a callback is not known here: the delivery looks (rare).

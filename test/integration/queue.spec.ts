@@ -216,7 +216,7 @@ describe('queue repository', () => {
       `UPDATE job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [id],
     );
-    expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
+    expect(await queue.recoverExpiredLeases(3, 30)).toEqual({ requeued: 1, exhausted: [] });
     expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 1, lease_owner: null });
     expect(await queue.heartbeat('dead', [id], 30)).toEqual([]);
     await makeClaimable(id);
@@ -233,7 +233,7 @@ describe('queue repository', () => {
       `UPDATE job SET attempts = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [id],
     );
-    const { requeued, exhausted } = await queue.recoverExpiredLeases(3);
+    const { requeued, exhausted } = await queue.recoverExpiredLeases(3, 30);
     expect(requeued).toBe(0);
     expect(exhausted).toEqual([
       expect.objectContaining({ id, applicationName: 'demo', attempts: 3 }),
@@ -267,12 +267,12 @@ describe('queue repository', () => {
       return new Date(now.t).getTime();
     }
 
-    it('puts it back after other jobs: not claimable for 30 s, the lost run counted', async () => {
+    it('puts it back behind other jobs: not claimable for the delay, the lost run counted', async () => {
       const id = await submit('demo', new Date(Date.now() - 60_000));
       await queue.claim('frozen', 1, 30, null);
       await loseLease(id);
       const before = await databaseNow();
-      expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
+      expect(await queue.recoverExpiredLeases(3, 30)).toEqual({ requeued: 1, exhausted: [] });
       const after = await databaseNow();
       expect(await row(id)).toMatchObject({
         state: 'QUEUED',
@@ -302,12 +302,12 @@ describe('queue repository', () => {
       const id = await submit();
       await queue.claim('frozen', 1, 30, null);
       await loseLease(id);
-      expect(await queue.recoverExpiredLeases(5)).toEqual({ requeued: 1, exhausted: [] });
+      expect(await queue.recoverExpiredLeases(5, 30)).toEqual({ requeued: 1, exhausted: [] });
       await makeClaimable(id);
       await queue.claim('restarted', 1, 30, null);
       await loseLease(id);
 
-      expect(await queue.recoverExpiredLeases(5)).toEqual({
+      expect(await queue.recoverExpiredLeases(5, 30)).toEqual({
         requeued: 0,
         exhausted: [
           expect.objectContaining({
@@ -323,7 +323,7 @@ describe('queue repository', () => {
       // The supervisor that took it died before storing the dead letter: the next one takes it
       // again, with the same reason, and its lost lease is not one of the job's lost runs.
       await loseLease(id);
-      expect(await queue.recoverExpiredLeases(5)).toEqual({
+      expect(await queue.recoverExpiredLeases(5, 30)).toEqual({
         requeued: 0,
         exhausted: [expect.objectContaining({ id, attempts: 2, lastError: poisoned })],
       });
@@ -341,7 +341,7 @@ describe('queue repository', () => {
       // One lost run, then a hand-back: still one, and the job can be claimed at once.
       await queue.claim('frozen', 1, 30, null);
       await loseLease(id);
-      expect(await queue.recoverExpiredLeases(3)).toEqual({ requeued: 1, exhausted: [] });
+      expect(await queue.recoverExpiredLeases(3, 30)).toEqual({ requeued: 1, exhausted: [] });
       await makeClaimable(id);
       await queue.claim('stopping', 1, 30, null);
       expect(await queue.release('stopping', [id])).toBe(1);

@@ -90,6 +90,48 @@ describe('WorkerService supervisor pass', () => {
     expect(reported).toEqual([id]);
   });
 
+  it('puts back a job whose node stopped responding once, and does not claim it before a lease', async () => {
+    const { id } = await queueAndClaim(queue, {
+      applicationName: 'demo',
+      kind: 'script',
+      files: [],
+    });
+    await db.dataSource.query(
+      `UPDATE job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    const clock = async (): Promise<number> => {
+      const [now] = await db.dataSource.query<Array<{ t: Date }>>('SELECT clock_timestamp() AS t');
+      return new Date(now.t).getTime();
+    };
+
+    // A restarting node: its start-up pass puts the job back, then it claims what it may run.
+    const before = await clock();
+    expect(await runSupervisorPass()).toEqual([]);
+    const after = await clock();
+
+    const [job] = await db.dataSource.query<
+      Array<{
+        state: string;
+        attempts: number;
+        lost_runs: number;
+        last_error: string;
+        run_after: Date;
+      }>
+    >('SELECT state, attempts, lost_runs, last_error, run_after FROM job WHERE id = $1', [id]);
+    // Not claimed again (the idle executor would have failed the attempt and counted it).
+    expect(job).toMatchObject({
+      state: 'QUEUED',
+      attempts: 1,
+      lost_runs: 1,
+      last_error: 'the worker running it stopped responding (lease expired)',
+    });
+    const lease = db.config.leaseSeconds * 1000;
+    expect(new Date(job.run_after).getTime()).toBeGreaterThanOrEqual(before + lease);
+    expect(new Date(job.run_after).getTime()).toBeLessThanOrEqual(after + lease);
+    await db.dataSource.query('DELETE FROM job WHERE id = $1', [id]);
+  });
+
   it('stores a dead-letter result for a job whose second node stopped responding, attempts left', async () => {
     const { id, submittedAt } = await queueAndClaim(queue, {
       applicationName: 'demo',
