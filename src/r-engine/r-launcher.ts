@@ -1,14 +1,26 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   accessSync,
+  chmodSync,
   chownSync,
+  closeSync,
   constants as fsConstants,
+  copyFileSync,
+  existsSync,
   lchownSync,
+  mkdtempSync,
+  openSync,
   readdirSync,
+  renameSync,
+  rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { rSourcePath } from './r-sources';
+import { seccompArchOf, seccompProgram } from './seccomp-filter';
 
 /** What isolates native R: bubblewrap namespaces, or nothing but the process boundary. */
 export type SandboxKind = 'bwrap' | 'none';
@@ -40,7 +52,18 @@ export interface RLaunchRequest {
   limits: RLimits | null;
   /** Variables for R besides the minimal environment (never secrets). */
   env?: Record<string, string>;
+  /**
+   * The child's descriptors 0-2 (and more, if the caller needs them). In a sandbox the launcher
+   * appends one: the seccomp filter, which bubblewrap reads and closes before R starts.
+   */
   stdio: StdioOptions;
+  /**
+   * Makes R non-dumpable: no other process of its sandbox (its own forks included) can read or
+   * write its memory (`/proc/<pid>/mem`), read its environment or trace it, and neither can R
+   * itself read its own `/proc/self/io` or `environ` (nor can its forks: the mark is inherited).
+   * For an R process that outlives the jobs it serves. Default: the fork servers (fork-server.R).
+   */
+  undumpable?: boolean;
 }
 
 export interface RLauncherOptions {
@@ -52,6 +75,15 @@ export interface RLauncherOptions {
    * binds this directory, so no path of the service's installation is visible to R.
    */
   sourcesDir?: string | null;
+  /**
+   * A directory of the service's own, searchable (mode 0711) but not writable by the sandbox
+   * user, where the launcher writes the seccomp filter and the unreadable copy of R's executable
+   * once. Default: a directory of its own under the system's temporary directory, removed when
+   * the process exits.
+   */
+  runtimeDir?: string | null;
+  /** Reports a protection that is missing here (once per message); default process.emitWarning. */
+  warn?: (message: string) => void;
 }
 
 const PRLIMIT = '/usr/bin/prlimit';
@@ -89,6 +121,115 @@ const ETC_FOR_NETWORK = [
   '/etc/services',
   '/etc/protocols',
 ];
+
+/** How to start one R process; `close()` releases the launcher's descriptors after the spawn. */
+export interface LaunchLine {
+  command: string;
+  args: string[];
+  stdio: StdioOptions;
+  close: () => void;
+}
+
+interface Confinement {
+  /** The compiled seccomp filter; null on an architecture the filter does not know. */
+  seccompFile: string | null;
+  disableUserns: boolean;
+  /** An execute-only copy of R's executable, bound over it (`path`) in the sandbox. */
+  unreadableR: { copy: string; path: string } | null;
+}
+
+const noop = (): void => undefined;
+/** Messages already reported by some launcher of this process. */
+const warned = new Set<string>();
+const rHomes = new Map<string, string | null>();
+const bwrapOptions = new Map<string, string>();
+/** Files the launchers of this process wrote (path and source). */
+const written = new Set<string>();
+let ownRuntimeDir: string | undefined;
+
+/** The stdio of a request as an array of its first three (or more) descriptors. */
+function stdioArray(stdio: StdioOptions): Exclude<StdioOptions, string> {
+  const array: Exclude<StdioOptions, string> =
+    typeof stdio === 'string' ? [stdio, stdio, stdio] : [...stdio];
+  while (array.length < 3) {
+    array.push('ignore');
+  }
+  return array;
+}
+
+/** The launcher's own directory for the process (see RLauncherOptions.runtimeDir). */
+function defaultRuntimeDir(): string {
+  if (!ownRuntimeDir) {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-r-launcher-'));
+    // bubblewrap runs as the sandbox user when it binds the copy of R's executable from here.
+    chmodSync(dir, 0o711);
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    ownRuntimeDir = dir;
+  }
+  return ownRuntimeDir;
+}
+
+/**
+ * Writes a file of the launcher's into its directory once per process, by rename: a running
+ * sandbox may still hold an earlier copy (a busy executable cannot be rewritten in place).
+ */
+function writeOnce(
+  dir: string,
+  name: string,
+  content: Buffer | { copyOf: string },
+  mode = 0o600,
+): string {
+  const path = join(dir, name);
+  const key = `${path}\0${'copyOf' in content ? content.copyOf : ''}`;
+  // Checked once per launcher: a runtime directory may have been removed and made again.
+  if (!written.has(key) || !existsSync(path)) {
+    const partial = join(dir, `.${name}.${process.pid}`);
+    if (Buffer.isBuffer(content)) {
+      writeFileSync(partial, content, { mode });
+    } else {
+      copyFileSync(content.copyOf, partial);
+    }
+    chmodSync(partial, mode);
+    renameSync(partial, path);
+    written.add(key);
+  }
+  return path;
+}
+
+/**
+ * An execute-only copy (mode 0111) of R's executable. The kernel marks a process that executes
+ * a file it cannot read as not dumpable (fs/exec.c, would_dump), so R started from this copy
+ * cannot be traced or have its /proc/<pid>/mem opened by any other process of the sandbox, its
+ * own forks included. Its owner cannot read it either: also when R runs as the service's user.
+ */
+function unreadableCopy(dir: string, executable: string): string {
+  const name = `R-${createHash('sha256').update(executable).digest('hex').slice(0, 16)}`;
+  return writeOnce(dir, name, { copyOf: executable }, 0o111);
+}
+
+/** R's home as the configured Rscript sees it (once per process), or null. */
+function rHomeOf(rscript: string): string | null {
+  if (!rHomes.has(rscript)) {
+    // Unsandboxed, but R's own start-up only: no user profile, no site files, no job code.
+    const result = spawnSync(rscript, ['--vanilla', '-e', 'cat(R.home())'], {
+      env: { PATH: process.env.PATH ?? DEFAULT_PATH, LANG: 'C.UTF-8' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    const home = result.status === 0 ? result.stdout.trim() : '';
+    rHomes.set(rscript, home.startsWith('/') ? home : null);
+  }
+  return rHomes.get(rscript) ?? null;
+}
+
+/** Whether this bubblewrap knows an option (its --help lists it). */
+function bwrapHas(bwrap: string, option: string): boolean {
+  if (!bwrapOptions.has(bwrap)) {
+    const help = spawnSync(bwrap, ['--help'], { encoding: 'utf8', timeout: 10_000 });
+    bwrapOptions.set(bwrap, `${help.stdout ?? ''}`);
+  }
+  return new RegExp(`^\\s*${option}\\b`, 'm').test(bwrapOptions.get(bwrap) ?? '');
+}
 
 export function isExecutable(path: string): boolean {
   try {
@@ -135,6 +276,7 @@ export class RLauncher {
   private readonly bwrap: string | null;
   /** The uid R runs as in the sandbox when it differs from the service's (service is root). */
   readonly sandboxUid: number | null;
+  private hardening: Confinement | undefined;
 
   constructor(private readonly options: RLauncherOptions) {
     this.sandbox = options.sandbox;
@@ -156,13 +298,18 @@ export class RLauncher {
 
   /** Starts R; throws synchronously when the program cannot be spawned. */
   spawn(request: RLaunchRequest): ChildProcess {
-    const { command, args } = this.commandLine(request);
-    return spawn(command, args, {
-      cwd: request.cwd,
-      env: this.environment(request),
-      detached: true,
-      stdio: request.stdio,
-    });
+    const launch = this.launchLine(request);
+    try {
+      return spawn(launch.command, launch.args, {
+        cwd: request.cwd,
+        env: this.environment(request),
+        detached: true,
+        stdio: launch.stdio,
+      });
+    } finally {
+      // The child has its own copy once spawn returns (libuv waits for the exec).
+      launch.close();
+    }
   }
 
   /**
@@ -196,16 +343,35 @@ export class RLauncher {
     }
   }
 
-  /** The program and arguments that start R for this request (prlimit, setpriv, bwrap). */
-  commandLine(request: RLaunchRequest): { command: string; args: string[] } {
+  /**
+   * The program, arguments and stdio that start R for this request (prlimit, setpriv, bwrap).
+   * In a sandbox the stdio holds one more descriptor than the request's, the seccomp filter's,
+   * opened here: call `close()` once the child is spawned.
+   */
+  launchLine(request: RLaunchRequest): LaunchLine {
     const r = [this.options.rscript, '--no-init-file', ...request.args];
     const limits = request.limits ? limitArguments(request.limits) : [];
     const limited =
       limits.length > 0 && isExecutable(PRLIMIT) ? [PRLIMIT, ...limits, '--', ...r] : r;
     if (this.sandbox !== 'bwrap' || !this.bwrap) {
-      return { command: limited[0], args: limited.slice(1) };
+      return { command: limited[0], args: limited.slice(1), stdio: request.stdio, close: noop };
     }
-    const sandboxed = [this.bwrap, ...this.bwrapArguments(request), '--', ...limited];
+    const confinement = this.confinement();
+    const stdio = stdioArray(request.stdio);
+    const filter = confinement.seccompFile ? openSync(confinement.seccompFile, 'r') : null;
+    const hardening: string[] = [];
+    if (filter !== null) {
+      hardening.push('--seccomp', String(stdio.length));
+      stdio.push(filter);
+    }
+    if (confinement.disableUserns) {
+      hardening.push('--unshare-user', '--disable-userns');
+    }
+    const undumpable = request.undumpable ?? request.args[0] === this.rSource('fork-server.R');
+    if (undumpable && confinement.unreadableR) {
+      hardening.push('--ro-bind', confinement.unreadableR.copy, confinement.unreadableR.path);
+    }
+    const sandboxed = [this.bwrap, ...this.bwrapArguments(request, hardening), '--', ...limited];
     // As root, bwrap would keep uid 0 (limits such as RLIMIT_NPROC do not apply to root).
     const command =
       this.sandboxUid !== null
@@ -218,10 +384,59 @@ export class RLauncher {
             ...sandboxed,
           ]
         : sandboxed;
-    return { command: command[0], args: command.slice(1) };
+    return {
+      command: command[0],
+      args: command.slice(1),
+      stdio,
+      close: () => {
+        if (filter !== null) {
+          closeSync(filter);
+        }
+      },
+    };
   }
 
-  private bwrapArguments(request: RLaunchRequest): string[] {
+  /**
+   * What hardens the sandbox besides its namespaces, worked out on first use: the seccomp
+   * filter, bubblewrap's --disable-userns where it has it, and the unreadable copy of R's
+   * executable that makes R non-dumpable.
+   */
+  private confinement(): Confinement {
+    if (this.hardening) {
+      return this.hardening;
+    }
+    const warn = (message: string): void => {
+      if (!warned.has(message)) {
+        warned.add(message);
+        (this.options.warn ?? ((text: string) => process.emitWarning(text)))(message);
+      }
+    };
+    const dir = this.options.runtimeDir ?? defaultRuntimeDir();
+    const arch = seccompArchOf(process.arch);
+    if (!arch) {
+      warn(
+        `no seccomp filter for R on ${process.arch}: ptrace, the keyring and new namespaces stay open to R within its sandbox`,
+      );
+    }
+    const rHome = this.options.rHome ?? rHomeOf(this.options.rscript);
+    const executable = rHome ? join(rHome, 'bin', 'exec', 'R') : null;
+    if (!executable || !isExecutable(executable)) {
+      warn(
+        `R's executable was not found (${executable ?? 'R_HOME unknown'}): a fork server's jobs can read and write its memory`,
+      );
+    }
+    this.hardening = {
+      seccompFile: arch ? writeOnce(dir, `seccomp-${arch}.bpf`, seccompProgram(arch)) : null,
+      disableUserns: this.bwrap !== null && bwrapHas(this.bwrap, '--disable-userns'),
+      unreadableR:
+        executable && isExecutable(executable)
+          ? { copy: unreadableCopy(dir, executable), path: executable }
+          : null,
+    };
+    return this.hardening;
+  }
+
+  private bwrapArguments(request: RLaunchRequest, hardening: string[]): string[] {
     const args = [
       '--unshare-all',
       ...(request.network ? ['--share-net'] : []),
@@ -264,6 +479,7 @@ export class RLauncher {
     for (const path of request.writable) {
       args.push('--bind', path, path);
     }
+    args.push(...hardening);
     // Nothing of the sandbox's own skeleton (/, /dev, /dev/shm) stays writable: jobs that share
     // a sandbox in turn (a fork server's slot) could leave files there for the next one.
     args.push('--remount-ro', '/dev', '--remount-ro', '/');
@@ -343,13 +559,19 @@ export function probeSandbox(
   if (launcher.sandboxUid !== null) {
     spawnSync('chown', [String(launcher.sandboxUid), dir]);
   }
-  const { command, args } = launcher.commandLine(request);
-  const result = spawnSync(command, args, {
-    cwd: dir,
-    env: { PATH: process.env.PATH ?? DEFAULT_PATH, HOME: dir, TMPDIR: dir, LANG: 'C.UTF-8' },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+  const launch = launcher.launchLine(request);
+  let result;
+  try {
+    result = spawnSync(launch.command, launch.args, {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? DEFAULT_PATH, HOME: dir, TMPDIR: dir, LANG: 'C.UTF-8' },
+      encoding: 'utf8',
+      timeout: 30_000,
+      stdio: launch.stdio,
+    });
+  } finally {
+    launch.close();
+  }
   if (result.error) {
     return result.error.message;
   }

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engine/native-r.engine';
 import { findBwrap } from '../../src/r-engine/r-launcher';
+import { seccompArchOf, syscallNumber, type SyscallName } from '../../src/r-engine/seccomp-filter';
 import type { ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 const base: NativeRConfig = {
@@ -26,6 +27,9 @@ const describeSandbox = runnable ? describe : describe.skip;
 const skipped = runnable ? '' : ' (skipped: needs native R and bubblewrap)';
 const quiet = { log: () => undefined, warn: () => undefined };
 const rscript = findRscript(base);
+const arch = seccompArchOf(process.arch);
+const EPERM = 1;
+const ENOSYS = 38;
 
 for (const mode of ['fork', 'spawn'] as const) {
   describeSandbox(`R in bubblewrap, R_SCRIPT_MODE=${mode}${skipped}`, () => {
@@ -144,6 +148,100 @@ for (const mode of ['fork', 'spawn'] as const) {
         status: 'succeeded',
       });
     });
+
+    // perl (in /usr/bin) makes the raw system calls that R cannot; each line: number, errno.
+    (arch ? it : it.skip)(
+      'is refused ptrace, process_vm_readv, the keyring, SysV shared memory and new namespaces',
+      async () => {
+        const number = (name: SyscallName) => syscallNumber(name, arch ?? 'x86_64');
+        const calls: [SyscallName, ...(number | string)[]][] = [
+          ['ptrace', 0], // PTRACE_TRACEME: R's own child asks to be traced
+          ['process_vm_readv', '$$', 0, 0, 0, 0, 0],
+          ['keyctl', 0, -3, 1], // KEYCTL_GET_KEYRING_ID of the session keyring
+          ['add_key', '$type', '$description', '$payload', 1, -3],
+          ['shmget', 0, 4096, 0o1600], // IPC_PRIVATE, IPC_CREAT | 0600
+          ['unshare', 0x10000000], // CLONE_NEWUSER
+          ['clone3', 0, 0],
+        ];
+        // Strings are passed as pointers, from variables (perl refuses literals there).
+        const perl = calls
+          .map(
+            ([name, ...args]) =>
+              `print syscall(${[number(name), ...args].join(', ')}) < 0 ? $! + 0 : 0, "\\n";`,
+          )
+          .join(' ');
+        const strings = 'my ($type, $description, $payload) = ("user", "svc-marker", "x");';
+        const { outcome, read } = await run(
+          `writeLines(system2("perl", c("-e", shQuote(${JSON.stringify(`${strings} ${perl}`)})), stdout = TRUE), "errno.txt")`,
+        );
+        expect(outcome).toMatchObject({ status: 'succeeded' });
+        const errno = (await read('errno.txt')).trim().split('\n').map(Number);
+        expect(Object.fromEntries(calls.map(([name], index) => [name, errno[index]]))).toEqual({
+          ptrace: EPERM,
+          process_vm_readv: EPERM,
+          keyctl: EPERM,
+          add_key: EPERM,
+          shmget: EPERM,
+          unshare: EPERM,
+          clone3: ENOSYS,
+        });
+      },
+    );
+
+    it('cannot make a user namespace', async () => {
+      const { outcome, read } = await run(`
+        status <- c(system2("unshare", c("-U", "true")), system2("unshare", c("-Ur", "true")))
+        writeLines(as.character(status), "status.txt")
+      `);
+      expect(outcome).toMatchObject({ status: 'succeeded' });
+      const status = (await read('status.txt')).trim().split('\n');
+      expect(status).toHaveLength(2);
+      expect(status).not.toContain('0');
+    });
+
+    it('still runs plain jobs: a PDF plot, mclapply on 2 cores, system()', async () => {
+      const { outcome, read, workDir } = await run(`
+        pdf("plot.pdf"); plot(1:10); invisible(dev.off())
+        doubled <- unlist(parallel::mclapply(1:2, function(i) i * 2L, mc.cores = 2L))
+        writeLines(as.character(doubled), "cores.txt")
+        writeLines(system("ls", intern = TRUE), "ls.txt")
+        fds <- list.files("/proc/self/fd", full.names = TRUE)
+        writeLines(Sys.readlink(fds), "fds.txt")
+      `);
+      expect(outcome).toMatchObject({ status: 'succeeded' });
+      expect((await readFile(join(workDir, 'plot.pdf'))).subarray(0, 4).toString()).toBe('%PDF');
+      expect(await read('cores.txt')).toBe('2\n4\n');
+      expect(await read('ls.txt')).toContain('script.R');
+      // bubblewrap closed the filter's descriptor before R started.
+      expect(await read('fds.txt')).not.toMatch(/seccomp|\.bpf/);
+    });
+
+    if (mode === 'fork') {
+      it("cannot read or write its fork server's memory or environment", async () => {
+        const { outcome, read } = await run(`
+          ppid <- as.integer(sub("^PPid:[[:space:]]*", "", grep("^PPid:", readLines("/proc/self/status"), value = TRUE)))
+          server <- readBin(sprintf("/proc/%d/cmdline", ppid), "raw", 65536L)
+          server <- rawToChar(replace(server, server == as.raw(0L), as.raw(32L)))
+          opens <- function(path, mode) tryCatch({ con <- file(path, mode); close(con); "opened" },
+                                                 error = function(e) "refused", warning = function(w) "refused")
+          proc <- function(name) sprintf("/proc/%d/%s", ppid, name)
+          writeLines(c(grepl("fork-server.R", server, fixed = TRUE),
+                       opens(proc("mem"), "r+b"), opens(proc("mem"), "rb"), opens(proc("environ"), "rb")),
+                     "access.txt")
+          # A separate process of the sandbox (not a fork of the server) fares no better.
+          writeLines(system2("sh", c("-c", shQuote(sprintf("cat %s >/dev/null 2>&1 && echo opened || echo refused", proc("environ")))), stdout = TRUE),
+                     "sibling.txt")
+        `);
+        expect(outcome).toMatchObject({ status: 'succeeded' });
+        expect((await read('access.txt')).trim().split('\n')).toEqual([
+          'TRUE',
+          'refused',
+          'refused',
+          'refused',
+        ]);
+        expect((await read('sibling.txt')).trim()).toBe('refused');
+      });
+    }
 
     it('ends what a job left behind before the next job runs', async () => {
       const first = await run(
