@@ -658,8 +658,7 @@ async function removeEntry(
       if (code === 'ENOENT') {
         return true;
       }
-      // A directory now (EISDIR on Linux, EPERM elsewhere): removed as one below.
-      if (code !== 'EISDIR' && code !== 'EPERM') {
+      if (!isDirectoryUnlinked(error)) {
         throw error;
       }
     }
@@ -731,8 +730,14 @@ function unlinkRetryable(error: unknown): boolean {
   if (code === 'ENOENT') {
     return true;
   }
-  if (code === 'EISDIR' || code === 'EPERM') {
+  if (isDirectoryUnlinked(error)) {
     return false;
   }
   throw error;
+}
+
+/** unlink's answer for a directory: EISDIR on Linux, EPERM elsewhere (where EPERM is also a refusal). */
+function isDirectoryUnlinked(error: unknown): boolean {
+  const code = errorCode(error);
+  return code === 'EISDIR' || (code === 'EPERM' && process.platform !== 'linux');
 }
