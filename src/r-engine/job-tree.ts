@@ -1,7 +1,16 @@
 import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { constants, existsSync, type Dir, type Dirent, type Stats } from 'node:fs';
-import { lstat, open, opendir, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import { constants, existsSync, type Dirent, type Stats } from 'node:fs';
+import {
+  lstat,
+  open,
+  opendir,
+  readdir,
+  rename,
+  rmdir,
+  unlink,
+  type FileHandle,
+} from 'node:fs/promises';
 
 /**
  * The one way the service walks, reads and removes a tree a job could write (its working and
@@ -76,18 +85,66 @@ function entryPath(dir: OpenDirectory, name: Buffer): Buffer {
 const DIRECTORY_BATCH = 128;
 
 /**
- * A stream of the open directory's entries, names as Buffers (a name that is not UTF-8 stays
- * exact), types as the directory reports them (nothing followed).
+ * A directory whose size (fstat's st_size) is at most this is read with one readdir; a larger one
+ * is streamed a batch at a time, so a directory of a million entries is never whole in memory.
+ * st_size grows with the entries on every Linux file system (ext4 4 KiB per block of some 300
+ * names, tmpfs 20 bytes per entry, btrfs and XFS by name bytes): 64 KiB is a few thousand
+ * entries at most. One readdir is one call on the thread pool; a stream is four (open, read,
+ * read to the end, close), which for a job's few small directories was the larger part of the
+ * cost of removing them.
  */
-function openDirectoryStream(dir: OpenDirectory): Promise<Dir> {
-  // Node's types admit only string names, but opendir takes 'buffer' like readdir.
-  return opendir(dir.prefix, {
-    encoding: 'buffer' as BufferEncoding,
-    bufferSize: DIRECTORY_BATCH,
-  });
+const SMALL_DIRECTORY_BYTES = 64 * 1024;
+
+/** Options that make readdir and opendir give names as Buffers (a name that is not UTF-8 stays exact). */
+const BUFFER_NAMES = { encoding: 'buffer' as BufferEncoding };
+
+/**
+ * The entries of the open directory, types as the directory reports them (nothing followed):
+ * all at once when it is small, else a batch at a time (up to `batch` entries; `ended` when the
+ * stream reached its end; the stream is closed before returning).
+ */
+async function readDirectory(
+  dir: OpenDirectory,
+  batch: number,
+): Promise<{ entries: Dirent[]; ended: boolean }> {
+  if ((await dir.handle.stat()).size <= SMALL_DIRECTORY_BYTES) {
+    return {
+      entries: await readdir(dir.prefix, { ...BUFFER_NAMES, withFileTypes: true }),
+      ended: true,
+    };
+  }
+  const stream = await opendir(dir.prefix, { ...BUFFER_NAMES, bufferSize: DIRECTORY_BATCH });
+  const entries: Dirent[] = [];
+  try {
+    while (entries.length < batch) {
+      const entry = await stream.read();
+      if (!entry) {
+        return { entries, ended: true };
+      }
+      entries.push(entry);
+    }
+    return { entries, ended: false };
+  } finally {
+    await stream.close();
+  }
 }
 
-/** An entry's name from a stream of openDirectoryStream. */
+/** Every entry of the open directory, read as readDirectory does, the stream open while iterated. */
+async function* directoryEntries(dir: OpenDirectory): AsyncGenerator<Dirent> {
+  if ((await dir.handle.stat()).size <= SMALL_DIRECTORY_BYTES) {
+    yield* await readdir(dir.prefix, { ...BUFFER_NAMES, withFileTypes: true });
+    return;
+  }
+  // for await closes the stream, also when the caller stops early or throws.
+  for await (const entry of await opendir(dir.prefix, {
+    ...BUFFER_NAMES,
+    bufferSize: DIRECTORY_BATCH,
+  })) {
+    yield entry;
+  }
+}
+
+/** An entry's name, read with BUFFER_NAMES. */
 function nameOf(entry: Dirent): Buffer {
   return entry.name as unknown as Buffer;
 }
@@ -233,9 +290,7 @@ export async function listOutputFiles(root: string, limits: OutputLimits): Promi
     relative: string,
     relativeBytes: number,
   ): Promise<void> => {
-    const stream = await openDirectoryStream(dir);
-    // for await closes the stream, also when the walk throws.
-    for await (const entry of stream) {
+    for await (const entry of directoryEntries(dir)) {
       const name = nameOf(entry);
       const pathBytes = relativeBytes + (relativeBytes > 0 ? 1 : 0) + name.length;
       const describe = (): string =>
@@ -438,8 +493,7 @@ export async function bytesUnder(
   let entries = 0;
   const linked = new Set<string>();
   const walk = async (dir: OpenDirectory, depth: number): Promise<void> => {
-    const stream = await openDirectoryStream(dir);
-    for await (const entry of stream) {
+    for await (const entry of directoryEntries(dir)) {
       entries += 1;
       if (entries > limits.maxEntries) {
         throw new JobOutputError(
@@ -600,24 +654,10 @@ async function emptyDirectoryAt(
 ): Promise<void> {
   for (let stalls = 0; ;) {
     const movedBefore = deep.moved;
-    const stream = await openDirectoryStream(dir);
-    const batch: Array<{ name: Buffer; isDirectory: boolean }> = [];
-    let ended = false;
-    try {
-      while (batch.length < DIRECTORY_BATCH) {
-        const entry = await stream.read();
-        if (!entry) {
-          ended = true;
-          break;
-        }
-        batch.push({ name: nameOf(entry), isDirectory: entry.isDirectory() });
-      }
-    } finally {
-      await stream.close();
-    }
+    const { entries: batch, ended } = await readDirectory(dir, DIRECTORY_BATCH);
     let removed = 0;
     for (const entry of batch) {
-      if (await removeEntry(dir, entry.name, entry.isDirectory, depth, deep)) {
+      if (await removeEntry(dir, nameOf(entry), entry.isDirectory(), depth, deep)) {
         removed += 1;
       }
     }
@@ -629,7 +669,7 @@ async function emptyDirectoryAt(
       stalls += 1;
       if (stalls > REMOVE_MAX_STALLS) {
         throw new Error(
-          `entries kept appearing in a directory being removed (${describeJobPath(batch[0].name)} among them)`,
+          `entries kept appearing in a directory being removed (${describeJobPath(nameOf(batch[0]))} among them)`,
         );
       }
     }

@@ -38,9 +38,9 @@ export function worthDeflating(name: string, size: number): boolean {
 }
 
 /**
- * A file to archive: its entry name, what a listing saw of it, and how to open it. The archive
- * reads through the handle `open` gives (a regular file, checked with fstat), never more than
- * `size` bytes, so a file that grows meanwhile cannot grow the archive.
+ * A file to archive: its entry name, what a listing saw of it, and how to open it. `open` gives
+ * a handle on a regular file (the opener checks it with fstat on the handle); the archive reads
+ * through it never more than `size` bytes, so a file that grows meanwhile cannot grow the archive.
  */
 export interface ZipSource {
   name: string;
@@ -171,21 +171,19 @@ async function zipSources(files: ZipInput[]): Promise<ZipSource[]> {
       size: stats.size,
       mtime: stats.mtime,
       mode: stats.mode,
-      open: () => open(file.path, PATH_FILE_FLAGS),
+      open: () => openRegularFile(file.path),
     });
   }
   return sources;
 }
 
-/** Opens a source and checks, on the handle, that it is a regular file; its bytes to read. */
-async function openSource(source: ZipSource): Promise<{ handle: FileHandle; bytes: number }> {
-  const handle = await source.open();
+async function openRegularFile(path: string): Promise<FileHandle> {
+  const handle = await open(path, PATH_FILE_FLAGS);
   try {
-    const stats = await handle.stat();
-    if (!stats.isFile()) {
-      throw new Error(`${source.name} is not a file`);
+    if (!(await handle.stat()).isFile()) {
+      throw new Error(`${path} is not a file`);
     }
-    return { handle, bytes: Math.min(stats.size, source.size) };
+    return handle;
   } catch (error) {
     await handle.close();
     throw error;
@@ -229,23 +227,18 @@ async function buildZip(files: ZipSource[]): Promise<BuiltZip> {
       mode: file.mode,
     };
     if (file.size <= READ_WHOLE_MAX_BYTES) {
-      const { handle, bytes } = await openSource(file);
+      const handle = await file.open();
       try {
-        zip.addBuffer(await readBounded(handle, bytes), file.name, options);
+        zip.addBuffer(await readBounded(handle, file.size), file.name, options);
       } finally {
         await handle.close();
       }
     } else {
       // Opened when yazl comes to it (one large file open at a time), read up to its size.
       zip.addReadStreamLazy(file.name, options, (done) => {
-        openSource(file).then(
-          ({ handle, bytes }) =>
-            done(
-              null,
-              bytes > 0
-                ? handle.createReadStream({ start: 0, end: bytes - 1 })
-                : emptyStream(handle),
-            ),
+        file.open().then(
+          // The stream closes the handle when it ends or fails; it stops early at a shorter file's end.
+          (handle) => done(null, handle.createReadStream({ start: 0, end: file.size - 1 })),
           (error: Error) => done(error, undefined as unknown as Readable),
         );
       });
@@ -253,12 +246,6 @@ async function buildZip(files: ZipSource[]): Promise<BuiltZip> {
   }
   zip.end();
   return { zip, failed, totalBytes };
-}
-
-/** A file that is empty now: no stream on it (createReadStream cannot read 0 bytes), closed. */
-function emptyStream(handle: FileHandle): Readable {
-  void handle.close();
-  return Readable.from([]);
 }
 
 /** The entry names of a ZIP archive in central directory order, as stored (not validated). */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rmdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
@@ -115,8 +115,7 @@ export class ScriptJobExecutor implements JobExecutor {
         throw error;
       }
     } finally {
-      // Whatever the job left there, through descriptors, never following a link.
-      await removeTree(jobDir).catch((error: Error) =>
+      await removeJobDirectory(jobDir, workDir).catch((error: Error) =>
         this.logger.warn(`could not remove ${jobDir}: ${error.message}`),
       );
     }
@@ -272,5 +271,24 @@ export class ScriptJobExecutor implements JobExecutor {
     }
     writeFileSync(join(workDir, name), content);
     return name;
+  }
+}
+
+/**
+ * Removes a job's directory: what the job left in its working directory through descriptors,
+ * never following a link (job-tree), then the directory the service made around it by name
+ * (the job cannot write there). Whatever else is found there goes through removeTree too.
+ */
+async function removeJobDirectory(jobDir: string, workDir: string): Promise<void> {
+  await removeTree(workDir);
+  try {
+    await rmdir(jobDir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTEMPTY' || code === 'EEXIST') {
+      await removeTree(jobDir);
+    } else if (code !== 'ENOENT') {
+      throw error;
+    }
   }
 }
