@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { readFile, rm, stat } from 'node:fs/promises';
+import { constants, createWriteStream } from 'node:fs';
+import { lstat, open, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extname } from 'node:path';
@@ -38,13 +38,34 @@ export function worthDeflating(name: string, size: number): boolean {
 }
 
 /**
- * Zip a job's result files (read from disk) into one archive, entries sorted by name (code-unit
- * order, not locale order) so that the same files always give the same entry order.
- * `name` is the entry name in the archive; `path` the file on disk. Already-compressed formats
- * and tiny files are stored, not deflated (`worthDeflating`).
+ * A file to archive: its entry name, what a listing saw of it, and how to open it. `open` gives
+ * a handle on a regular file (the opener checks it with fstat on the handle); the archive reads
+ * through it never more than `size` bytes, so a file that grows meanwhile cannot grow the archive.
  */
-export async function zipFiles(files: Array<{ name: string; path: string }>): Promise<Buffer> {
-  return collect(await buildZip(files));
+export interface ZipSource {
+  name: string;
+  size: number;
+  mtime: Date;
+  mode: number;
+  open(): Promise<FileHandle>;
+}
+
+/** A file given by its path (the service's own files, not a job's: the path is followed). */
+export interface ZipPathFile {
+  name: string;
+  path: string;
+}
+
+type ZipInput = ZipSource | ZipPathFile;
+
+/**
+ * Zip result files into one archive, entries sorted by name (code-unit order, not locale
+ * order) so that the same files always give the same entry order. `name` is the entry name in
+ * the archive. Already-compressed formats and tiny files are stored, not deflated
+ * (`worthDeflating`).
+ */
+export async function zipFiles(files: ZipInput[]): Promise<Buffer> {
+  return collect(await buildZip(await zipSources(files)));
 }
 
 /**
@@ -52,10 +73,10 @@ export async function zipFiles(files: Array<{ name: string; path: string }>): Pr
  * whole in memory), its size and SHA-256 computed on the way.
  */
 export async function zipFilesToFile(
-  files: Array<{ name: string; path: string }>,
+  files: ZipInput[],
   path: string,
 ): Promise<{ size: number; sha256: string }> {
-  return writeTo(await buildZip(files), path);
+  return writeTo(await buildZip(await zipSources(files)), path);
 }
 
 interface BuiltZip {
@@ -108,10 +129,10 @@ async function writeTo(
  * back and removed.
  */
 export async function zipFilesToBufferOrFile(
-  files: Array<{ name: string; path: string }>,
+  files: ZipInput[],
   spill: { path: string; inlineMaxBytes: number; makeDirectory: () => Promise<unknown> },
 ): Promise<{ data: Buffer } | { path: string; size: number; sha256: string }> {
-  const built = await buildZip(files);
+  const built = await buildZip(await zipSources(files));
   if (built.totalBytes <= spill.inlineMaxBytes) {
     return { data: await collect(built) };
   }
@@ -130,7 +151,60 @@ export async function zipFilesToBufferOrFile(
   }
 }
 
-async function buildZip(files: Array<{ name: string; path: string }>): Promise<BuiltZip> {
+/** Flags for a file the archive opens by path: no link followed, no FIFO waited on. */
+const PATH_FILE_FLAGS =
+  constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+
+async function zipSources(files: ZipInput[]): Promise<ZipSource[]> {
+  const sources: ZipSource[] = [];
+  for (const file of files) {
+    if (!('path' in file)) {
+      sources.push(file);
+      continue;
+    }
+    const stats = await lstat(file.path);
+    if (!stats.isFile()) {
+      throw new Error(`${file.path} is not a file`);
+    }
+    sources.push({
+      name: file.name,
+      size: stats.size,
+      mtime: stats.mtime,
+      mode: stats.mode,
+      open: () => openRegularFile(file.path),
+    });
+  }
+  return sources;
+}
+
+async function openRegularFile(path: string): Promise<FileHandle> {
+  const handle = await open(path, PATH_FILE_FLAGS);
+  try {
+    if (!(await handle.stat()).isFile()) {
+      throw new Error(`${path} is not a file`);
+    }
+    return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/** At most `bytes` bytes from the start of the file (fewer if it is shorter now). */
+async function readBounded(handle: FileHandle, bytes: number): Promise<Buffer> {
+  const buffer = Buffer.allocUnsafe(bytes);
+  let filled = 0;
+  while (filled < bytes) {
+    const { bytesRead } = await handle.read(buffer, filled, bytes - filled, filled);
+    if (bytesRead === 0) {
+      break;
+    }
+    filled += bytesRead;
+  }
+  return buffer.subarray(0, filled);
+}
+
+async function buildZip(files: ZipSource[]): Promise<BuiltZip> {
   const sorted = [...files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (let i = 1; i < sorted.length; i += 1) {
     if (sorted[i].name === sorted[i - 1].name) {
@@ -146,20 +220,28 @@ async function buildZip(files: Array<{ name: string; path: string }>): Promise<B
   failed.catch(() => undefined);
   let totalBytes = 0;
   for (const file of sorted) {
-    const stats = await stat(file.path);
-    if (!stats.isFile()) {
-      throw new Error(`${file.path} is not a file`);
-    }
-    totalBytes += stats.size;
-    const options = { compress: worthDeflating(file.name, stats.size) };
-    if (stats.size <= READ_WHOLE_MAX_BYTES) {
-      zip.addBuffer(await readFile(file.path), file.name, {
-        ...options,
-        mtime: stats.mtime,
-        mode: stats.mode,
-      });
+    totalBytes += file.size;
+    const options = {
+      compress: worthDeflating(file.name, file.size),
+      mtime: file.mtime,
+      mode: file.mode,
+    };
+    if (file.size <= READ_WHOLE_MAX_BYTES) {
+      const handle = await file.open();
+      try {
+        zip.addBuffer(await readBounded(handle, file.size), file.name, options);
+      } finally {
+        await handle.close();
+      }
     } else {
-      zip.addFile(file.path, file.name, options);
+      // Opened when yazl comes to it (one large file open at a time), read up to its size.
+      zip.addReadStreamLazy(file.name, options, (done) => {
+        file.open().then(
+          // The stream closes the handle when it ends or fails; it stops early at a shorter file's end.
+          (handle) => done(null, handle.createReadStream({ start: 0, end: file.size - 1 })),
+          (error: Error) => done(error, undefined as unknown as Readable),
+        );
+      });
     }
   }
   zip.end();

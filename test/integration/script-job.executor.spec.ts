@@ -1,4 +1,7 @@
-import type { JobFileInput, ResultData } from '../../src/queue/queue.types';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ClaimedJob, JobFileInput, ResultData } from '../../src/queue/queue.types';
 import { ScriptJobExecutor } from '../../src/worker/script-job.executor';
 import {
   ExecutorHarness,
@@ -30,7 +33,7 @@ describeNative(
       files: Record<string, string>,
       meta: Record<string, string> = {},
       applicationName = 'executor',
-    ): Promise<{ result: ResultData; job: { id: string } }> {
+    ): Promise<{ result: ResultData; job: ClaimedJob }> {
       const inputs: JobFileInput[] = Object.entries(files).map(([name, content]) => ({
         name,
         content: Buffer.from(content),
@@ -111,6 +114,63 @@ describeNative(
       expect(result.data.toString()).toContain(
         'The catalog of application executor has no R script named "missing.R" (section R_SCRIPTS).',
       );
+    });
+
+    describe('with hostile output', () => {
+      let canary: string;
+      const SECRET = 'HOST-SECRET-4f1c9a';
+
+      beforeAll(() => {
+        canary = mkdtempSync(join(tmpdir(), 'svc-canary-'));
+        writeFileSync(join(canary, 'secret.txt'), SECRET);
+      });
+
+      afterAll(() => {
+        rmSync(canary, { recursive: true, force: true });
+      });
+
+      /** The executor's directory for this attempt of the job. */
+      const jobDirectory = (job: ClaimedJob): string =>
+        join(tmpdir(), 'svc-jobs', `${job.id}-${job.attempts}`);
+
+      it('leaves links to host files and FIFOs out of the ZIP, follows none, and removes them', async () => {
+        const { result, job } = await run({
+          'analysis.R': [
+            `stopifnot(file.symlink(${JSON.stringify(join(canary, 'secret.txt'))}, "secret.txt"))`,
+            `stopifnot(file.symlink(${JSON.stringify(canary)}, "canary"))`,
+            'stopifnot(file.symlink("/proc/self/environ", "environ.txt"))',
+            'dir.create("plots")',
+            `stopifnot(file.symlink(${JSON.stringify(join(canary, 'secret.txt'))}, "plots/secret.txt"))`,
+            // Opening it for reading and writing creates the FIFO without waiting for a peer.
+            'close(fifo("plots/hang.fifo", open = "w+"))',
+            'stopifnot(file.exists("plots/hang.fifo"))',
+            'writeLines("mine", "plots/mine.txt")',
+          ].join('\n'),
+        });
+        expect(result).toMatchObject({ success: true, type: 'zip' });
+        const entries = await zipEntries(result.data);
+        expect([...entries.keys()]).toEqual(['plots/mine.txt']);
+        expect(result.data.includes(SECRET)).toBe(false);
+        expect(existsSync(jobDirectory(job))).toBe(false);
+        expect(existsSync(join(canary, 'secret.txt'))).toBe(true);
+      });
+
+      it('answers a failed result naming a file name that is not UTF-8, and removes the directory', async () => {
+        const { result, job } = await run({
+          'analysis.R': [
+            'writeLines("fine", "fine.txt")',
+            'dir.create("plots")',
+            // In the C locale R writes the name's bytes as they are.
+            'invisible(Sys.setlocale("LC_CTYPE", "C"))',
+            'writeLines("odd", file.path("plots", rawToChar(as.raw(c(0x62, 0xff)))))',
+          ].join('\n'),
+        });
+        expect(result).toMatchObject({ success: false, type: 'txt' });
+        expect(result.data.toString()).toContain(
+          `The job's output cannot be returned: The file name "plots/b\\xff" is not valid UTF-8.`,
+        );
+        expect(existsSync(jobDirectory(job))).toBe(false);
+      });
     });
   },
 );
