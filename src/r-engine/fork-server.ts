@@ -3,27 +3,37 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { chown, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
+import { LineSplitter } from './output-lines';
+import { percentDecode } from './run-channel';
 import { REngineUnavailableError } from './r-engine';
 
 /** How a forked job ended, as the fork server saw it. */
-export type ForkRunStatus =
+export type ForkRunStatus = (
   | { kind: 'ok' }
-  | { kind: 'r-error' }
+  /** R's error message, as the job's child reported it (bounded, never trusted as more). */
+  | { kind: 'r-error'; message: string }
   | { kind: 'exit'; code: number }
   /** The child vanished without reporting: killed by a signal (a limit, the OOM killer) or crashed. */
   | { kind: 'died' }
   /** svc killed the child: its time limit passed, or the caller gave the job up. */
   | { kind: 'killed'; reason: 'timeout' | 'stopped' }
-  /** The child could not prepare the run (working directory, out.log). */
-  | { kind: 'setup'; message: string };
+  /** The child could not prepare the run (working directory, output). */
+  | { kind: 'setup'; message: string }
+) & {
+  /** The child's CPU milliseconds, where it reported them. */
+  cpuMs?: number;
+};
 
 export interface ForkRunRequest {
   workDir: string;
   scriptName: string;
-  /** Holds the run's tmp/ and error.txt, outside workDir. */
+  /** Holds the run's tmp/, outside workDir. */
   privateDir: string;
+  /** The FIFO the child's stdout and stderr go to (svc holds its read end open). */
+  output: string;
+  /** Called once the child runs: its output FIFO has a writer from then on. */
+  onStarted?: () => void;
   /** The application's package library, put first on the child's `.libPaths()`. */
   libraryDir?: string;
   timeoutMs: number;
@@ -44,10 +54,18 @@ export interface ForkServerOptions {
   sandboxed: boolean;
   /** The R process's CPU limit in seconds (0: none): it recycles itself at half of it. */
   cpuLimitSeconds: number;
+  /** Before each start: the slot made as new (the last server's sandbox is gone by then). */
+  prepareLaunch?: () => Promise<void>;
+  /** Once the server is ready, before its first job. */
+  onReady?: () => Promise<void>;
   log: { log(message: string): void; warn(message: string): void };
 }
 
 const START_TIMEOUT_MS = 30_000;
+/** A line of the server's protocol is short; a longer one means the server is not itself. */
+const MAX_PROTOCOL_LINE_BYTES = 64 * 1024;
+/** Failed starts in a row after which the slot is reported unhealthy. */
+const UNHEALTHY_AFTER_FAILED_STARTS = 3;
 const PING_TIMEOUT_MS = 10_000;
 /** Pause before restarting a server that died; doubles on each failed start, up to the cap. */
 const RESTART_DELAY_MS = 100;
@@ -60,6 +78,7 @@ const KILL_GRACE_MS = 2_000;
 interface Run {
   token: string;
   pid?: number;
+  onStarted?: () => void;
   /** Called when the server reports the job's end (a KILL in a sandbox waits for it). */
   onEnded?: () => void;
   killedFor?: 'timeout' | 'stopped';
@@ -132,19 +151,29 @@ async function killTree(pid: number): Promise<void> {
   tree.forEach(kill);
 }
 
-function parseStatus(text: string): ForkRunStatus {
-  if (text === 'ok' || text === 'r-error' || text === 'died') {
-    return { kind: text };
+/** An ENDED report's fields after the token: `<kind> <status> <cpu ms> <%-encoded message>`. */
+export function parseEnded(fields: string[]): ForkRunStatus {
+  const [kind = '', code = '', cpu = '', message = ''] = fields;
+  const cpuMs = Number(cpu);
+  const usage = Number.isFinite(cpuMs) && cpuMs >= 0 ? { cpuMs } : {};
+  const text = percentDecode(message);
+  switch (kind) {
+    case 'ok':
+      return { kind, ...usage };
+    case 'r-error':
+      return { kind, message: text || 'R reported an error', ...usage };
+    case 'exit':
+      return { kind, code: Number.isInteger(Number(code)) ? Number(code) : 1, ...usage };
+    case 'setup':
+      return { kind, message: text || 'the child could not prepare the run', ...usage };
+    default:
+      return { kind: 'died' };
   }
-  if (text.startsWith('exit ')) {
-    return { kind: 'exit', code: Number(text.slice(5)) };
-  }
-  return { kind: 'setup', message: text.replace(/^setup /, '') };
 }
 
 /**
  * The Node side of the fork server (`r/fork-server.R`): one warm R process, started with the
- * engine, that forks a child per script job. The child redirects its output to out.log, runs the
+ * engine, that forks a child per script job. The child redirects its output to the run's FIFO, runs the
  * script in the job's directory and exits; the server reports its pid when it starts and its
  * status when it ends. A timeout or an abort kills the child and its descendants, never the
  * server. A server that dies is started again; the runs it held fail as "R unavailable".
@@ -164,8 +193,29 @@ export class ForkServer {
   private restartDelayMs = RESTART_DELAY_MS;
   private lastSweep = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
+  private failedStarts = 0;
+  /** Why the server last said it cannot go on (BROKEN), for the log. */
+  private brokenReason: string | undefined;
 
   constructor(private readonly options: ForkServerOptions) {}
+
+  /**
+   * Whether the slot can run jobs: false once its server failed to start several times in a
+   * row (a health check reports it), true again when one starts.
+   */
+  get usable(): boolean {
+    return this.failedStarts < UNHEALTHY_AFTER_FAILED_STARTS;
+  }
+
+  /**
+   * Ends the server and starts a fresh one (a new sandbox: new IPC namespace, new memory), for
+   * a job that must not meet what the last one left, or after a run the slot could not undo.
+   */
+  async recycle(): Promise<void> {
+    await this.stop();
+    this.ready = undefined;
+    await this.start();
+  }
 
   /** R.version.string of the running server. */
   get version(): string {
@@ -180,7 +230,10 @@ export class ForkServer {
   /** Starts the server and waits until it is ready; throws when R cannot start. */
   async start(): Promise<void> {
     this.stopped = false;
-    this.ready ??= this.launch();
+    this.ready ??= this.launch().catch((error: unknown) => {
+      this.failedStarts += 1;
+      throw error;
+    });
     await this.ready;
   }
 
@@ -196,6 +249,7 @@ export class ForkServer {
       request.workDir,
       request.scriptName,
       request.privateDir,
+      request.output,
       ...(request.libraryDir ? [request.libraryDir] : []),
     ].map((f) => encodeURIComponent(f));
     return new Promise<ForkRunStatus>((resolve, reject) => {
@@ -218,6 +272,7 @@ export class ForkServer {
       };
       const run: Run = {
         token,
+        onStarted: request.onStarted,
         resolve: (status) => {
           cleanUp();
           resolve(run.killedFor ? { kind: 'killed', reason: run.killedFor } : status);
@@ -274,6 +329,7 @@ export class ForkServer {
   }
 
   private async launch(): Promise<void> {
+    await this.options.prepareLaunch?.();
     this.launches += 1;
     const fifo = join(this.options.controlDir, `commands-${this.launches}`);
     await rm(fifo, { force: true });
@@ -314,26 +370,45 @@ export class ForkServer {
         clearTimeout(timer);
         reject(new REngineUnavailableError(`cannot start the fork server: ${error.message}`));
       });
-      createInterface({ input: child.stderr as Readable }).on('line', (line) => {
-        stderr.push(line);
+      const stderrLines = new LineSplitter((line) => {
+        stderr.push(line.slice(0, 1000));
         stderr.splice(0, Math.max(0, stderr.length - 20));
       });
-      createInterface({ input: child.stdout as Readable }).on('line', (line) => {
+      (child.stderr as Readable).on('data', (chunk: Buffer) => stderrLines.push(chunk));
+      const protocol = new LineSplitter((line) => {
+        if (Buffer.byteLength(line) >= MAX_PROTOCOL_LINE_BYTES) {
+          // Not a line the server writes: it is no longer trusted to run jobs.
+          this.options.log.warn('the R fork server wrote an overlong line; starting a new one');
+          try {
+            process.kill(-(child.pid ?? 0), 'SIGKILL');
+          } catch {
+            // already gone
+          }
+          return;
+        }
         const [event = '', ...rest] = line.split(' ');
         if (event === 'READY' && !started) {
           started = true;
           clearTimeout(timer);
           this.versionString = rest.slice(1).join(' ');
           this.restartDelayMs = RESTART_DELAY_MS;
+          this.failedStarts = 0;
           // In a PID namespace the server knows its pid there only; svc needs the host's.
-          void hostPid(child.pid ?? 0, Number(rest[0]), this.options.sandboxed).then((pid) => {
-            this.serverPid = pid;
-            resolve();
-          });
+          void hostPid(child.pid ?? 0, Number(rest[0]), this.options.sandboxed)
+            .then(async (pid) => {
+              this.serverPid = pid;
+              await this.options.onReady?.();
+              resolve();
+            })
+            .catch((error: Error) => {
+              reject(new REngineUnavailableError(`the fork server's slot: ${error.message}`));
+              child.kill('SIGKILL');
+            });
         } else {
           this.onEvent(event, rest);
         }
-      });
+      }, MAX_PROTOCOL_LINE_BYTES);
+      (child.stdout as Readable).on('data', (chunk: Buffer) => protocol.push(chunk));
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
         this.serverPid = 0;
@@ -353,7 +428,9 @@ export class ForkServer {
           this.ready = undefined;
         }
         const recycled = code === 0 && !this.stopped;
-        const why = signal !== null ? `signal ${signal}` : `status ${String(code)}`;
+        const why =
+          this.brokenReason ?? (signal !== null ? `signal ${signal}` : `status ${String(code)}`);
+        this.brokenReason = undefined;
         if (!started) {
           reject(
             new REngineUnavailableError(
@@ -405,6 +482,7 @@ export class ForkServer {
       case 'STARTED':
         if (run) {
           run.pid = Number(rest[1]);
+          run.onStarted?.();
           if (run.killedFor) {
             const reason = run.killedFor;
             void this.killRun(run).then(() => run.resolve({ kind: 'killed', reason }));
@@ -413,7 +491,14 @@ export class ForkServer {
         break;
       case 'ENDED':
         run?.onEnded?.();
-        run?.resolve(parseStatus(rest.slice(1).join(' ')));
+        run?.resolve(parseEnded(rest.slice(1)));
+        break;
+      case 'BROKEN':
+        // The server quits after this; its exit starts a new one.
+        this.brokenReason = rest.join(' ').slice(0, 200);
+        this.options.log.warn(
+          `the R fork server cannot go on (${this.brokenReason}); starting a new one`,
+        );
         break;
       case 'NOFORK':
         run?.reject(new REngineUnavailableError(`R could not fork: ${rest.slice(1).join(' ')}`));

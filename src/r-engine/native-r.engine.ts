@@ -1,32 +1,27 @@
 import { type ChildProcess } from 'node:child_process';
 import { Logger } from '@nestjs/common';
 import {
-  createWriteStream,
-  lstatSync,
+  chmodSync,
+  lchownSync,
   mkdirSync,
   readdirSync,
-  readFileSync,
   renameSync,
-  rmdirSync,
   statSync,
-  unlinkSync,
 } from 'node:fs';
-import {
-  chmod,
-  cp,
-  lstat,
-  mkdir,
-  mkdtemp,
-  readdir,
-  readFile,
-  rm,
-  writeFile,
-} from 'node:fs/promises';
-import { once } from 'node:events';
+import { chmod, cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, constants as osConstants, tmpdir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
-import { followFile, LineSplitter } from './file-follower';
+import { bytesUnder, emptyDirectory, listOutputFiles, removeTree } from './job-tree';
+import { LineSplitter } from './output-lines';
 import { routeOutput } from './job-progress';
+import {
+  closeDescriptor,
+  collectReport,
+  FifoPool,
+  openFifoForReading,
+  openFifoForWriting,
+  readFifo,
+} from './run-channel';
 import type { AppConfig } from '../config/app-config';
 import { ForkServer, type ForkRunStatus } from './fork-server';
 import {
@@ -41,7 +36,6 @@ import {
 import { PackageLibrary } from './package-library';
 import { rSourcePath } from './r-sources';
 import {
-  R_LOG_FILE,
   REngineUnavailableError,
   type REngine,
   type ScriptRunOutcome,
@@ -85,43 +79,6 @@ interface EngineLogger {
   log(message: string): void;
   warn(message: string): void;
 }
-
-/**
- * Runs the job script and reports an R error through a file that the job cannot mistake for a
- * result: the file lives in the run's private directory, outside workDir. Arguments: the script
- * name and that file's path. The console line mimics R's own "Error in <call> : <message>".
- */
-const WRAPPER = `local({
-  args <- commandArgs(trailingOnly = TRUE)
-  script <- args[[1L]]
-  errorFile <- args[[2L]]
-  # The CPU limit as an R error that names it; the kernel's limit stays the backstop.
-  cpuLimit <- as.numeric(args[[3L]])
-  if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
-  progress <- eval(parse(file = args[[4L]], keep.source = FALSE))
-  # The application's packages come first (a directory that does not exist is left out).
-  if (length(args) >= 5L && nzchar(args[[5L]])) .libPaths(c(args[[5L]], .libPaths()))
-  attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
-         warn.conflicts = FALSE)
-  # Bytes written by R and the programs it ran and waited for (the kernel adds theirs to R's),
-  # then the CPU milliseconds of both (usage statistics).
-  written <- function() {
-    io <- tryCatch(readLines("/proc/self/io"), error = function(e) character(0L))
-    cpu <- round(1000 * sum(proc.time()[c(1L, 2L, 4L, 5L)], na.rm = TRUE))
-    try(writeLines(c(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)), cpu),
-                   file.path(dirname(errorFile), "written.txt")), silent = TRUE)
-  }
-  tryCatch(source(script), error = function(e) {
-    call <- conditionCall(e)
-    prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
-    message(prefix, conditionMessage(e))
-    writeLines(enc2utf8(conditionMessage(e)), errorFile, useBytes = TRUE)
-    written()
-    quit(save = "no", status = 1L)
-  })
-  written()
-})
-`;
 
 /** The Rscript that config names (RSCRIPT_PATH, then R_HOME), else the first on PATH. */
 function chosenRscript(config: NativeRConfig): string {
@@ -185,9 +142,24 @@ export function effectiveScriptMode(config: NativeRConfig): ScriptMode {
 /** A sandboxed fork server and the directory its jobs run in, one job at a time. */
 interface Slot {
   server: ForkServer;
-  /** Bound into the server's sandbox: work/ (the job's directory while it runs), private/. */
+  /**
+   * Bound into the server's sandbox, owned by the service and not writable by the sandbox user:
+   * work/ (the job's directory while it runs, the job's), private/ (the service's) holding tmp/
+   * (the job's), server-tmp/ (the server's R session directory, locked once it is ready).
+   */
   dir: string;
+  /** The FIFOs of the slot's runs, in its control directory (bound read-only, unlistable). */
+  fifos: FifoPool;
   busy: boolean;
+  /** The application of the last job the current server ran (none since it started). */
+  application: string | null;
+}
+
+/** A job's outcome as the run reported it, before limits are named. */
+interface RunReport {
+  kind: 'ok' | 'r-error' | 'none';
+  message: string;
+  cpuMs?: number;
 }
 
 /** The limits a run is measured against, for the messages that name them. */
@@ -221,6 +193,8 @@ export class NativeREngine implements REngine {
   /** Private to the service (0711: the sandbox user may pass, never list): slots, runs. */
   private runtimeRoot: string | undefined;
   private packageLibrary: PackageLibrary | null = null;
+  /** The report FIFOs of spawned runs (the fork slots have their own). */
+  private spawnFifos: FifoPool | null = null;
 
   constructor(
     private readonly config: NativeRConfig,
@@ -289,6 +263,7 @@ export class NativeREngine implements REngine {
       );
     }
     this.launcherInstance = this.newLauncher(sandbox);
+    this.spawnFifos = null;
     this.markStarted();
     if (this.scriptMode === 'fork' && this.config.scriptJobs !== false) {
       try {
@@ -320,6 +295,10 @@ export class NativeREngine implements REngine {
   }
 
   async healthy(): Promise<boolean> {
+    // A slot whose server keeps failing to start cannot run jobs: the node is not healthy.
+    if (this.slots.some((slot) => !slot.server.usable)) {
+      return false;
+    }
     try {
       const server = this.slots[0]?.server;
       if (server) {
@@ -354,6 +333,7 @@ export class NativeREngine implements REngine {
       await rm(this.runtimeRoot, { recursive: true, force: true });
       this.runtimeRoot = undefined;
       this.packageLibrary = null;
+      this.spawnFifos = null;
     }
   }
 
@@ -396,6 +376,8 @@ export class NativeREngine implements REngine {
       rHome: this.config.rHome,
       sandbox,
       sourcesDir: this.runtimeRoot ? join(this.runtimeRoot, 'r') : null,
+      runtimeDir: this.runtimeRoot ?? undefined,
+      warn: (message) => this.logger.warn(message),
     });
   }
 
@@ -433,20 +415,20 @@ export class NativeREngine implements REngine {
   /**
    * A directory for one run under the runtime root. In a sandbox the job's directory moves in (a
    * rename: same file system, no copy), so the sandbox binds only private paths (a fork server's
-   * sandbox is made before its jobs exist), and moves back after; R and the engine's own readers
-   * use the run's path meanwhile. Without a sandbox it stays where it is. `private/` (R's temp
-   * directory, the error and usage files) is made here unless the caller prepared it (a fork
-   * slot does that ahead of its next job); the caller removes `parent`'s contents afterwards.
+   * sandbox is made before its jobs exist), and moves back after. `parent` and `private/` are
+   * the service's (0711: the sandbox user passes, never writes), so a job cannot swap the names
+   * the service moves or cleans for links; only `work/` and `private/tmp/` are the job's.
+   * Without a sandbox the work directory stays where it is. `private/tmp` is made here unless
+   * the caller prepared it (a fork slot does that ahead of its next job).
    */
   private async withRunDirectory<T>(
     workDir: string,
     parent: string,
     privatePrepared: boolean,
-    body: (runWork: string, tmp: string, errorFile: string) => Promise<T>,
+    body: (runWork: string, tmp: string) => Promise<T>,
   ): Promise<T> {
     const sandboxed = this.launcherInstance.sandbox === 'bwrap';
     const runWork = sandboxed ? join(parent, 'work') : workDir;
-    const privateDir = join(parent, 'private');
     if (!privatePrepared) {
       this.preparePrivate(parent);
     }
@@ -457,20 +439,26 @@ export class NativeREngine implements REngine {
         moved = true;
       }
       this.launcherInstance.makeWritable(runWork);
-      return await body(runWork, join(privateDir, 'tmp'), join(privateDir, 'error.txt'));
+      return await body(runWork, join(parent, 'private', 'tmp'));
     } finally {
       if (moved) {
+        // The name work/ is in the service's directory: the job cannot have replaced it.
         renameSync(runWork, workDir);
       }
     }
   }
 
-  /** A run's private/tmp, handed to the sandbox user with its parent (never a slot's server-tmp). */
+  /**
+   * A run's private/ (the service's, 0711) and private/tmp (the job's temporary directory,
+   * handed to the sandbox user). Made fresh: the caller has removed an earlier one.
+   */
   private preparePrivate(parent: string): void {
     const privateDir = join(parent, 'private');
-    mkdirSync(join(privateDir, 'tmp'), { recursive: true });
-    this.launcherInstance.makeWritable(parent, { recursive: false });
-    this.launcherInstance.makeWritable(privateDir);
+    mkdirSync(privateDir, { mode: 0o711 });
+    chmodSync(parent, 0o711);
+    const tmp = join(privateDir, 'tmp');
+    mkdirSync(tmp, { mode: 0o700 });
+    this.launcherInstance.makeWritable(tmp);
   }
 
   private async runSpawned(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
@@ -482,25 +470,21 @@ export class NativeREngine implements REngine {
     const parent = await mkdtemp(join(root, 'run-'));
     const limits = this.limits(request.timeoutMs);
     try {
-      return await this.withRunDirectory(
-        request.workDir,
-        parent,
-        false,
-        async (work, tmp, errorFile) => {
-          const wrapper = join(tmp, '..', 'wrapper.R');
-          await writeFile(wrapper, WRAPPER);
-          const log = createWriteStream(join(work, R_LOG_FILE));
-          await once(log, 'open');
-          // A failed log write (disk full) must not crash the service; the run's outcome stands.
-          log.on('error', () => undefined);
-          const controller = new AbortController();
-          let child: ChildProcess;
+      return await this.withRunDirectory(request.workDir, parent, false, async (work, tmp) => {
+        // R's report of its end comes on descriptor 3, a FIFO the service made and reads.
+        const fifos = await this.spawnFifoPool();
+        const fifo = await fifos.take();
+        const reportFd = await openFifoForReading(fifo);
+        const report = collectReport(reportFd);
+        const controller = new AbortController();
+        let child: ChildProcess;
+        try {
+          const writeFd = await openFifoForWriting(fifo);
           try {
             child = this.launcherInstance.spawn({
               args: [
-                wrapper,
+                this.launcherInstance.rSource('script-wrapper.R'),
                 request.scriptName,
-                errorFile,
                 String(limits.cpuSeconds),
                 this.launcherInstance.rSource('progress.R'),
                 this.libraryDir(request),
@@ -508,63 +492,85 @@ export class NativeREngine implements REngine {
               cwd: work,
               home: work,
               tmp,
-              writable: [work, dirname(tmp)],
+              writable: [work, tmp],
               readable: this.packageLibrary ? [this.packageLibrary.root] : [],
               network: request.network === true,
               limits: this.rLimits(limits),
-              stdio: ['ignore', 'pipe', 'pipe'],
+              stdio: ['ignore', 'pipe', 'pipe', writeFd],
             });
-          } catch (error) {
-            log.end();
-            throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
-          }
-          let settle = (): void => undefined;
-          const settled = new Promise<void>((resolve) => (settle = resolve));
-          this.running.set(controller, settled);
-          controller.signal.addEventListener('abort', () => killProcessGroup(child), {
-            once: true,
-          });
-          // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
-          const giveUp = (): void => controller.abort('stopped');
-          request.signal?.addEventListener('abort', giveUp, { once: true });
-          if (request.signal?.aborted) {
-            giveUp(); // given up (a cancel) while R was being started
-          }
-          const timer = setTimeout(() => controller.abort('timeout'), request.timeoutMs);
-          const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
-          const output = routeOutput(request);
-          for (const stream of ['stdout', 'stderr'] as const) {
-            const splitter = new LineSplitter((line) => output?.(stream, line));
-            child[stream]?.on('data', (chunk: Buffer) => {
-              log.write(chunk);
-              splitter.push(chunk);
-            });
-            child[stream]?.on('end', () => splitter.end());
-          }
-          let exit: Exit;
-          try {
-            exit = await waitForExit(child);
-          } catch (error) {
-            throw isSpawnFailure(error)
-              ? new REngineUnavailableError(`cannot start ${this.rscript}: ${error.message}`)
-              : error;
           } finally {
-            clearTimeout(timer);
-            watch.stop();
-            request.signal?.removeEventListener('abort', giveUp);
-            // Background processes the script left behind die with the job (and its sandbox).
-            killProcessGroup(child);
-            await new Promise<void>((resolve) => log.end(resolve));
-            this.running.delete(controller);
-            settle();
+            // The child has its own copy; the report ends when R and what it started are gone.
+            await closeDescriptor(writeFd);
           }
-          const outcome = this.outcome(controller.signal, exit, errorFile, limits);
-          return namedLimit(outcome, limits, work, dirname(tmp));
-        },
-      );
+        } catch (error) {
+          await report.stop(0);
+          await fifos.release(fifo);
+          throw isSpawnFailure(error) ? new REngineUnavailableError(error.message) : error;
+        }
+        let settle = (): void => undefined;
+        const settled = new Promise<void>((resolve) => (settle = resolve));
+        this.running.set(controller, settled);
+        controller.signal.addEventListener('abort', () => killProcessGroup(child), {
+          once: true,
+        });
+        // The worker gave the job up (lease lost, shutdown): stop R as if the engine stopped.
+        const giveUp = (): void => controller.abort('stopped');
+        request.signal?.addEventListener('abort', giveUp, { once: true });
+        if (request.signal?.aborted) {
+          giveUp(); // given up (a cancel) while R was being started
+        }
+        const timer = setTimeout(() => controller.abort('timeout'), request.timeoutMs);
+        const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
+        const output = routeOutput(request);
+        const scan = new OutputScan();
+        for (const stream of ['stdout', 'stderr'] as const) {
+          const splitter = new LineSplitter((line) => {
+            scan.line(line);
+            output?.(stream, line);
+          });
+          child[stream]?.on('data', (chunk: Buffer) => splitter.push(chunk));
+          child[stream]?.on('end', () => splitter.end());
+        }
+        let exit: Exit;
+        let reportBytes: Buffer;
+        try {
+          exit = await waitForExit(child);
+        } catch (error) {
+          throw isSpawnFailure(error)
+            ? new REngineUnavailableError(`cannot start ${this.rscript}: ${error.message}`)
+            : error;
+        } finally {
+          clearTimeout(timer);
+          watch.stop();
+          request.signal?.removeEventListener('abort', giveUp);
+          // Background processes the script left behind die with the job (and its sandbox).
+          killProcessGroup(child);
+          reportBytes = await report.stop(DRAIN_GRACE_MS);
+          await fifos.release(fifo);
+          this.running.delete(controller);
+          settle();
+        }
+        const outcome = this.outcome(controller.signal, exit, spawnReport(reportBytes), limits);
+        return namedLimit(outcome, limits, work, tmp, scan);
+      });
     } finally {
-      await rm(parent, { recursive: true, force: true });
+      await removeTree(parent).catch((error: Error) =>
+        this.logger.warn(`could not remove a run's directory: ${error.message}`),
+      );
     }
+  }
+
+  /** The spawned runs' FIFOs, in a directory of the service's (made on first use). */
+  private async spawnFifoPool(): Promise<FifoPool> {
+    if (!this.spawnFifos) {
+      const dir = this.runtimeRoot
+        ? join(this.runtimeRoot, 'fifos')
+        : await mkdtemp(join(tmpdir(), 'svc-fifos-'));
+      await mkdir(dir, { recursive: true, mode: 0o711 });
+      await chmod(dir, 0o711);
+      this.spawnFifos = new FifoPool(dir, this.launcherInstance.sandboxUid);
+    }
+    return this.spawnFifos;
   }
 
   private async startForkServers(): Promise<void> {
@@ -581,14 +587,7 @@ export class NativeREngine implements REngine {
       const control = join(root, `control-${index}`);
       await mkdir(dir, { mode: 0o711 });
       await mkdir(control, { mode: 0o711 });
-      this.launcherInstance.makeWritable(dir);
-      // The server's limits are its children's: each forked job inherits the address-space cap,
-      // the process and file-size limits, and a CPU limit counted from zero in the child.
-      const serverTmp = join(dir, SERVER_TMP);
-      await mkdir(serverTmp);
-      this.launcherInstance.makeWritable(serverTmp);
-      this.preparePrivate(dir);
-      const server = new ForkServer({
+      const server: ForkServer = new ForkServer({
         launch: (env) =>
           this.launcherInstance.spawn({
             args: [
@@ -597,24 +596,74 @@ export class NativeREngine implements REngine {
             ],
             cwd: dir,
             home: dir,
-            tmp: serverTmp,
+            tmp: join(dir, SERVER_TMP),
             writable: [dir],
             readable: [control, ...(this.packageLibrary ? [this.packageLibrary.root] : [])],
             network: false,
             limits: this.rLimits(limits),
             env,
             stdio: ['ignore', 'pipe', 'pipe'],
+            // Its jobs are its children: they must not read or write its memory.
+            undumpable: true,
           }),
         controlDir: control,
         sandboxUid: this.launcherInstance.sandboxUid,
         sandboxed,
         cpuLimitSeconds: limits.cpuSeconds,
+        // Each server starts in a slot made as new, and its session directory is locked before
+        // any job runs: what a job wrote there could otherwise reach the slot's next job.
+        prepareLaunch: () => this.resetSlot(dir),
+        onReady: () => Promise.resolve(this.lockServerTmp(dir)),
         log: this.logger,
       });
-      started.push({ server, dir, busy: false });
+      started.push({
+        server,
+        dir,
+        fifos: new FifoPool(control, this.launcherInstance.sandboxUid),
+        busy: false,
+        application: null,
+      });
       this.slots.push(started[started.length - 1]);
     }
     await Promise.all(started.map((slot) => slot.server.start()));
+  }
+
+  /** A slot's directories made as new: nothing of an earlier server or job is left. */
+  private async resetSlot(dir: string): Promise<void> {
+    for (const name of ['work', 'private', SERVER_TMP]) {
+      await removeTree(join(dir, name)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') {
+          throw error;
+        }
+      });
+    }
+    chmodSync(dir, 0o711);
+    const serverTmp = join(dir, SERVER_TMP);
+    mkdirSync(serverTmp, { mode: 0o700 });
+    this.launcherInstance.makeWritable(serverTmp);
+    this.preparePrivate(dir);
+  }
+
+  /**
+   * Hands the server's R session directory back to the service once the server is ready: the
+   * server needed it to start, its jobs use their own private/tmp, and a job must not leave
+   * files there for the next. Only the server has run in it so far.
+   */
+  private lockServerTmp(dir: string): void {
+    if (this.launcherInstance.sandboxUid === null) {
+      return;
+    }
+    const lock = (path: string): void => {
+      lchownSync(path, 0, 0);
+      const stats = statSync(path);
+      if (stats.isDirectory()) {
+        chmodSync(path, 0o755);
+        for (const entry of readdirSync(path)) {
+          lock(join(path, entry));
+        }
+      }
+    };
+    lock(join(dir, SERVER_TMP));
   }
 
   private async stopForkServers(): Promise<void> {
@@ -622,11 +671,20 @@ export class NativeREngine implements REngine {
     await Promise.all(slots.map((slot) => slot.server.stop()));
   }
 
-  private acquireSlot(): Promise<Slot> {
-    const free = this.slots.find((slot) => !slot.busy);
-    if (free) {
-      free.busy = true;
-      return Promise.resolve(free);
+  /**
+   * A free slot, the one that last served the job's application first, then one whose server
+   * has served no job yet: a slot that served another application is recycled before it runs
+   * this one (see runForked).
+   */
+  private acquireSlot(application: string): Promise<Slot> {
+    const free = this.slots.filter((slot) => !slot.busy);
+    const slot =
+      free.find((s) => s.application === application) ??
+      free.find((s) => s.application === null) ??
+      free[0];
+    if (slot) {
+      slot.busy = true;
+      return Promise.resolve(slot);
     }
     return new Promise((resolve) => this.slotWaiters.push(resolve));
   }
@@ -640,65 +698,94 @@ export class NativeREngine implements REngine {
     }
   }
 
-  /** Runs a script in a child forked by a slot's fork server; out.log is written by the child. */
+  /**
+   * Runs a script in a child forked by a slot's fork server. The child's output comes through
+   * a FIFO the service made and reads, its end through the server's protocol: nothing the job
+   * can write is read by the service but through a descriptor the service opened.
+   */
   private async runForked(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
-    const slot = await this.acquireSlot();
+    const application = request.applicationName ?? '';
+    const slot = await this.acquireSlot(application);
     const limits = this.limits(request.timeoutMs);
+    let recycle = false;
     try {
-      return await this.withRunDirectory(
-        request.workDir,
-        slot.dir,
-        true,
-        async (work, tmp, errorFile) => {
-          const controller = new AbortController();
-          const stopped = (): void => controller.abort('stopped');
-          request.signal?.addEventListener('abort', stopped, { once: true });
-          const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
-          // The child writes out.log itself: followed while it runs, so its lines come as printed.
-          const output = routeOutput(request);
-          const follower = output
-            ? followFile(join(work, R_LOG_FILE), (line) => output('stdout', line))
-            : null;
-          let status: ForkRunStatus;
-          try {
-            status = await slot.server.run({
-              workDir: work,
-              scriptName: request.scriptName,
-              privateDir: dirname(tmp),
-              libraryDir: this.libraryDir(request),
-              timeoutMs: request.timeoutMs,
-              signal: request.signal?.aborted ? request.signal : controller.signal,
-            });
-          } finally {
-            watch.stop();
-            await follower?.stop();
-            request.signal?.removeEventListener('abort', stopped);
+      // Applications never share a sandbox: a server that ran another application's job is
+      // replaced first (a new IPC namespace, new memory, a fresh session directory).
+      if (slot.application !== null && slot.application !== application) {
+        await slot.server.recycle();
+      }
+      slot.application = application;
+      return await this.withRunDirectory(request.workDir, slot.dir, true, async (work, tmp) => {
+        const controller = new AbortController();
+        const stopped = (): void => controller.abort('stopped');
+        request.signal?.addEventListener('abort', stopped, { once: true });
+        const watch = watchWrites([work, tmp], limits.writeMb, () => controller.abort('write'));
+        const output = routeOutput(request);
+        const scan = new OutputScan();
+        const lines = new LineSplitter((line) => {
+          scan.line(line);
+          output?.('stdout', line);
+        });
+        const fifo = await slot.fifos.take();
+        const fd = await openFifoForReading(fifo);
+        let reader: ReturnType<typeof readFifo> | undefined;
+        let status: ForkRunStatus;
+        try {
+          status = await slot.server.run({
+            workDir: work,
+            scriptName: request.scriptName,
+            privateDir: dirname(tmp),
+            output: fifo,
+            // The server holds a writer from before the fork: reading starts now, and ends
+            // when the job's last process has gone.
+            onStarted: () => {
+              reader ??= readFifo(fd, (chunk) => lines.push(chunk));
+            },
+            libraryDir: this.libraryDir(request),
+            timeoutMs: request.timeoutMs,
+            signal: request.signal?.aborted ? request.signal : controller.signal,
+          });
+        } finally {
+          watch.stop();
+          if (reader) {
+            await reader.stop(DRAIN_GRACE_MS);
+          } else {
+            await closeDescriptor(fd);
           }
-          if (controller.signal.reason === 'write' && status.kind === 'killed') {
-            return writeLimitOutcome(limits);
-          }
-          return namedLimit(
-            await forkOutcome(status, errorFile, request.timeoutMs),
-            limits,
-            work,
-            dirname(tmp),
-          );
-        },
-      );
+          lines.end();
+          await slot.fifos.release(fifo);
+          request.signal?.removeEventListener('abort', stopped);
+        }
+        // The child could not prepare its run: the server is not trusted with the next one.
+        recycle = status.kind === 'setup';
+        if (controller.signal.reason === 'write' && status.kind === 'killed') {
+          return writeLimitOutcome(limits);
+        }
+        return namedLimit(forkOutcome(status, request.timeoutMs), limits, work, tmp, scan);
+      });
     } finally {
-      this.recycleSlot(slot);
+      this.recycleSlot(slot, recycle);
     }
   }
 
   /**
-   * Cleans a slot and prepares its next run's private directory, then releases it: after the
-   * job's outcome is known, so the client does not wait for it, and before the slot's next job.
+   * Cleans a slot after a job (the job's temporary directory, never following what the job put
+   * there), then releases it: after the job's outcome is known, so the client does not wait for
+   * it, and before the slot's next job. When that fails, or the run asked for it, the server
+   * and its slot are made anew; a slot that cannot be is reported by the health check.
    */
-  private recycleSlot(slot: Slot): void {
-    const recycled = cleanSlot(slot.dir)
-      .then(() => this.preparePrivate(slot.dir))
+  private recycleSlot(slot: Slot, recycle: boolean): void {
+    const tmp = join(slot.dir, 'private', 'tmp');
+    const recycled = (recycle ? Promise.reject(new Error('recycle')) : emptyDirectory(tmp))
+      .catch(async (error: Error) => {
+        if (!recycle) {
+          this.logger.warn(`could not clean a fork server's slot (${error.message}); recycling it`);
+        }
+        slot.application = null;
+        await slot.server.recycle();
+      })
       .catch((error: Error) =>
-        this.logger.warn(`could not clean a fork server's slot: ${error.message}`),
+        this.logger.warn(`could not make a fork server's slot anew: ${error.message}`),
       )
       .finally(() => {
         this.recycling.delete(recycled);
@@ -710,9 +797,10 @@ export class NativeREngine implements REngine {
   private outcome(
     signal: AbortSignal,
     exit: Exit,
-    errorFile: string,
+    report: RunReport,
     limits: JobLimits,
   ): ScriptRunOutcome {
+    const usage = report.cpuMs === undefined ? {} : { rCpuMs: report.cpuMs };
     if (signal.aborted && signal.reason === 'timeout') {
       return {
         status: 'failed',
@@ -726,12 +814,11 @@ export class NativeREngine implements REngine {
     if (signal.aborted) {
       throw new REngineUnavailableError('the R engine was stopped while the job ran');
     }
-    const rError = readSmallFile(errorFile);
-    if (rError !== undefined) {
-      return { status: 'failed', reason: 'r-error', message: rError.replace(/\n$/, '') };
+    if (report.kind === 'r-error') {
+      return { status: 'failed', reason: 'r-error', message: report.message, ...usage };
     }
     if (exit.code === 0) {
-      return { status: 'succeeded' };
+      return { status: 'succeeded', ...usage };
     }
     // bubblewrap reports R's death by a signal as the status 128 + the signal's number.
     if (exit.signal === 'SIGXCPU' || exit.code === 128 + osConstants.signals.SIGXCPU) {
@@ -747,6 +834,7 @@ export class NativeREngine implements REngine {
         exit.signal !== null
           ? `R was terminated by signal ${exit.signal}`
           : `R exited with status ${String(exit.code)}`,
+      ...usage,
     };
   }
 
@@ -786,100 +874,13 @@ const MIB = 1024 * 1024;
 /** The fork server's own temporary directory inside its slot (R's session directory lives there). */
 const SERVER_TMP = 'server-tmp';
 
-/**
- * Removes what a job left in its slot outside its working directory (which has moved back to the
- * executor): files in the server's R session directory and anything else, so that the next job
- * of the slot finds nothing of it.
- */
-async function cleanSlot(dir: string): Promise<void> {
-  for (const entry of readdirSync(dir)) {
-    if (entry !== SERVER_TMP) {
-      await removeTree(join(dir, entry));
-    }
-  }
-  const serverTmp = join(dir, SERVER_TMP);
-  for (const session of readdirSync(serverTmp)) {
-    const path = join(serverTmp, session);
-    if (session.startsWith('Rtmp') && lstatSync(path).isDirectory()) {
-      for (const entry of readdirSync(path)) {
-        await removeTree(join(path, entry));
-      }
-    } else {
-      await removeTree(path);
-    }
-  }
-}
-
-/** Entries a tree may have to be removed with synchronous calls. */
-const SMALL_TREE_ENTRIES = 32;
-
-/**
- * Removes a file or directory tree. What a job usually leaves (its private directory: an empty
- * temp directory and R's status file) goes with a few synchronous calls (a quarter of the CPU of
- * the thread-pool form); a tree larger than SMALL_TREE_ENTRIES, or one that changes meanwhile,
- * is removed on the thread pool.
- */
-async function removeTree(path: string): Promise<void> {
-  try {
-    let budget = SMALL_TREE_ENTRIES;
-    const removeSmall = (at: string, isDirectory: boolean): void => {
-      if (--budget < 0) {
-        throw new Error('too large to remove synchronously');
-      }
-      if (!isDirectory) {
-        unlinkSync(at);
-        return;
-      }
-      for (const entry of readdirSync(at, { withFileTypes: true })) {
-        removeSmall(join(at, entry.name), entry.isDirectory());
-      }
-      rmdirSync(at);
-    };
-    removeSmall(path, lstatSync(path).isDirectory());
-  } catch {
-    await rm(path, { recursive: true, force: true });
-  }
-}
-
-/**
- * A small file the engine's R side wrote (an error message, the usage figures), read at once: a
- * synchronous read of a local file costs a quarter of the CPU of its thread-pool form. Undefined
- * when it is not there.
- */
-function readSmallFile(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
-
 /** How often a running job's written bytes are measured (only jobs that run this long pay). */
 const WRITE_CHECK_INTERVAL_MS = 500;
 
-/** Bytes in the files under these directories (a job's working and temporary directories). */
-async function bytesUnder(dirs: string[]): Promise<number> {
-  let total = 0;
-  const walk = async (dir: string): Promise<void> => {
-    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
-    for (const entry of entries) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory()) {
-        await walk(path);
-      } else if (entry.isFile()) {
-        total += (await lstat(path).catch(() => ({ size: 0 }))).size;
-      }
-    }
-  };
-  for (const dir of dirs) {
-    await walk(dir);
-  }
-  return total;
-}
-
 /**
  * Measures what a running job has written every WRITE_CHECK_INTERVAL_MS and calls `exceeded`
- * once it passes the limit (0: no limit). RLIMIT_FSIZE caps each file; this caps their sum.
+ * once it passes the limit (0: no limit). RLIMIT_FSIZE caps each file; this caps their sum. The
+ * measure walks the job's directories through descriptors, never following what it finds.
  */
 function watchWrites(dirs: string[], limitMb: number, exceeded: () => void): { stop(): void } {
   if (limitMb <= 0) {
@@ -898,6 +899,7 @@ function watchWrites(dirs: string[], limitMb: number, exceeded: () => void): { s
           exceeded();
         }
       })
+      .catch(() => undefined)
       .finally(() => (checking = false));
   }, WRITE_CHECK_INTERVAL_MS);
   timer.unref();
@@ -915,6 +917,30 @@ function writeLimitOutcome(limits: JobLimits): ScriptRunOutcome {
 /** What the shell, R and parallel say when the kernel refuses a fork (RLIMIT_NPROC). */
 const FORK_REFUSED =
   /\b(cannot|unable to) fork\b|fork: (retry: )?Resource temporarily unavailable/i;
+
+/** What the engine learns from R's output lines as they pass (each bounded in length). */
+class OutputScan {
+  forkRefused = false;
+
+  line(text: string): void {
+    if (!this.forkRefused && FORK_REFUSED.test(text)) {
+      this.forkRefused = true;
+    }
+  }
+}
+
+/** A spawned run's report from descriptor 3: "<kind> <cpu ms> <message>", bounded, distrusted. */
+function spawnReport(bytes: Buffer): RunReport {
+  const text = bytes.toString('utf8');
+  const [kind = '', cpu = ''] = text.split(' ', 2);
+  const cpuMs = Number(cpu);
+  const usage = cpu !== '' && Number.isFinite(cpuMs) && cpuMs >= 0 ? { cpuMs } : {};
+  if (kind === 'r-error') {
+    const message = text.slice(kind.length + cpu.length + 2).replace(/\n$/, '');
+    return { kind, message: message || 'R reported an error', ...usage };
+  }
+  return { kind: kind === 'ok' ? 'ok' : 'none', message: '', ...usage };
+}
 
 function processLimitOutcome(limits: JobLimits, detail: string): ScriptRunOutcome {
   return {
@@ -941,41 +967,41 @@ function fileLimitOutcome(limits: JobLimits): ScriptRunOutcome {
 }
 
 /**
- * Names the limit behind a failure where R's own words or the way R ended show it: an
- * allocation refused under the memory limit, the CPU limit (R's time limit error), a fork
- * refused under the process limit, a file at the size limit.
+ * Names the limit behind a failure where R's own words or the way R ended show it: bytes
+ * written (the files the job left in its directories: bytes sent to /dev/null or printed are
+ * not written), an allocation refused under the memory limit, the CPU limit (R's time limit
+ * error), a fork refused under the process limit, a file at the size limit.
  */
 async function namedLimit(
   outcome: ScriptRunOutcome,
   limits: JobLimits,
   workDir: string,
-  privateDir: string,
+  tmp: string,
+  scan: OutputScan,
 ): Promise<ScriptRunOutcome> {
-  // R's last words (written.txt): the bytes it wrote, then its CPU milliseconds.
-  const [writtenText = '0', cpuText] = (readSmallFile(join(privateDir, 'written.txt')) ?? '').split(
-    '\n',
-  );
-  const cpuMs = Number(cpuText);
-  const named = await nameLimit(outcome, limits, workDir, Number(writtenText) || 0);
-  return cpuText && Number.isFinite(cpuMs) ? { ...named, rCpuMs: cpuMs } : named;
+  const usage = outcome.rCpuMs === undefined ? {} : { rCpuMs: outcome.rCpuMs };
+  return { ...(await nameLimit(outcome, limits, workDir, tmp, scan)), ...usage };
 }
 
 async function nameLimit(
   outcome: ScriptRunOutcome,
   limits: JobLimits,
   workDir: string,
-  written: number,
+  tmp: string,
+  scan: OutputScan,
 ): Promise<ScriptRunOutcome> {
   if (outcome.status === 'failed' && (outcome.reason === 'timeout' || outcome.reason === 'limit')) {
     return outcome;
   }
-  if (limits.writeMb > 0 && written > limits.writeMb * MIB) {
+  if (
+    limits.writeMb > 0 &&
+    (await bytesUnder([workDir, tmp]).catch(() => 0)) > limits.writeMb * MIB
+  ) {
     return writeLimitOutcome(limits);
   }
-  const log = await readFile(join(workDir, R_LOG_FILE), 'utf8').catch(() => '');
   // A fork refused under the process limit ends the job with that limit, even when the script
-  // carried on: the shell and R report it in the log.
-  if (limits.processes > 0 && FORK_REFUSED.test(log)) {
+  // carried on: the shell and R report it in the output.
+  if (limits.processes > 0 && scan.forkRefused) {
     return processLimitOutcome(limits, outcome.status === 'failed' ? outcome.message : '');
   }
   if (outcome.status !== 'failed') {
@@ -1001,37 +1027,42 @@ async function nameLimit(
   return outcome;
 }
 
+/** Whether the job left a file of at least `bytes` (read through descriptors, never followed). */
 async function hasFileAtLeast(dir: string, bytes: number): Promise<boolean> {
-  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
-  for (const entry of entries) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory() ? await hasFileAtLeast(path, bytes) : false) {
-      return true;
+  try {
+    const tree = await listOutputFiles(dir, {
+      exclude: new Set(),
+      maxEntries: 100_000,
+      maxDepth: 64,
+      maxPathBytes: 4096,
+    });
+    try {
+      return tree.files.some((file) => file.size >= bytes);
+    } finally {
+      await tree.close();
     }
-    if (entry.isFile() && (await lstat(path).catch(() => ({ size: 0 }))).size >= bytes) {
-      return true;
-    }
+  } catch {
+    return false;
   }
-  return false;
 }
 
 /** The outcome of a forked run, in the same terms as a fresh process's. */
-async function forkOutcome(
-  status: ForkRunStatus,
-  errorFile: string,
-  timeoutMs: number,
-): Promise<ScriptRunOutcome> {
+function forkOutcome(status: ForkRunStatus, timeoutMs: number): ScriptRunOutcome {
+  const usage = status.cpuMs === undefined ? {} : { rCpuMs: status.cpuMs };
   switch (status.kind) {
     case 'ok':
-      return { status: 'succeeded' };
-    case 'r-error': {
-      const message = await readFile(errorFile, 'utf8').catch(() => 'R reported an error');
-      return { status: 'failed', reason: 'r-error', message: message.replace(/\n$/, '') };
-    }
+      return { status: 'succeeded', ...usage };
+    case 'r-error':
+      return { status: 'failed', reason: 'r-error', message: status.message, ...usage };
     case 'exit':
       return status.code === 0
-        ? { status: 'succeeded' }
-        : { status: 'failed', reason: 'exit', message: `R exited with status ${status.code}` };
+        ? { status: 'succeeded', ...usage }
+        : {
+            status: 'failed',
+            reason: 'exit',
+            message: `R exited with status ${status.code}`,
+            ...usage,
+          };
     case 'died':
       return {
         status: 'failed',

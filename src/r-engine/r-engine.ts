@@ -3,7 +3,8 @@ import type { PackageLibrary } from './package-library';
 /**
  * One interface for every way the service runs R. A script run happens in a working directory
  * on the host that the caller has prepared (job files, script, configuration.txt); the engine
- * leaves every file the script wrote in that directory and R's console output in `out.log`.
+ * leaves every file the script wrote in that directory; R's console output reaches the caller
+ * line by line (`onOutput`), and a file named `out.log` there is never a result file.
  */
 export type REngineKind = 'native' | 'webr';
 /** What isolates R code from the service: bubblewrap, nothing, or webR's WebAssembly machine. */

@@ -117,12 +117,15 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
   it('a job that leaves R abruptly with quit(status = 3) fails with reason exit', async () => {
     const server = engine.forkServerPid;
     const workDir = await job('cat("leaving\\n")\nquit(status = 3)\ncat("never\\n")');
-    await expect(run(workDir)).resolves.toMatchObject({
+    const lines: string[] = [];
+    await expect(
+      run(workDir, { onOutput: (_stream, line) => lines.push(line) }),
+    ).resolves.toMatchObject({
       status: 'failed',
       reason: 'exit',
       message: 'R exited with status 3',
     });
-    expect(await readFile(join(workDir, 'out.log'), 'utf8')).toBe('leaving\n');
+    expect(lines).toEqual(['leaving']);
     expect(engine.forkServerPid).toBe(server);
   });
 
@@ -169,7 +172,7 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     for (const [i, dir] of dirs.entries()) {
       expect(await readFile(join(dir, 'same.txt'), 'utf8')).toBe(`${i + 1}\n`);
       expect((await readFile(join(dir, 'seen.txt'), 'utf8')).split('\n').sort()).toEqual(
-        ['', 'out.log', 'same.txt', 'script.R'].sort(),
+        ['', 'same.txt', 'script.R'].sort(),
       );
     }
   });

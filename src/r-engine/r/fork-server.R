@@ -2,13 +2,17 @@
 # src/r-engine/fork-server.ts and docs/architecture.md). It never runs job code itself.
 #
 # Protocol, one line per message:
-#   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> [<libraryDir>]
-#                            (fields URL-encoded; libraryDir: the application's packages)
+#   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> <output> [<libraryDir>]
+#                            (fields URL-encoded; output: the FIFO the child's stdout and stderr
+#                            go to, read by svc; libraryDir: the application's packages)
 #                            PING
 #                            KILL <token>   (sandboxed: kill the job and everything it left)
 #   server -> svc (stdout):  READY <pid> <R.version.string>
 #                            STARTED <token> <child pid>
-#                            ENDED <token> ok | r-error | exit <status> | died
+#                            ENDED <token> <kind> <status> <cpu ms> <message>
+#                              kind: ok | r-error | exit | setup | died; message %-encoded bytes
+#                            BROKEN <reason> (the job left something behind that the server
+#                              cannot undo: it quits, and svc starts a fresh one)
 #                            NOFORK <token> <message>
 #                            PONG <value of 1+1>
 #                            RECYCLE (the server leaves when idle after using half its CPU limit)
@@ -42,15 +46,45 @@ local({
   }
 
   # In a child: point fds 0, 1 and 2 away from the server's pipes (the lowest free descriptor is
-  # the one a new file gets), so R's output and that of any program it starts lands in out.log.
-  redirect <- function(log) {
+  # the one a new file gets), so R's output and that of any program it starts goes to the run's
+  # output FIFO, which svc reads: no file in a place the job can write is ever read by svc.
+  redirect <- function(output) {
     closeFD(0L)
     stdinCon <- file("/dev/null", open = "r")
     closeStdout(FALSE)
-    outCon <- file(log, open = "a")
+    outCon <- file(output, open = "ab", raw = TRUE)
     closeStderr(FALSE)
-    errCon <- file(log, open = "a")
+    errCon <- file(output, open = "ab", raw = TRUE)
     list(stdinCon, outCon, errCon)
+  }
+
+  # What a child says of its end is the job's word, so it is read as bytes, bounded, and never
+  # unserialized (a crafted serialization could harm the server): "<kind> <status> <cpu> <text>".
+  encode <- function(bytes) {
+    if (length(bytes) == 0L) return("")
+    codes <- as.integer(bytes)
+    plain <- (codes >= 48L & codes <= 57L) | (codes >= 65L & codes <= 90L) |
+      (codes >= 97L & codes <= 122L)
+    out <- sprintf("%%%02X", codes)
+    out[plain] <- rawToChar(bytes[plain], multiple = TRUE)
+    paste(out, collapse = "")
+  }
+  report <- function(message) {
+    died <- "died 0 -1 "
+    if (!is.raw(message) || length(message) == 0L) return(died)
+    message <- message[seq_len(min(length(message), 16384L))]
+    spaces <- which(message == as.raw(32L))
+    if (length(spaces) < 3L) return(died)
+    head <- tryCatch(rawToChar(message[seq_len(spaces[[3L]] - 1L)]), error = function(e) "")
+    parts <- strsplit(head, " ", fixed = TRUE)[[1L]]
+    if (length(parts) != 3L || !(parts[[1L]] %in% c("ok", "r-error", "exit", "setup"))) {
+      return(died)
+    }
+    code <- suppressWarnings(as.integer(parts[[2L]]))
+    cpu <- suppressWarnings(as.numeric(parts[[3L]]))
+    text <- if (length(message) > spaces[[3L]]) message[(spaces[[3L]] + 1L):length(message)] else raw(0L)
+    paste(parts[[1L]], if (is.na(code)) 1L else code,
+          if (is.na(cpu) || cpu < 0) -1 else round(cpu), encode(text))
   }
 
   # svc writes its commands into a FIFO (a forked child's fd 0 is a new pipe from its parent, and
@@ -69,32 +103,29 @@ local({
     }
   }
 
-  runChild <- function(workDir, scriptName, privateDir, libraryDir) {
+  runChild <- function(workDir, scriptName, privateDir, output, libraryDir, hold) {
     # R's own exit would close devices and connections; a forked child leaves through _exit, so
     # it does that itself (an unclosed pdf() or file() still gets written out).
-    finish <- function(status, code) {
+    finish <- function(kind, code, message = "") {
       try(graphics.off(), silent = TRUE)
       try(flush.console(), silent = TRUE)
       # Not closeAllConnections(): its full gc() would touch, and so copy, the whole shared heap.
       for (con in getAllConnections()[-(1:3)]) try(close(getConnection(con)), silent = TRUE)
-      # Bytes written by the job (R and the programs it waited for): svc checks them against
-      # the job's limit. Then its CPU milliseconds (a forked child's counters start at zero).
-      io <- tryCatch(readLines("/proc/self/io"), error = function(e) character(0L))
+      # Its CPU milliseconds (a forked child's counters start at zero), for usage statistics.
       cpu <- round(1000 * sum(proc.time()[c(1L, 2L, 4L, 5L)], na.rm = TRUE))
-      try(writeLines(c(sub("^wchar: ", "", grep("^wchar: ", io, value = TRUE)), cpu),
-                     file.path(privateDir, "written.txt")), silent = TRUE)
-      exitChild(code, send = status)
+      # As bytes (raw.asis): mcexit's own send would serialize it.
+      try(sendMaster(charToRaw(paste(kind, code, cpu, message)), TRUE), silent = TRUE)
+      exitChild(code)
     }
     tryCatch(
       {
         close(input)
-        log <- file.path(workDir, "out.log")
-        file.create(log)
-        connections <- redirect(log)
+        connections <- redirect(output)
+        close(hold)
         setwd(workDir)
         tmp <- file.path(privateDir, "tmp")
         Sys.setenv(HOME = workDir, TMPDIR = tmp)
-        # Warnings appear in out.log as they happen: the child never returns to a top level.
+        # Warnings appear in the log as they happen: the child never returns to a top level.
         options(warn = 1L)
         base <- baseenv()
         replace <- function(name, value) {
@@ -104,7 +135,7 @@ local({
         }
         replace("tempdir", function(check = FALSE) tmp)
         stopR <- function(save = "default", status = 0, runLast = TRUE) {
-          finish(paste("exit", as.integer(status)), as.integer(status))
+          finish("exit", as.integer(status))
         }
         replace("quit", stopR)
         replace("q", stopR)
@@ -114,23 +145,19 @@ local({
         # The CPU limit as an R error that names it; the kernel's limit stays the backstop.
         if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
       },
-      error = function(e) finish(paste("setup", conditionMessage(e)), 70L)
+      error = function(e) finish("setup", 70L, conditionMessage(e))
     )
-    errorFile <- file.path(privateDir, "error.txt")
-    status <- tryCatch(
-      {
-        source(scriptName)
-        "ok"
-      },
+    failure <- NULL
+    tryCatch(
+      source(scriptName),
       error = function(e) {
         call <- conditionCall(e)
         prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
         message(prefix, conditionMessage(e))
-        writeLines(enc2utf8(conditionMessage(e)), errorFile, useBytes = TRUE)
-        "r-error"
+        failure <<- substr(enc2utf8(conditionMessage(e)), 1L, 8000L)
       }
     )
-    finish(status, if (status == "ok") 0L else 1L)
+    if (is.null(failure)) finish("ok", 0L) else finish("r-error", 1L, failure)
   }
 
   # What most scripts need first (the graphics engine, the pdf device's fonts, plot()) is loaded
@@ -162,6 +189,7 @@ local({
   # listing is repeated after each round of kills until it shows no process not yet killed: a
   # process with a pending SIGKILL can no longer fork, and a child forked before the kill shows
   # in the next listing.
+  # Whether it worked: FALSE when a killed process did not end within the bound.
   sweep <- function() {
     known <- c(1L, Sys.getpid(), reader$pid) # spared, or already killed
     killed <- integer(0L)
@@ -177,19 +205,48 @@ local({
     # process is gone or a zombie (no memory, no command line, nothing it can do), so that the
     # next job never sees it. Bounded, in case one is stuck in the kernel.
     deadline <- proc.time()[[3L]] + 2
-    while (length(killed) > 0L && proc.time()[[3L]] < deadline) {
-      state <- vapply(killed, function(pid) {
-        stat <- tryCatch(readLines(sprintf("/proc/%d/stat", pid), warn = FALSE),
-                         error = function(e) "", warning = function(w) "")
-        if (length(stat) == 0L || !nzchar(stat[[1L]])) return("gone")
-        substr(sub(".*\\) ", "", stat[[1L]]), 1L, 1L) # the state, after "pid (comm) "
-      }, "")
+    repeat {
+      state <- vapply(killed, processState, "")
       killed <- killed[!(state %in% c("gone", "Z", "X"))]
-      if (length(killed) > 0L) Sys.sleep(0.001)
+      if (length(killed) == 0L) return(TRUE)
+      if (proc.time()[[3L]] >= deadline) return(FALSE)
+      Sys.sleep(0.001)
     }
   }
 
+  # A process's state letter from /proc/<pid>/stat, or "gone". suppressWarnings, not a warning
+  # handler: a handler would leave file()'s failed open half done, and the connection it made
+  # would never be freed (R has 128, and a job that left 200 processes used them all up).
+  processState <- function(pid) {
+    stat <- suppressWarnings(tryCatch(readLines(sprintf("/proc/%d/stat", pid), warn = FALSE),
+                                      error = function(e) character(0L)))
+    if (length(stat) == 0L || !nzchar(stat[[1L]])) return("gone")
+    substr(sub(".*\\) ", "", stat[[1L]]), 1L, 1L) # the state, after "pid (comm) "
+  }
+
+  # System V IPC objects outlive the processes that made them, in the sandbox's own IPC
+  # namespace that the slot's next job shares: removed after each job (the job's processes are
+  # gone by then, so nothing is attached). Only a job that made one pays for ipcrm.
+  clearIpc <- function() {
+    used <- vapply(c("shm", "sem", "msg"), function(kind) {
+      lines <- suppressWarnings(tryCatch(readLines(file.path("/proc/sysvipc", kind), warn = FALSE),
+                                         error = function(e) character(0L)))
+      length(lines) > 1L
+    }, TRUE)
+    if (any(used)) {
+      system2("ipcrm", "--all", stdout = FALSE, stderr = FALSE)
+    }
+    used <- vapply(c("shm", "sem", "msg"), function(kind) {
+      lines <- suppressWarnings(tryCatch(readLines(file.path("/proc/sysvipc", kind), warn = FALSE),
+                                         error = function(e) character(0L)))
+      length(lines) > 1L
+    }, TRUE)
+    !any(used)
+  }
+
   jobs <- list() # child pid (as a name) -> list(token)
+  # A job that leaks a connection of the server's would, job after job, use up R's 128.
+  connectionsAtStart <- nrow(showConnections(all = TRUE))
   say("READY", Sys.getpid(), R.version.string)
 
   handle <- function(line) {
@@ -198,15 +255,25 @@ local({
       say("PONG", 1 + 1)
     } else if (identical(fields[[1L]], "KILL") && sandboxed) {
       sweep()
-    } else if (identical(fields[[1L]], "RUN") && length(fields) %in% c(5L, 6L)) {
+    } else if (identical(fields[[1L]], "RUN") && length(fields) %in% c(6L, 7L)) {
       args <- vapply(fields[-1L], utils::URLdecode, "")
+      # The output FIFO is open before the fork, so svc sees a writer from STARTED until the
+      # job's last process has ended (then, end of file).
+      hold <- tryCatch(file(args[[5L]], open = "ab", raw = TRUE), error = function(e) e)
+      if (inherits(hold, "error")) {
+        say("NOFORK", fields[[2L]], gsub("[\r\n]", " ", conditionMessage(hold)))
+        return(invisible())
+      }
       child <- tryCatch(fork(), error = function(e) e)
       if (inherits(child, "error")) {
+        close(hold)
         say("NOFORK", fields[[2L]], gsub("[\r\n]", " ", conditionMessage(child)))
       } else if (inherits(child, "masterProcess")) {
         rm(list = ls(envir = globalenv(), all.names = TRUE), envir = globalenv())
-        runChild(args[[2L]], args[[3L]], args[[4L]], if (length(args) == 5L) args[[5L]] else NA)
+        runChild(args[[2L]], args[[3L]], args[[4L]], args[[5L]],
+                 if (length(args) == 6L) args[[6L]] else NA, hold)
       } else {
+        close(hold)
         jobs[[as.character(child$pid)]] <<- list(token = fields[[2L]])
         say("STARTED", fields[[2L]], child$pid)
       }
@@ -237,11 +304,24 @@ local({
       } else if (!is.null(jobs[[key]])) {
         # The status comes just before the child's exit: a background process the job started
         # may hold the child's pipe open long after, so the job ends with the status message.
-        status <- if (is.raw(message)) unserialize(message) else "died"
-        # Nothing a job started outlives it: the next job on this slot must not be watched.
-        if (sandboxed) sweep()
+        status <- report(message)
+        # Nothing a job started outlives it: the next job on this slot must not be watched, nor
+        # find its IPC objects. What cannot be undone ends this server (svc starts a new one).
+        broken <- NULL
+        if (sandboxed) {
+          if (!sweep()) broken <- "a process of the job did not end"
+          else if (!clearIpc()) broken <- "IPC objects of the job could not be removed"
+        }
+        if (is.null(broken) && nrow(showConnections(all = TRUE)) > connectionsAtStart) {
+          broken <- "the job left R connections of the server open"
+        }
         say("ENDED", jobs[[key]]$token, status)
         jobs[[key]] <- NULL
+        if (!is.null(broken)) {
+          say("BROKEN", broken)
+          tools::pskill(reader$pid, tools::SIGKILL)
+          quit(save = "no", status = 3L)
+        }
       }
     }
   }
