@@ -1,5 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import {
+  appendFileSync,
   closeSync,
   linkSync,
   mkdirSync,
@@ -15,6 +16,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { zipFiles } from '../results/result-archive';
+import { zipEntries } from '../../test/support/zip-fixtures';
 import {
   bytesUnder,
   describeJobPath,
@@ -215,6 +218,25 @@ describe('job tree', () => {
         await rm(join(root, 'plots'), { recursive: true });
         symlinkSync(canary, join(root, 'plots'));
         await expect(tree.open(tree.files[0])).rejects.toThrow(JobOutputError);
+      } finally {
+        await tree.close();
+      }
+    });
+
+    it('zips a file that grew after the listing at its listed size', async () => {
+      writeFileSync(join(root, 'small.txt'), 'listed');
+      writeFileSync(join(root, 'large.bin'), Buffer.alloc(2 * 1024 * 1024, 1));
+      const tree = await listOutputFiles(root, LIMITS);
+      try {
+        appendFileSync(join(root, 'small.txt'), ' and grown');
+        appendFileSync(join(root, 'large.bin'), Buffer.alloc(1024, 2));
+        const zip = await zipFiles(
+          tree.files.map((file) => ({ ...file, name: file.path, open: () => tree.open(file) })),
+        );
+        const entries = await zipEntries(zip);
+        expect(entries.get('small.txt')?.toString()).toBe('listed');
+        expect(entries.get('large.bin')?.length).toBe(2 * 1024 * 1024);
+        expect(entries.get('large.bin')?.includes(2)).toBe(false);
       } finally {
         await tree.close();
       }

@@ -158,7 +158,7 @@ const PATH_FILE_FLAGS =
 async function zipSources(files: ZipInput[]): Promise<ZipSource[]> {
   const sources: ZipSource[] = [];
   for (const file of files) {
-    if (!('path' in file)) {
+    if ('open' in file) {
       sources.push(file);
       continue;
     }

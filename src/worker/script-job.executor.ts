@@ -12,7 +12,13 @@ import { JobLogRepository } from '../jobs/job-log.repository';
 import { JobLogWriter } from '../jobs/job-log-writer';
 import { CatalogService } from '../catalog/catalog.service';
 import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
-import { JobOutputError, listOutputFiles, type OutputTree, removeTree } from '../r-engine/job-tree';
+import {
+  describeJobPath,
+  JobOutputError,
+  listOutputFiles,
+  type OutputTree,
+  removeTree,
+} from '../r-engine/job-tree';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
 import { zipFilesToBufferOrFile } from '../results/result-archive';
 import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../storage/blob-chunks';
@@ -137,7 +143,7 @@ export class ScriptJobExecutor implements JobExecutor {
         this.logger.warn(
           `job ${job.id}: left ${tree.skippedCount} entries that are not regular files out of the result (${tree.skipped
             .slice(0, 3)
-            .map((entry) => `${entry.kind} ${JSON.stringify(entry.path)}`)
+            .map((entry) => `${entry.kind} "${describeJobPath(Buffer.from(entry.path))}"`)
             .join(', ')}${tree.skippedCount > 3 ? ', …' : ''})`,
         );
       }
