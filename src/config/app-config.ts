@@ -42,6 +42,8 @@ export type Role = (typeof ROLES)[number];
 export const R_ENGINES = ['auto', 'native', 'webr'] as const;
 export type REngineSetting = (typeof R_ENGINES)[number];
 export const R_SCRIPT_MODES = ['fork', 'spawn'] as const;
+/** shared: one webR instance for all applications; per-application: one each (docs/security.md). */
+export const WEBR_INSTANCE_MODES = ['shared', 'per-application'] as const;
 /** bwrap: R in a bubblewrap sandbox; auto: bwrap when it works; none: no sandbox. */
 export const R_SANDBOX_SETTINGS = ['auto', 'bwrap', 'none'] as const;
 export type RSandboxSetting = (typeof R_SANDBOX_SETTINGS)[number];
@@ -188,6 +190,10 @@ export class AppConfig implements SecuritySettings {
   // fork server (script jobs on native R)
   /** fork: a warm R parent forks a child per script job (Linux); spawn: a fresh Rscript per job. */
   @IsIn(R_SCRIPT_MODES) rScriptMode!: (typeof R_SCRIPT_MODES)[number];
+
+  // webR
+  /** shared: one instance serves every application; per-application: each its own, kept warm. */
+  @IsIn(WEBR_INSTANCE_MODES) webrInstances!: (typeof WEBR_INSTANCE_MODES)[number];
 
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {

@@ -30,6 +30,8 @@ export type FunctionCallFailure =
   | 'missing-function'
   /** The function returned something other than one non-NA character string. */
   | 'not-a-string'
+  /** The function's answer is larger than MAX_REQUEST_BYTES. */
+  | 'too-large'
   | 'timeout'
   /** R ended (crashed, was killed, quit) while it ran the call. */
   | 'session-died';

@@ -2,14 +2,14 @@ import { Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { findRscript, NativeREngine, type NativeRConfig } from './native-r.engine';
 import type { REngine } from './r-engine';
-import { WebREngine } from './webr.engine';
+import { WebREngine, type WebRConfig } from './webr.engine';
 
 export interface REngineLogger {
   log(message: string): void;
   warn(message: string): void;
 }
 
-export type REngineConfig = Pick<AppConfig, 'rEngine'> & NativeRConfig;
+export type REngineConfig = Pick<AppConfig, 'rEngine'> & NativeRConfig & WebRConfig;
 
 /**
  * Chooses the engine R_ENGINE asks for. `auto` takes native R when an Rscript is found, else
@@ -24,7 +24,7 @@ export function createREngine(
     case 'native':
       return new NativeREngine(config);
     case 'webr':
-      return new WebREngine();
+      return new WebREngine(config);
     case 'auto': {
       if (config.rscriptPath || config.rHome) {
         return new NativeREngine(config);
@@ -35,7 +35,7 @@ export function createREngine(
         return new NativeREngine(config);
       }
       logger.warn('R_ENGINE=auto: no Rscript on PATH, using webR (base R only, slower)');
-      return new WebREngine();
+      return new WebREngine(config);
     }
   }
 }

@@ -1,4 +1,4 @@
-import { encodeFrame, FrameError, FrameReader } from './r-session-frame';
+import { encodeFrame, FrameError, FrameReader, FrameTooLargeError } from './r-session-frame';
 
 function collect(): { reader: FrameReader; messages: string[][] } {
   const messages: string[][] = [];
@@ -69,5 +69,23 @@ describe('session framing', () => {
     expect(() => collect().reader.push(Buffer.from([0xff, 0xff, 0xff, 0xff]))).toThrow(
       /exceeds the limit/,
     );
+  });
+
+  it('refuses a header above the reader’s own limit, naming both sizes', () => {
+    const reader = new FrameReader(() => undefined, 100);
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(101, 0);
+    expect(() => reader.push(header)).toThrow(new FrameTooLargeError(101, 100));
+    expect(reader.pendingBytes).toBe(0);
+  });
+
+  it('holds an unfinished frame as it arrives and hands it out once whole', () => {
+    const frame = encodeFrame(['ok', 'x'.repeat(1_000_000)]);
+    const { reader, messages } = collect();
+    for (let at = 0; at < frame.length; at += 1000) {
+      reader.push(frame.subarray(at, at + 1000));
+      expect(reader.pendingBytes).toBe(Math.min(at + 1000, frame.length) % frame.length);
+    }
+    expect(messages).toEqual([['ok', 'x'.repeat(1_000_000)]]);
   });
 });

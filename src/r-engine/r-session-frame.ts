@@ -27,6 +27,16 @@ export class FrameError extends Error {
   override readonly name = 'FrameError';
 }
 
+/** A frame whose header announces more than the reader accepts. */
+export class FrameTooLargeError extends FrameError {
+  constructor(
+    readonly bodyBytes: number,
+    readonly limit: number,
+  ) {
+    super(`a frame of ${bodyBytes} bytes exceeds the limit of ${limit} bytes`);
+  }
+}
+
 function decodeBody(body: Buffer): string[] {
   const fields: string[] = [];
   let offset = 0;
@@ -45,32 +55,56 @@ function decodeBody(body: Buffer): string[] {
   return fields;
 }
 
-/** Collects stream chunks and hands out each complete message. */
+/**
+ * Collects stream chunks and hands out each complete message. The other side is not trusted: a
+ * header that announces more than `maxBodyBytes` is refused before anything of the body is
+ * held, and the chunks of an unfinished frame are joined once, when it is complete (never once
+ * per chunk), so at most one frame of `maxBodyBytes` is held and each byte is copied once.
+ */
 export class FrameReader {
-  private buffered: Buffer[] = [];
-  private bufferedBytes = 0;
+  private chunks: Buffer[] = [];
+  private bytes = 0;
+  /** Bytes the frame being collected needs in all (header included); null: header not read. */
+  private needed: number | null = null;
 
-  constructor(private readonly onMessage: (fields: string[]) => void) {}
+  constructor(
+    private readonly onMessage: (fields: string[]) => void,
+    private readonly maxBodyBytes = MAX_FRAME_BYTES,
+  ) {}
+
+  /** Bytes of an unfinished frame held. */
+  get pendingBytes(): number {
+    return this.bytes;
+  }
 
   /** Throws FrameError on a malformed frame; the connection is then unusable. */
   push(chunk: Buffer): void {
-    this.buffered.push(chunk);
-    this.bufferedBytes += chunk.length;
-    while (this.bufferedBytes >= 4) {
-      let data = this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered);
-      const bodyLength = data.readUInt32BE(0);
-      if (bodyLength > MAX_FRAME_BYTES) {
-        throw new FrameError(`frame of ${bodyLength} bytes exceeds the limit`);
+    this.chunks.push(chunk);
+    this.bytes += chunk.length;
+    if (this.bytes < (this.needed ?? 4)) {
+      return;
+    }
+    const data = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.bytes);
+    let at = 0;
+    this.needed = null;
+    while (data.length - at >= 4) {
+      const bodyLength = data.readUInt32BE(at);
+      if (bodyLength > this.maxBodyBytes) {
+        this.chunks = [];
+        this.bytes = 0;
+        throw new FrameTooLargeError(bodyLength, this.maxBodyBytes);
       }
-      if (data.length < 4 + bodyLength) {
-        this.buffered = [data];
-        return;
+      if (data.length - at < 4 + bodyLength) {
+        this.needed = 4 + bodyLength;
+        break;
       }
-      const body = data.subarray(4, 4 + bodyLength);
-      data = data.subarray(4 + bodyLength);
-      this.buffered = data.length > 0 ? [data] : [];
-      this.bufferedBytes = data.length;
+      const body = data.subarray(at + 4, at + 4 + bodyLength);
+      at += 4 + bodyLength;
       this.onMessage(decodeBody(body));
     }
+    // A short rest is copied, so that it does not hold the whole joined buffer.
+    const rest = at === 0 ? data : Buffer.from(data.subarray(at));
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.bytes = rest.length;
   }
 }

@@ -21,6 +21,7 @@ export type RSessionPoolConfig = Pick<
   | 'functionSessionMaxCalls'
   | 'applicationSettings'
   | 'resultRetentionHours'
+  | 'maxRequestBytes'
 > &
   Partial<Pick<AppConfig, 'rMaxProcesses' | 'rMaxFileMb'>> & {
     rscript: string;
@@ -268,6 +269,8 @@ export class RSessionPool implements FunctionCallEngine {
         fileBytes: (this.config.rMaxFileMb ?? 0) * 1024 * 1024,
       },
       onOutput: (stream, line) => this.logger.debug(`session ${session.id} ${stream}: ${line}`),
+      // An answer is stored or sent like a request: the same bound.
+      maxAnswerBytes: this.config.maxRequestBytes,
     });
     this.sessions.add(session);
     const helloTimer = setTimeout(() => session.kill('it did not say hello'), START_TIMEOUT_MS);

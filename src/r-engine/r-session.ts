@@ -1,10 +1,9 @@
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { chownSync, constants as fsConstants, mkdirSync, mkdtempSync, openSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import {
   type FunctionCallFailure,
   type FunctionCallOutcome,
@@ -13,7 +12,7 @@ import {
 import type { FunctionLibrary } from './function-library';
 import type { PackageLibrary } from './package-library';
 import { REngineUnavailableError } from './r-engine';
-import { encodeFrame, FrameReader } from './r-session-frame';
+import { encodeFrame, FrameReader, FrameTooLargeError } from './r-session-frame';
 import type { RLauncher, RLimits } from './r-launcher';
 
 export interface RSessionOptions {
@@ -25,8 +24,13 @@ export interface RSessionOptions {
   network: boolean;
   /** The node's managed packages: bound read-only, the application's library first for R. */
   packages: PackageLibrary | null;
-  /** R's console output, line by line. */
+  /** R's console output, line by line (each cut at CONSOLE_LINE_MAX_BYTES). */
   onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
+  /**
+   * Largest answer a function may give, in bytes (MAX_REQUEST_BYTES): R refuses a larger value
+   * itself, and a frame on the answer pipe that announces more ends the session.
+   */
+  maxAnswerBytes: number;
 }
 
 /** What a call did to the session, besides its outcome. */
@@ -48,7 +52,15 @@ interface InFlight {
 
 /** How long a dead session's answer pipe may take to deliver its last frames. */
 const ANSWERS_CLOSE_GRACE_MS = 1_000;
-const FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string']);
+const FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string', 'too-large']);
+/** Room in an answer frame besides the value: the other fields and their lengths. */
+const ANSWER_FRAME_OVERHEAD = 64 * 1024;
+/** R's console output is logged, not kept: a longer line is cut there. */
+export const CONSOLE_LINE_MAX_BYTES = 8 * 1024;
+/** Console output logged per call; the rest is read and dropped (R never blocks on the pipe). */
+const CONSOLE_LOG_MAX_BYTES_PER_CALL = 64 * 1024;
+/** A failure message from R is cut at this many characters. */
+const MESSAGE_MAX_CHARS = 4096;
 
 let nextSessionId = 1;
 
@@ -84,6 +96,12 @@ export class RSession {
   private answersEnded = false;
   private processExited = false;
   private exitDescription = '';
+  /** Why the service killed R while it lived (a protocol breach, a timeout...): the call's say. */
+  private killedBecause: string | null = null;
+  /** The answer pipe broke the protocol once: nothing more is read from it. */
+  private answersBroken = false;
+  /** Console bytes logged during the current call. */
+  private consoleLogged = 0;
   private readonly readyPromise: Promise<void>;
   private markReady: () => void = () => undefined;
   private markFailed: (error: Error) => void = () => undefined;
@@ -103,12 +121,25 @@ export class RSession {
       readable: true,
       writable: false,
     });
-    const reader = new FrameReader((fields) => this.onMessage(fields));
+    // Whatever arrives here may come from the application's code (it can open the FIFO by
+    // name): its size is bounded before it is held, and a breach ends the session.
+    const reader = new FrameReader(
+      (fields) => this.onMessage(fields),
+      options.maxAnswerBytes + ANSWER_FRAME_OVERHEAD,
+    );
     this.answers.on('data', (chunk: Buffer) => {
+      if (this.answersBroken) {
+        return;
+      }
       try {
         reader.push(chunk);
       } catch (error) {
-        this.kill(`bad frame from R: ${(error as Error).message}`);
+        this.answersBroken = true;
+        this.breach(
+          error instanceof FrameTooLargeError
+            ? `its answer (a frame of ${error.bodyBytes} bytes) is larger than MAX_REQUEST_BYTES (${options.maxAnswerBytes} bytes)`
+            : `it sent a malformed frame (${(error as Error).message})`,
+        );
       }
     });
     this.answers.on('error', () => undefined);
@@ -150,9 +181,15 @@ export class RSession {
     for (const stream of ['stdout', 'stderr'] as const) {
       const input = this.child[stream];
       if (input) {
-        createInterface({ input, crlfDelay: Infinity }).on('line', (line) =>
-          options.onOutput(stream, line),
-        );
+        readBoundedLines(input, CONSOLE_LINE_MAX_BYTES, (line, bytes) => {
+          const before = this.consoleLogged;
+          this.consoleLogged += bytes;
+          if (this.consoleLogged <= CONSOLE_LOG_MAX_BYTES_PER_CALL) {
+            options.onOutput(stream, line);
+          } else if (before <= CONSOLE_LOG_MAX_BYTES_PER_CALL) {
+            options.onOutput(stream, '(further console output of this call is not logged)');
+          }
+        });
       }
     }
     this.child.stdin?.on('error', () => undefined);
@@ -184,7 +221,7 @@ export class RSession {
   private onMessage(fields: string[]): void {
     if (!this.helloSeen) {
       if (fields[0] !== 'hello') {
-        this.kill('R did not say hello');
+        this.breach('R did not say hello');
         return;
       }
       this.helloSeen = true;
@@ -193,7 +230,7 @@ export class RSession {
     }
     const call = this.current;
     if (!call) {
-      this.kill(`R sent an unexpected "${fields[0]}" message`);
+      this.breach(`R sent a message while no call ran`);
       return;
     }
     const [kind, ...rest] = fields;
@@ -202,7 +239,7 @@ export class RSession {
       return;
     }
     if (!call.started) {
-      this.kill('R answered a call it had not acknowledged');
+      this.breach('R answered a call it had not acknowledged');
       return;
     }
     if (kind === 'progress' && rest.length === 2) {
@@ -224,14 +261,34 @@ export class RSession {
     if (kind === 'fail' && rest.length === 2 && FAILURES.has(rest[0])) {
       const reason = rest[0] as FunctionCallFailure;
       this.finish({
-        outcome: { status: 'failed', reason, message: rest[1] },
+        outcome: { status: 'failed', reason, message: rest[1].slice(0, MESSAGE_MAX_CHARS) },
         started: true,
         // An R error may have left the session in any state: it is not trusted again.
         reusable: reason !== 'r-error',
       });
       return;
     }
-    this.kill('R sent a malformed answer');
+    this.breach(`R sent a malformed "${String(kind).slice(0, 40)}" message`);
+  }
+
+  /**
+   * The answer pipe broke the protocol: the session is not trusted again. The call (if any)
+   * fails at once, naming why; R is killed and the pool replaces it.
+   */
+  private breach(why: string): void {
+    const call = this.current;
+    if (call) {
+      this.finish({
+        outcome: {
+          status: 'failed',
+          reason: 'session-died',
+          message: `the R session was ended while it ran ${call.request.functionName}: ${why}`,
+        },
+        started: call.started,
+        reusable: false,
+      });
+    }
+    this.kill(why);
   }
 
   /**
@@ -266,6 +323,7 @@ export class RSession {
       this.libraryId = library.id;
     }
     this.calls++;
+    this.consoleLogged = 0;
     return new Promise<SessionCallResult>((resolve, reject) => {
       const onAbort = (): void => {
         this.current = null;
@@ -306,6 +364,9 @@ export class RSession {
 
   /** Kills R and everything it started; an in-flight call fails as session-died. */
   kill(why: string): void {
+    if (!this.dead && !this.processExited) {
+      this.killedBecause ??= why;
+    }
     if (this.child.pid !== undefined && !this.dead) {
       try {
         process.kill(-this.child.pid, 'SIGKILL');
@@ -346,10 +407,10 @@ export class RSession {
     if (!this.dead) {
       this.dead = true;
       this.markFailed(new REngineUnavailableError(`R session ${this.id} ended: ${why}`));
-      // A sandbox dies a moment after its launcher: R may still write while the directory goes.
-      void rm(this.dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch(
-        () => undefined,
-      );
+      // R may write into its directory until the sandbox is gone, and may have put links there:
+      // removed once the launcher has exited, by rm(1), which never follows a link, even one
+      // swapped in while it runs (it descends by directory descriptors).
+      void this.exited.then(() => removeTree(this.dir));
       // Let the answer pipe deliver what R wrote (its "started") before the call is settled.
       if (!this.answersEnded) {
         setTimeout(() => this.answers.destroy(), ANSWERS_CLOSE_GRACE_MS).unref();
@@ -358,7 +419,13 @@ export class RSession {
     // Settle once both ends are known: how R ended and what it had acknowledged.
     const call = this.current;
     if (call && this.answersEnded && this.processExited) {
-      this.finish(this.diedResult(call.request, call.started, this.exitDescription || why));
+      this.finish(
+        this.diedResult(
+          call.request,
+          call.started,
+          this.killedBecause ?? (this.exitDescription || why),
+        ),
+      );
     }
   }
 
@@ -377,6 +444,7 @@ export class RSession {
         fifo,
         launcher.rSource('call-function.R'),
         launcher.rSource('progress.R'),
+        String(options.maxAnswerBytes),
       ],
       cwd: this.dir,
       home: this.dir,
@@ -388,4 +456,63 @@ export class RSession {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
   }
+}
+
+/**
+ * Calls onLine for each line of a stream, each cut at maxLineBytes (the rest of a longer line is
+ * read and dropped), so that output without newlines cannot grow the service's memory; `bytes`
+ * is the line's whole length.
+ */
+export function readBoundedLines(
+  input: Readable,
+  maxLineBytes: number,
+  onLine: (line: string, bytes: number) => void,
+): void {
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  let lineBytes = 0;
+  const emit = (): void => {
+    let line = Buffer.concat(held, heldBytes).toString('utf8');
+    if (line.endsWith('\r')) {
+      line = line.slice(0, -1);
+    }
+    if (lineBytes > heldBytes) {
+      line += ` [line of ${lineBytes} bytes cut]`;
+    }
+    onLine(line, lineBytes);
+    held = [];
+    heldBytes = 0;
+    lineBytes = 0;
+  };
+  input.on('data', (chunk: Buffer) => {
+    let start = 0;
+    for (;;) {
+      const newline = chunk.indexOf(10, start);
+      const end = newline < 0 ? chunk.length : newline;
+      const take = Math.min(end - start, maxLineBytes - heldBytes);
+      if (take > 0) {
+        // Copied: a slice would keep the whole chunk alive.
+        held.push(Buffer.from(chunk.subarray(start, start + take)));
+        heldBytes += take;
+      }
+      lineBytes += end - start;
+      if (newline < 0) {
+        return;
+      }
+      emit();
+      start = newline + 1;
+    }
+  });
+  input.on('end', () => {
+    if (lineBytes > 0) {
+      emit();
+    }
+  });
+}
+
+/** Removes a directory tree a sandbox could write, never following a link (see onGone). */
+function removeTree(dir: string): Promise<void> {
+  return new Promise((resolve) => {
+    execFile('rm', ['-rf', '--one-file-system', '--', dir], () => resolve());
+  });
 }

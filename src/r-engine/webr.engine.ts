@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { constants as fsConstants, readFileSync } from 'node:fs';
+import { mkdir, open, readdir, readFile, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join, posix, resolve, sep } from 'node:path';
 import type { WebR } from 'webr';
+import type { AppConfig } from '../config/app-config';
 import type {
   FunctionCallEngine,
   FunctionCallFailure,
@@ -37,6 +38,117 @@ async function loadWebR(): Promise<{ WebR: typeof WebR; baseUrl: string }> {
   }
   return { WebR: module.WebR, baseUrl: dirname(require.resolve('webr')) + '/' };
 }
+
+/**
+ * What the engine takes from the configuration; every key is optional (tests build it bare).
+ * WEBR_INSTANCES: one instance for all applications, or one per application. MAX_REQUEST_BYTES
+ * bounds a function's answer; R_MAX_FILE_MB, R_MAX_WRITE_MB and ZIP_MAX_ENTRIES bound what a
+ * script's run hands back (one file, all files, how many), as they do for native R.
+ */
+export type WebRConfig = Partial<
+  Pick<
+    AppConfig,
+    'webrInstances' | 'maxRequestBytes' | 'rMaxFileMb' | 'rMaxWriteMb' | 'zipMaxEntries'
+  >
+>;
+
+/** Instances kept warm with WEBR_INSTANCES=per-application; the least recently used goes. */
+export const WEBR_MAX_WARM_INSTANCES = 4;
+const SHARED_INSTANCE = 'shared';
+/** per-application: an instance that has run no job yet (start-up, health), for the next one. */
+const SPARE_INSTANCE = 'spare';
+/** A line of R's output longer than this is cut (the rest is dropped), in characters. */
+export const WEBR_LINE_MAX_CHARS = 64 * 1024;
+const MIB = 1024 * 1024;
+/** A host path component longer than this cannot be created (NAME_MAX). */
+const NAME_MAX_BYTES = 255;
+const PATH_MAX_BYTES = 4095;
+const S_IFMT = 0o170000;
+const S_IFREG = 0o100000;
+const S_IFDIR = 0o040000;
+
+/**
+ * Run once in each instance's worker, before any job: webR under Node.js runs R's JavaScript
+ * bridge in a worker thread with the whole Node.js API, so without this a job's R code reaches
+ * the service's environment (`webr::eval_js("process.env")`), its files (`webr::mount` of
+ * NODEFS, `process.getBuiltinModule("fs")`) and processes. It takes away mounting, the Node.js
+ * process object's dangerous parts, the network classes, and code from strings (eval and the
+ * Function constructors: `webr::eval_js` and Emscripten's run_script then fail).
+ */
+const WORKER_HARDENING = `(() => {
+  const refuse = (what) => function () { throw new Error(what + ' is not available to jobs'); };
+  const fs = globalThis.FS || (globalThis.Module && globalThis.Module.FS);
+  if (!fs) throw new Error('webR worker without FS');
+  fs.mount = refuse('mounting a file system');
+  const p = globalThis.process;
+  if (p) {
+    try { Object.defineProperty(p, 'env', { value: {}, writable: false, configurable: false }); } catch (e) { p.env = {}; }
+    for (const name of ['getBuiltinModule', 'binding', '_linkedBinding', 'dlopen', 'kill', '_kill',
+        'abort', 'reallyExit', 'chdir', 'setuid', 'setgid', 'seteuid', 'setegid', 'setgroups',
+        'initgroups', 'umask', 'cwd', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'report',
+        'openStdin', '_rawDebug', 'setSourceMapsEnabled']) {
+      try { Object.defineProperty(p, name, { value: refuse('process.' + name), writable: false, configurable: false }); } catch (e) { /* absent */ }
+    }
+  }
+  for (const name of ['Worker', 'SharedWorker', 'fetch', 'WebSocket', 'XMLHttpRequest',
+      'EventSource', 'importScripts', 'require']) {
+    try { Object.defineProperty(globalThis, name, { value: undefined, writable: false, configurable: false }); } catch (e) { /* absent */ }
+  }
+  const denyFunction = refuse('the Function constructor');
+  for (const F of [Function, (async function () {}).constructor, (function* () {}).constructor,
+      (async function* () {}).constructor]) {
+    Object.defineProperty(F.prototype, 'constructor', { value: denyFunction, writable: false, configurable: false });
+  }
+  Object.defineProperty(globalThis, 'Function', { value: denyFunction, writable: false, configurable: false });
+  Object.defineProperty(globalThis, 'eval', { value: refuse('eval'), writable: false, configurable: false });
+  return true;
+})()`;
+
+/** Resets what a run leaves in R's session: wraps a run's code (scripts and function calls). */
+function isolated(body: string): string {
+  // Global variables, options, attached packages, environment variables, R's temporary files and
+  // open devices are put back (devices closed before the copy-back so that a PDF without
+  // dev.off() is complete, as with native R). Not undone: files outside the run's directory
+  // and tempdir(), loaded namespaces and what a run changed in them, hooks and finalizers
+  // (docs/security.md, "Function calls and webR").
+  return `local({
+      opts <- options(); attached <- search(); envs <- as.list(Sys.getenv())
+      on.exit({
+        graphics.off(); setwd("/")
+        added <- setdiff(names(options()), names(opts))
+        options(c(opts, setNames(vector("list", length(added)), added)))
+        for (name in setdiff(search(), attached)) detach(name, character.only = TRUE)
+        Sys.unsetenv(setdiff(names(Sys.getenv()), names(envs)))
+        if (length(envs) > 0L) do.call(Sys.setenv, envs)
+        rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv())
+        unlink(list.files(tempdir(), all.files = TRUE, full.names = TRUE, no.. = TRUE),
+               recursive = TRUE, force = TRUE)
+      })
+      ${body}
+    })`;
+}
+
+/** Why a relative path cannot be a host file name, or null when it can. */
+function badHostPath(path: string): string | null {
+  const parts = path.split('/');
+  if (
+    path === '' ||
+    path.startsWith('/') ||
+    parts.some((p) => p === '' || p === '.' || p === '..')
+  ) {
+    return 'is not a plain relative path';
+  }
+  if (Buffer.byteLength(path) > PATH_MAX_BYTES) {
+    return `is longer than ${PATH_MAX_BYTES} bytes`;
+  }
+  if (parts.some((part) => Buffer.byteLength(part) > NAME_MAX_BYTES)) {
+    return `has a component longer than ${NAME_MAX_BYTES} bytes`;
+  }
+  return null;
+}
+
+/** A job's run handed back more than a limit allows: its error result names the limit. */
+class ReadBackLimitError extends Error {}
 
 /** How often a running script's output is taken from webR's output queue. */
 const OUTPUT_POLL_MS = 250;
@@ -75,6 +187,9 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** What a refusal of WORKER_HARDENING looks like when it surfaces as a JavaScript error. */
+const REFUSED_PATTERN = /is not available to jobs/;
+
 /** What R's `quit(status = n)` looks like when it surfaces from webR's worker. */
 const EXIT_PATTERN = /Program terminated with exit\((\d+)\)/;
 
@@ -84,11 +199,13 @@ interface RunState {
 }
 
 /**
- * R in WebAssembly, in-process: one webR instance, one job at a time (R is single-threaded and
- * a shared virtual file system would let jobs see each other). Each run copies the host
- * working directory into a fresh VFS directory, sources the script there and copies the
- * directory back. A timed-out run cannot be interrupted reliably, so the instance is
- * discarded and a new one started.
+ * R in WebAssembly, in-process, one job at a time (R is single-threaded). With
+ * WEBR_INSTANCES=shared one instance serves every application; with per-application each
+ * application gets its own, started on its first run and kept warm, at most
+ * WEBR_MAX_WARM_INSTANCES (the least recently used is closed). Each run copies the host working
+ * directory into a fresh VFS directory, sources the script there and copies the directory back,
+ * bounded (R_MAX_FILE_MB, R_MAX_WRITE_MB, ZIP_MAX_ENTRIES). A timed-out run cannot be
+ * interrupted reliably, so its instance is discarded and a new one started.
  */
 export class WebREngine implements REngine, FunctionCallEngine {
   readonly kind = 'webr' as const;
@@ -97,8 +214,11 @@ export class WebREngine implements REngine, FunctionCallEngine {
   readonly sandbox = 'webassembly' as const;
   /** webR cannot build R packages: the admin API reports them as not supported on this node. */
   readonly packages = null;
-  private webR: WebR | undefined;
-  private starting: Promise<WebR> | undefined;
+  /** Live instances by key, least recently used first. */
+  private readonly instances = new Map<string, WebR>();
+  private readonly starting = new Map<string, Promise<WebR>>();
+  /** The instance running work now: never evicted. */
+  private inUse: WebR | undefined;
   private versionString = '';
   /** The tail of the run queue; each job waits for the one before it. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -113,6 +233,23 @@ export class WebREngine implements REngine, FunctionCallEngine {
   /** progress.R (svc_progress), shared with native R; read once. */
   private progressSource: string | undefined;
 
+  constructor(private readonly config: WebRConfig = {}) {}
+
+  private get perApplication(): boolean {
+    return this.config.webrInstances === 'per-application';
+  }
+
+  /** The instance a run of that application uses. */
+  private keyOf(applicationName: string | undefined): string {
+    return this.perApplication ? `app:${applicationName ?? ''}` : SHARED_INSTANCE;
+  }
+
+  /** Health and version: the most recently used instance, else a fresh one (a spare). */
+  private anyKey(): string {
+    const keys = [...this.instances.keys()];
+    return keys.at(-1) ?? (this.perApplication ? SPARE_INSTANCE : SHARED_INSTANCE);
+  }
+
   private progressCode(): string {
     this.progressSource ??= readFileSync(rSourcePath('progress.R'), 'utf8');
     return this.progressSource;
@@ -121,7 +258,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
   async start(): Promise<void> {
     this.stopped = false;
     try {
-      await this.instance();
+      await this.instance(this.anyKey());
     } catch (error) {
       throw new Error(
         `webR cannot start: ${messageOf(error)}; set R_ENGINE=native to use installed R`,
@@ -130,22 +267,23 @@ export class WebREngine implements REngine, FunctionCallEngine {
   }
 
   async version(): Promise<string> {
-    await this.instance();
+    await this.instance(this.anyKey());
     return this.versionString;
   }
 
   /** While a job runs, an evaluation would queue behind it; a live instance counts as healthy. */
   async healthy(): Promise<boolean> {
     if (this.busy || this.stopped) {
-      return this.webR !== undefined;
+      return this.instances.size > 0;
     }
     try {
       // A fresh instance (after a job quit R or ran out of time) is awaited under its own
       // start-up limit: on Node.js 22 and 24 starting webR on a busy machine can take longer
       // than HEALTH_TIMEOUT_MS, which is meant for evaluating 1+1 only.
-      await this.instance();
+      const key = this.anyKey();
+      await this.instance(key);
       const two = await withTimeout(
-        this.exclusive(async () => (await this.instance()).evalRNumber('1+1')),
+        this.exclusive(async () => (await this.instance(key)).evalRNumber('1+1')),
         HEALTH_TIMEOUT_MS,
         'webR',
       );
@@ -184,6 +322,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
           throw new REngineUnavailableError('the function call was given up');
         }
         return this.guarded(
+          this.keyOf(request.applicationName),
           `${request.functionName} of ${request.applicationName}`,
           request.timeoutMs,
           request.signal,
@@ -203,7 +342,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
   }
 
   stats(): FunctionCallStats {
-    const size = this.webR ? 1 : 0;
+    const size = this.instances.size;
     const busy = this.busy ? 1 : 0;
     return { size, busy, idle: size - busy, waiting: this.waitingCalls };
   }
@@ -211,12 +350,10 @@ export class WebREngine implements REngine, FunctionCallEngine {
   async stop(): Promise<void> {
     this.stopped = true;
     this.abortCurrent?.();
-    const starting = this.starting;
-    this.discard();
-    if (starting) {
-      await starting.catch(() => undefined);
-      this.discard();
-    }
+    const starting = [...this.starting.values()];
+    [...this.instances.values()].forEach((webR) => this.discard(webR));
+    await Promise.all(starting.map((promise) => promise.catch(() => undefined)));
+    [...this.instances.values()].forEach((webR) => this.discard(webR));
     await this.queue;
   }
 
@@ -233,15 +370,53 @@ export class WebREngine implements REngine, FunctionCallEngine {
     return run;
   }
 
-  private instance(): Promise<WebR> {
+  private instance(key: string): Promise<WebR> {
     if (this.stopped) {
       return Promise.reject(new REngineUnavailableError('the webR engine has been stopped'));
     }
-    if (this.webR) {
-      return Promise.resolve(this.webR);
+    const live = this.instances.get(key);
+    if (live) {
+      // Most recently used last.
+      this.instances.delete(key);
+      this.instances.set(key, live);
+      return Promise.resolve(live);
     }
-    this.starting ??= this.create().finally(() => (this.starting = undefined));
-    return this.starting;
+    const spare = this.instances.get(SPARE_INSTANCE);
+    if (key !== SPARE_INSTANCE && spare && spare !== this.inUse) {
+      // It has run no job (start-up and health checks only): it becomes this application's.
+      this.instances.delete(SPARE_INSTANCE);
+      this.instances.set(key, spare);
+      return Promise.resolve(spare);
+    }
+    let starting = this.starting.get(key);
+    if (!starting) {
+      starting = this.create()
+        .then((webR) => {
+          if (this.stopped) {
+            webR.close();
+            throw new REngineUnavailableError('the webR engine has been stopped');
+          }
+          this.instances.set(key, webR);
+          this.evict();
+          return webR;
+        })
+        .finally(() => this.starting.delete(key));
+      this.starting.set(key, starting);
+    }
+    return starting;
+  }
+
+  /** Closes the least recently used idle instances beyond WEBR_MAX_WARM_INSTANCES. */
+  private evict(): void {
+    for (const [key, webR] of this.instances) {
+      if (this.instances.size <= WEBR_MAX_WARM_INSTANCES) {
+        return;
+      }
+      if (webR !== this.inUse) {
+        this.instances.delete(key);
+        webR.close();
+      }
+    }
   }
 
   private async create(): Promise<WebR> {
@@ -249,26 +424,35 @@ export class WebREngine implements REngine, FunctionCallEngine {
     const webR = new WebR({ baseUrl, interactive: false });
     try {
       await withTimeout(webR.init(), INIT_TIMEOUT_MS, 'webR start-up');
+      // Before any job's code: R must not reach Node.js through the worker (WORKER_HARDENING).
+      const hardened = await webR.evalRBoolean(
+        `isTRUE(webr::eval_js(${rString(WORKER_HARDENING)}))`,
+      );
+      if (!hardened) {
+        throw new Error('the webR worker could not be locked down');
+      }
       this.versionString = await webR.evalRString('R.version.string');
       await webR.FS.mkdir(JOBS_DIR);
     } catch (error) {
       webR.close();
       throw new REngineUnavailableError(`webR could not be initialised: ${messageOf(error)}`);
     }
-    this.webR = webR;
     return webR;
   }
 
-  /** Closes the instance; the next run starts a fresh one. */
-  private discard(webR = this.webR): void {
-    webR?.close();
-    if (webR === this.webR) {
-      this.webR = undefined;
+  /** Closes an instance; the next run of its key starts a fresh one. */
+  private discard(webR: WebR): void {
+    webR.close();
+    for (const [key, live] of this.instances) {
+      if (live === webR) {
+        this.instances.delete(key);
+      }
     }
   }
 
   private runExclusive(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
     return this.guarded(
+      this.keyOf(request.applicationName),
       `job ${request.jobId}`,
       request.timeoutMs,
       request.signal,
@@ -287,13 +471,15 @@ export class WebREngine implements REngine, FunctionCallEngine {
    * The same when the caller's `signal` aborts (a cancelled job): the run is given up at once.
    */
   private async guarded<T>(
+    key: string,
     what: string,
     timeoutMs: number,
     signal: AbortSignal | undefined,
     work: (webR: WebR, state: RunState) => Promise<T>,
     onTimeout: () => T,
   ): Promise<T> {
-    const webR = await this.instance();
+    const webR = await this.instance(key);
+    this.inUse = webR;
     const state: RunState = { abandoned: false };
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
@@ -321,11 +507,11 @@ export class WebREngine implements REngine, FunctionCallEngine {
           throw new REngineUnavailableError(`the webR engine was stopped while ${what} ran`);
         }
         if (first === 'cancelled') {
-          void this.instance().catch(() => undefined);
+          void this.instance(key).catch(() => undefined);
           throw new REngineUnavailableError(`${what} was given up while it ran`);
         }
         // Start the replacement now so the next run does not pay for it.
-        void this.instance().catch(() => undefined);
+        void this.instance(key).catch(() => undefined);
         return onTimeout();
       }
       return first;
@@ -341,6 +527,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
         signal?.removeEventListener('abort', giveUp);
       }
       this.abortCurrent = undefined;
+      this.inUse = undefined;
     }
   }
 
@@ -352,8 +539,9 @@ export class WebREngine implements REngine, FunctionCallEngine {
     this.callFunctionCode ??= readFileSync(rSourcePath('call-function.R'), 'utf8');
     const vector = (values: string[]): string => `c(${values.map(rString).join(', ')})`;
     const app = rString(request.applicationName);
+    const maxBytes = this.config.maxRequestBytes ?? Number.MAX_SAFE_INTEGER;
     // Nothing is left in the global environment; quit() inside the function ends the instance.
-    const code = `local({
+    const code = isolated(`
       svc <- ${this.callFunctionCode}
       if (!("svc" %in% search())) {
         progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
@@ -364,50 +552,54 @@ export class WebREngine implements REngine, FunctionCallEngine {
         svc$load(${app}, ${vector(files.map((f) => f.name))}, ${vector(files.map((f) => f.content))}),
         error = function(e) conditionMessage(e))
       if (is.character(lib)) c("fail", "r-error", lib)
-      else svc$call(lib, ${app}, ${rString(request.functionName)}, ${rString(request.payload)})
-    })`;
+      else svc$call(lib, ${app}, ${rString(request.functionName)}, ${rString(request.payload)},
+                    ${maxBytes})`);
+    await webR.flush(); // whatever an earlier evaluation left is not this call's
+    // The function's output is not captured (it would be held whole): it is taken from webR's
+    // output queue as it comes, only its progress reports are kept.
+    const output = routeOutput({ onProgress: request.onProgress });
+    const takeOutput = async (): Promise<void> => {
+      for (const { type, data } of await webR.flush()) {
+        if (type === 'stdout' && typeof data === 'string') {
+          output?.('stdout', data.slice(0, WEBR_LINE_MAX_CHARS));
+        }
+      }
+    };
+    let taking = Promise.resolve();
+    const outputTimer = setInterval(() => {
+      taking = taking.then(takeOutput).catch(() => undefined);
+    }, OUTPUT_POLL_MS);
     const shelter = await new webR.Shelter();
     try {
-      let answer: string[];
+      let answer: unknown[];
       try {
         const captured = await shelter.captureR(code, {
-          captureStreams: true,
+          captureStreams: false,
           captureConditions: false,
           captureGraphics: false,
         });
-        // The function's output is not kept; its progress reports are.
-        const output = routeOutput({ onProgress: request.onProgress });
-        for (const { type, data } of captured.output) {
-          if (type === 'stdout' && typeof data === 'string') {
-            data.split('\n').forEach((line) => output?.('stdout', line));
-          }
-        }
         const result = await captured.result.toJs();
-        answer =
-          result.type === 'character' && 'values' in result
-            ? result.values.map((value) => (typeof value === 'string' ? value : ''))
-            : [];
+        answer = result.type === 'character' && 'values' in result ? result.values : [];
       } catch (error) {
-        if (!EXIT_PATTERN.test(messageOf(error))) {
+        const refused = REFUSED_PATTERN.test(messageOf(error));
+        if (!EXIT_PATTERN.test(messageOf(error)) && !refused) {
           throw error;
         }
         this.discard(webR);
-        void this.instance().catch(() => undefined);
-        return {
-          status: 'failed',
-          reason: 'session-died',
-          message: `R ended while it ran ${request.functionName} (${messageOf(error)})`,
-        };
+        void this.instance(this.keyOf(request.applicationName)).catch(() => undefined);
+        return refused
+          ? { status: 'failed', reason: 'r-error', message: messageOf(error).slice(0, 4096) }
+          : {
+              status: 'failed',
+              reason: 'session-died',
+              message: `R ended while it ran ${request.functionName} (${messageOf(error)})`,
+            };
       }
-      if (answer[0] === 'ok' && answer.length === 2) {
-        return { status: 'succeeded', value: answer[1] };
-      }
-      return {
-        status: 'failed',
-        reason: answer[1] as FunctionCallFailure,
-        message: answer[2] ?? 'malformed answer from R',
-      };
+      return parseAnswer(answer, request.functionName, maxBytes);
     } finally {
+      clearInterval(outputTimer);
+      await taking;
+      await takeOutput().catch(() => undefined);
       await shelter.purge().catch(() => undefined);
     }
   }
@@ -443,20 +635,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
       copiedIn.set(path, data);
     }
 
-    // The script gets its own environment and leaves no trace for the next job: global
-    // variables, options, attached packages, its temporary files and open devices are reset (devices are closed
-    // before the copy-back so that a PDF without dev.off() is complete, as with native R).
-    const code = `local({
-      opts <- options(); attached <- search()
-      on.exit({
-        graphics.off(); setwd("/")
-        added <- setdiff(names(options()), names(opts))
-        options(c(opts, setNames(vector("list", length(added)), added)))
-        for (name in setdiff(search(), attached)) detach(name, character.only = TRUE)
-        rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv())
-        unlink(list.files(tempdir(), all.files = TRUE, full.names = TRUE, no.. = TRUE),
-               recursive = TRUE, force = TRUE)
-      })
+    // The script gets its own environment and leaves little for the next run (see isolated).
+    const code = isolated(`
       setwd(${rString(vfsDir)})
       progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
       svc <- new.env(parent = globalenv())
@@ -469,23 +649,37 @@ export class WebREngine implements REngine, FunctionCallEngine {
         prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
         message(prefix, conditionMessage(e))
         conditionMessage(e)
-      })
-    })`;
-    const lines: { stream: 'stdout' | 'stderr'; line: string }[] = [];
+      })`);
     // R's output is not captured: it reaches webR's output queue line by line as R prints it,
-    // and is taken from there while the script runs, so the job's log follows it live.
+    // and is taken from there while the script runs, so the job's log follows it live. It goes
+    // to out.log as it comes (never held), each line cut at WEBR_LINE_MAX_CHARS, the file cut at
+    // R_MAX_FILE_MB.
+    const log = new OutputLog(
+      await open(
+        join(workDir, R_LOG_FILE),
+        fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW,
+        0o644,
+      ),
+      (this.config.rMaxFileMb ?? 0) * MIB,
+    );
     const output = routeOutput(request);
     const takeOutput = async (): Promise<void> => {
+      const lines: string[] = [];
       for (const { type, data } of await webR.flush()) {
         if (
           (type === 'stdout' || type === 'stderr') &&
           typeof data === 'string' &&
           !state.abandoned
         ) {
-          lines.push({ stream: type, line: data });
-          output?.(type, data);
+          const line =
+            data.length > WEBR_LINE_MAX_CHARS
+              ? `${data.slice(0, WEBR_LINE_MAX_CHARS)} [line of ${data.length} characters cut]`
+              : data;
+          lines.push(line);
+          output?.(type, line);
         }
       }
+      await log.write(lines);
     };
     await webR.flush(); // whatever an earlier evaluation left is not this job's
     let taking = Promise.resolve();
@@ -507,21 +701,25 @@ export class WebREngine implements REngine, FunctionCallEngine {
         outcome = {
           status: 'failed',
           reason: 'r-error',
-          message: typeof message === 'string' ? message : '',
+          message: typeof message === 'string' ? message.slice(0, 4096) : '',
         };
       }
     } catch (error) {
       // quit() inside the script ends R's main loop; the instance answers afterwards but is
       // not trusted with another job.
       const exit = EXIT_PATTERN.exec(messageOf(error));
-      if (!exit) {
+      const refused = REFUSED_PATTERN.test(messageOf(error));
+      if (!exit && !refused) {
+        await log.close();
         throw error;
       }
+      // Either way the instance is not trusted with another job (R stopped in mid-call).
       recycle = true;
-      outcome =
-        exit[1] === '0'
+      outcome = refused
+        ? { status: 'failed', reason: 'r-error', message: messageOf(error).slice(0, 4096) }
+        : exit?.[1] === '0'
           ? { status: 'succeeded' }
-          : { status: 'failed', reason: 'exit', message: `R exited with status ${exit[1]}` };
+          : { status: 'failed', reason: 'exit', message: `R exited with status ${exit?.[1]}` };
     } finally {
       clearInterval(outputTimer);
       // The last lines were queued before the result: one more look takes them.
@@ -529,44 +727,213 @@ export class WebREngine implements REngine, FunctionCallEngine {
       await takeOutput().catch(() => undefined);
       await shelter.purge().catch(() => undefined);
     }
+    await log.close();
     if (state.abandoned) {
       return outcome;
     }
 
-    await writeFile(join(workDir, R_LOG_FILE), lines.map(({ line }) => `${line}\n`).join(''));
+    try {
+      await this.copyBack(webR, vfsDir, workDir, copiedIn, state);
+    } catch (error) {
+      if (!(error instanceof ReadBackLimitError)) {
+        throw error;
+      }
+      outcome = { status: 'failed', reason: 'limit', message: error.message };
+    }
+    if (state.abandoned) {
+      return outcome;
+    }
+    // JavaScript's FS, not R's unlink: R's functions are the job's to redefine.
+    await removeVfsTree(webR, vfsDir).catch(() => undefined);
+    if (recycle) {
+      this.discard(webR);
+      void this.instance(this.keyOf(request.applicationName)).catch(() => undefined);
+    }
+    return outcome;
+  }
 
-    const produced = await webR.evalRRaw(
-      `list.files(${rString(vfsDir)}, recursive = TRUE, all.files = TRUE, no.. = TRUE)`,
-      'string[]',
-    );
+  /**
+   * Copies what the run left in its VFS directory back to the host directory, bounded. The
+   * listing and the file types come from webR's file system (JavaScript), not from R, whose
+   * functions the job may have redefined; only regular files cross, under names the host can
+   * hold. Files are counted (ZIP_MAX_ENTRIES) and measured as they are read (R_MAX_FILE_MB one,
+   * R_MAX_WRITE_MB all): a limit exceeded is the job's error result, naming it, and nothing is
+   * written back then.
+   */
+  private async copyBack(
+    webR: WebR,
+    vfsDir: string,
+    workDir: string,
+    copiedIn: Map<string, Buffer>,
+    state: RunState,
+  ): Promise<void> {
+    const maxEntries = this.config.zipMaxEntries ?? Number.MAX_SAFE_INTEGER;
+    const maxFile = (this.config.rMaxFileMb ?? 0) * MIB || Number.MAX_SAFE_INTEGER;
+    const maxTotal = (this.config.rMaxWriteMb ?? 0) * MIB || Number.MAX_SAFE_INTEGER;
+    const produced: string[] = [];
+    const walk = (node: FsTree, prefix: string): void => {
+      for (const [name, child] of Object.entries(node.contents ?? {})) {
+        const path = prefix ? `${prefix}/${name}` : name;
+        const type = child.mode & S_IFMT;
+        if (type === S_IFDIR) {
+          walk(child, path);
+        } else if (type === S_IFREG && path !== R_LOG_FILE) {
+          produced.push(path);
+          if (produced.length > maxEntries) {
+            throw new ReadBackLimitError(
+              `the job left more than ZIP_MAX_ENTRIES (${maxEntries}) files`,
+            );
+          }
+        }
+      }
+    };
+    walk(await webR.FS.lookupPath(vfsDir), '');
     for (const path of produced) {
-      const target = resolve(workDir, path);
-      if (path === R_LOG_FILE || !target.startsWith(resolve(workDir) + sep)) {
-        continue;
-      }
-      const bytes = await webR.FS.readFile(posix.join(vfsDir, path));
-      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      const before = copiedIn.get(path);
-      if (state.abandoned) {
-        return outcome;
-      }
-      if (!before?.equals(data)) {
-        await mkdir(dirname(target), { recursive: true });
-        await writeFile(target, data);
+      const problem = badHostPath(path);
+      if (problem) {
+        throw new ReadBackLimitError(
+          `the job left a file whose name ${problem}: ${JSON.stringify(path.slice(0, 200))}`,
+        );
       }
     }
-    // A file the script deleted is gone from the host too, as it would be with native R.
+    const changed = new Map<string, Buffer>();
+    let total = 0;
+    for (const path of produced) {
+      const bytes = await webR.FS.readFile(posix.join(vfsDir, path));
+      if (state.abandoned) {
+        return;
+      }
+      if (bytes.byteLength > maxFile) {
+        throw new ReadBackLimitError(
+          `the job's file ${JSON.stringify(path.slice(0, 200))} has ${bytes.byteLength} bytes, more than R_MAX_FILE_MB (${maxFile / MIB} MiB)`,
+        );
+      }
+      total += bytes.byteLength;
+      if (total > maxTotal) {
+        throw new ReadBackLimitError(
+          `the job's files have more than R_MAX_WRITE_MB (${maxTotal / MIB} MiB) in all`,
+        );
+      }
+      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      if (!copiedIn.get(path)?.equals(data)) {
+        changed.set(path, data);
+      }
+    }
+    // A file the script deleted is gone from the host too, as it would be with native R; first,
+    // so that a file the script replaced by a directory (or back) can be written.
     const kept = new Set(produced);
     for (const path of copiedIn.keys()) {
       if (!kept.has(path) && !state.abandoned) {
-        await rm(join(workDir, path), { force: true });
+        await rm(join(workDir, path), { force: true, recursive: true });
       }
     }
-    await webR.evalRVoid(`unlink(${rString(vfsDir)}, recursive = TRUE)`);
-    if (recycle) {
-      this.discard(webR);
-      void this.instance().catch(() => undefined);
+    const root = resolve(workDir);
+    for (const [path, data] of changed) {
+      const target = resolve(root, path);
+      if (state.abandoned || !target.startsWith(root + sep)) {
+        continue;
+      }
+      await mkdir(dirname(target), { recursive: true });
+      const file = await open(
+        target,
+        fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW,
+        0o644,
+      );
+      try {
+        await file.writeFile(data);
+      } finally {
+        await file.close();
+      }
     }
-    return outcome;
+  }
+}
+
+/** A node of webR's file system as lookupPath gives it. */
+interface FsTree {
+  mode: number;
+  contents?: Record<string, FsTree>;
+}
+
+/** Removes a VFS directory through webR's FS (a link is removed, never followed). */
+async function removeVfsTree(webR: WebR, dir: string): Promise<void> {
+  const node: FsTree = await webR.FS.lookupPath(dir);
+  for (const [name, child] of Object.entries(node.contents ?? {})) {
+    const path = `${dir}/${name}`;
+    if ((child.mode & S_IFMT) === S_IFDIR) {
+      await removeVfsTree(webR, path);
+    } else {
+      await webR.FS.unlink(path);
+    }
+  }
+  await webR.FS.rmdir(dir);
+}
+
+/**
+ * A function's answer as R handed it back, not trusted: c("ok", value) with a value of at most
+ * maxBytes, or c("fail", reason, message) with a known reason; anything else is an R error.
+ */
+function parseAnswer(
+  answer: unknown[],
+  functionName: string,
+  maxBytes: number,
+): FunctionCallOutcome {
+  if (answer.length === 2 && answer[0] === 'ok' && typeof answer[1] === 'string') {
+    const bytes = Buffer.byteLength(answer[1]);
+    if (bytes > maxBytes) {
+      return {
+        status: 'failed',
+        reason: 'too-large',
+        message: `${functionName} returned ${bytes} bytes, more than MAX_REQUEST_BYTES (${maxBytes} bytes)`,
+      };
+    }
+    return { status: 'succeeded', value: answer[1] };
+  }
+  if (
+    answer.length === 3 &&
+    answer[0] === 'fail' &&
+    typeof answer[1] === 'string' &&
+    CALL_FAILURES.has(answer[1]) &&
+    typeof answer[2] === 'string'
+  ) {
+    return {
+      status: 'failed',
+      reason: answer[1] as FunctionCallFailure,
+      message: answer[2].slice(0, 4096),
+    };
+  }
+  return { status: 'failed', reason: 'r-error', message: 'malformed answer from R' };
+}
+
+const CALL_FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string', 'too-large']);
+
+/** out.log, written as R's output comes and cut at a size (0: no limit). */
+class OutputLog {
+  private written = 0;
+  private full = false;
+
+  constructor(
+    private readonly file: FileHandle,
+    private readonly maxBytes: number,
+  ) {}
+
+  async write(lines: string[]): Promise<void> {
+    if (this.full || lines.length === 0) {
+      return;
+    }
+    let text = lines.map((line) => `${line}\n`).join('');
+    let bytes = Buffer.byteLength(text);
+    if (this.maxBytes > 0 && this.written + bytes > this.maxBytes) {
+      this.full = true;
+      text = `${Buffer.from(text)
+        .subarray(0, Math.max(0, this.maxBytes - this.written))
+        .toString('utf8')}\n[output cut at R_MAX_FILE_MB]\n`;
+      bytes = Buffer.byteLength(text);
+    }
+    this.written += bytes;
+    await this.file.write(text);
+  }
+
+  async close(): Promise<void> {
+    await this.file.close().catch(() => undefined);
   }
 }

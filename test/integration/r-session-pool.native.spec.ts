@@ -67,6 +67,81 @@ async function processTree(pid: number): Promise<number[]> {
   return tree;
 }
 
+/** The largest answer the test pool accepts (MAX_REQUEST_BYTES). */
+const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A function that attacks the session's protocol and the service's memory, by payload. The
+ * answer FIFO's name is the session's first argument: the function opens it itself and writes
+ * what it likes there, past session.R and its checks.
+ */
+const hostile: FunctionLibrary = {
+  id: 5,
+  packages: 0,
+  files: [
+    {
+      name: 'hostile.R',
+      content: `
+u32 <- function(n) as.raw(c(n %/% 16777216, (n %/% 65536) %% 256, (n %/% 256) %% 256, n %% 256))
+to_answers <- function(bytes) {
+  con <- file(commandArgs(trailingOnly = TRUE)[[1L]], "wb")
+  writeBin(bytes, con)
+  close(con)
+}
+svcJsonService <- function(payload) {
+  switch(payload,
+    header = {
+      to_answers(as.raw(c(0xff, 0xff, 0xff, 0xf0)))  # announces 4 GiB, sends nothing more
+      Sys.sleep(60)
+      "unreached"
+    },
+    forged = {
+      value <- charToRaw(strrep("x", ${MAX_ANSWER_BYTES} + 100000))
+      body <- c(u32(2), charToRaw("ok"), u32(length(value)), value)
+      to_answers(c(u32(length(body)), body))
+      Sys.sleep(60)
+      "unreached"
+    },
+    garbage = {
+      to_answers(as.raw(c(0, 0, 0, 6, 0, 0, 0, 9, 0x61, 0x62)))  # a field overruns its frame
+      Sys.sleep(60)
+      "unreached"
+    },
+    half = {
+      to_answers(c(u32(1000), as.raw(1:10)))
+      quit(save = "no", status = 0L)
+    },
+    flood = {
+      cat(strrep("x", 1e8))  # 100 MB without a newline
+      line <- strrep("y", 1e5)
+      for (i in 1:1000) message(line)  # 100 MB in lines
+      "flooded"
+    },
+    big = strrep("x", 1e8),
+    fits = strrep("z", ${MAX_ANSWER_BYTES} - 1000))
+}
+`,
+    },
+  ],
+};
+
+/** Runs work while sampling the service's resident memory; the peak growth in MiB. */
+async function peakGrowthMib<T>(work: () => Promise<T>): Promise<{ result: T; growthMib: number }> {
+  global.gc?.();
+  const before = process.memoryUsage().rss;
+  let peak = before;
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss);
+  }, 5);
+  try {
+    const result = await work();
+    peak = Math.max(peak, process.memoryUsage().rss);
+    return { result, growthMib: (peak - before) / 1024 / 1024 };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
 const quitting: FunctionLibrary = {
   id: 2,
   packages: 0,
@@ -86,6 +161,7 @@ describeNative('RSessionPool (native R)', () => {
         functionSessionMaxCalls: 3,
         applicationSettings: { net: { networkAllowed: true } },
         resultRetentionHours: 0,
+        maxRequestBytes: MAX_ANSWER_BYTES,
         launcher: () => launcher,
       },
       {
@@ -97,7 +173,9 @@ describeNative('RSessionPool (native R)', () => {
                 ? leaving
                 : app === 'net' || app === 'probe'
                   ? probing
-                  : library,
+                  : app === 'hostile'
+                    ? hostile
+                    : library,
           ),
       },
     );
@@ -194,5 +272,80 @@ describeNative('RSessionPool (native R)', () => {
       delete process.env.SVC_TEST_SECRET;
       server.close();
     }
+  });
+
+  describe('a function that attacks the session', () => {
+    const attack = (payload: string, timeoutMs = 60_000) =>
+      pool.callFunction({
+        applicationName: 'hostile',
+        functionName: 'svcJsonService',
+        payload,
+        timeoutMs,
+      });
+    const nextOfAnotherApplication = () =>
+      expect(call('next')).resolves.toEqual({ status: 'succeeded', value: 'echo:next' });
+
+    it('a frame header announcing 4 GiB on the answer pipe ends the session, naming the limit', async () => {
+      const [pid] = pool.pids();
+      const { result, growthMib } = await peakGrowthMib(() => attack('header'));
+      expect(result).toEqual({
+        status: 'failed',
+        reason: 'session-died',
+        message: `the R session was ended while it ran svcJsonService: its answer (a frame of 4294967280 bytes) is larger than MAX_REQUEST_BYTES (${MAX_ANSWER_BYTES} bytes)`,
+      });
+      expect(growthMib).toBeLessThan(64);
+      expect(pool.pids()).not.toContain(pid);
+      await nextOfAnotherApplication();
+    });
+
+    it('a well-formed answer larger than the limit, written past session.R, is refused before it is held', async () => {
+      const { result, growthMib } = await peakGrowthMib(() => attack('forged'));
+      expect(result).toMatchObject({ status: 'failed', reason: 'session-died' });
+      expect((result as { message: string }).message).toContain(
+        `a frame of ${MAX_ANSWER_BYTES + 100000 + 10} bytes) is larger than MAX_REQUEST_BYTES`,
+      );
+      expect(growthMib).toBeLessThan(64);
+      await nextOfAnotherApplication();
+    });
+
+    it('a malformed frame ends the session with the reason', async () => {
+      await expect(attack('garbage')).resolves.toEqual({
+        status: 'failed',
+        reason: 'session-died',
+        message:
+          'the R session was ended while it ran svcJsonService: it sent a malformed frame (field of 9 bytes overruns its frame)',
+      });
+      await nextOfAnotherApplication();
+    });
+
+    it('half a frame and then an exit fails the call as session-died', async () => {
+      await expect(attack('half')).resolves.toEqual({
+        status: 'failed',
+        reason: 'session-died',
+        message: 'the R session ended while it ran svcJsonService (R exited with status 0)',
+      });
+      await nextOfAnotherApplication();
+    });
+
+    it('100 MB without a newline and 100 MB of lines on the console keep the memory bounded', async () => {
+      const { result, growthMib } = await peakGrowthMib(() => attack('flood'));
+      expect(result).toEqual({ status: 'succeeded', value: 'flooded' });
+      expect(growthMib).toBeLessThan(64);
+      await nextOfAnotherApplication();
+    });
+
+    it('a 100 MB answer fails as too-large; one just below the limit arrives whole', async () => {
+      const { result, growthMib } = await peakGrowthMib(() => attack('big'));
+      expect(result).toEqual({
+        status: 'failed',
+        reason: 'too-large',
+        message: `svcJsonService returned 100000000 bytes, more than MAX_REQUEST_BYTES (${MAX_ANSWER_BYTES} bytes)`,
+      });
+      expect(growthMib).toBeLessThan(64);
+      const fits = await attack('fits');
+      expect(fits.status).toBe('succeeded');
+      expect((fits as { value: string }).value).toHaveLength(MAX_ANSWER_BYTES - 1000);
+      await nextOfAnotherApplication();
+    });
   });
 });

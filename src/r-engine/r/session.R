@@ -4,7 +4,9 @@
 # (first argument), opened once. The protocol runs on those two pipes only; R's own console
 # output (print, cat, message, warnings, and whatever C code or a child process writes) stays on
 # stdout and stderr, which the service logs. Frames are described in r-session-frame.ts; the call
-# itself is call-function.R (second argument).
+# itself is call-function.R (second argument), svc_progress progress.R (third); the fourth is the
+# largest answer in bytes (MAX_REQUEST_BYTES). The application's code can reach the FIFO too
+# (by its name): the service bounds and checks every frame it reads from it.
 #
 # Hello:    "hello", pid, once the FIFO is open.
 # Request:  "call", app, function name, payload, reload ("1" or "0"), the application's package
@@ -65,6 +67,7 @@ local({
     flush(answers)
   }
   svc <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[2L]], keep.source = FALSE))
+  max_bytes <- as.numeric(commandArgs(trailingOnly = TRUE)[[4L]])
   # svc_progress for the functions: a "progress" frame while the call runs.
   progress <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[3L]], keep.source = FALSE))
   attach(list(svc_progress = progress$make(function(fraction, message) {
@@ -89,7 +92,7 @@ local({
       if (is.character(lib)) return(c("fail", "r-error", lib))
       held <<- lib
     }
-    svc$call(held, app, fields[[3L]], fields[[4L]])
+    svc$call(held, app, fields[[3L]], fields[[4L]], max_bytes)
   }
 
   options(warn = 1L)
