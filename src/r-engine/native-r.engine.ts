@@ -1,13 +1,6 @@
 import { type ChildProcess } from 'node:child_process';
 import { Logger } from '@nestjs/common';
-import {
-  chmodSync,
-  lchownSync,
-  mkdirSync,
-  readdirSync,
-  renameSync,
-  statSync,
-} from 'node:fs';
+import { chmodSync, lchownSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { chmod, cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, constants as osConstants, tmpdir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
