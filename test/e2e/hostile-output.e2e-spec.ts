@@ -14,6 +14,7 @@
  * with it: before each case a service that does not answer its liveness check within a second is
  * killed and a new one started on a fresh database, and the case that froze it has failed already.
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
@@ -22,7 +23,6 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
@@ -132,6 +132,14 @@ async function ask(
         name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (error as Error).message,
     };
   }
+}
+
+/**
+ * Removes a tree as root, whatever a job left in it: GNU rm walks by descriptor, so a tree deeper
+ * than PATH_MAX goes too (Node's rm fails on it with ENAMETOOLONG).
+ */
+function removeTree(path: string): void {
+  execFileSync('rm', ['-rf', '--one-file-system', path]);
 }
 
 /** The resident memory of a process, in bytes (VmRSS of /proc/<pid>/status). */
@@ -251,7 +259,7 @@ interface CaseAnswers {
         await stopping.service.exited();
       }
       await stopping.database.drop().catch(() => undefined);
-      rmSync(stopping.tmp, { recursive: true, force: true });
+      removeTree(stopping.tmp);
     }
 
     /** The running service; one that no longer answers is replaced (and the restart recorded). */
@@ -285,7 +293,7 @@ interface CaseAnswers {
       if (node) {
         await stopNode(node);
       }
-      rmSync(canaryDir, { recursive: true, force: true });
+      removeTree(canaryDir);
       if (restarts.length > 0) {
         // Evidence for the report; the cases that froze the service have failed already.
         console.warn(`${mode} mode: ${restarts.join('; ')}`);
@@ -441,8 +449,10 @@ interface CaseAnswers {
       if (canaryNow !== canaryBefore) {
         problems.push(`${label}: the canary directory changed: ${canaryNow}`);
         // Put back for the next cases, which would otherwise all report this one's damage.
-        rmSync(canaryDir, { recursive: true, force: true });
+        removeTree(canaryDir);
         makeCanary();
+        // A link the job left in the slot may go on reaching the canary: a new node.
+        wedged = true;
       }
       for (let i = 0; i < plainJobs; i++) {
         await plainJob(`${label}, plain job ${i + 1}`, problems);
@@ -474,9 +484,12 @@ local({
 })
 `;
 
-    /** R: replaces `name` in the run's private directory by a link to `target`. */
+    /**
+     * R: replaces `name` in the run's private directory (the parent of TMPDIR; in spawn mode
+     * tempdir() is R's session directory below TMPDIR) by a link to `target`.
+     */
     const PLANT = `
-plant <- function(name, target, dir = dirname(tempdir())) {
+plant <- function(name, target, dir = dirname(Sys.getenv("TMPDIR"))) {
   path <- file.path(dir, name)
   unlink(path)
   file.symlink(target, path)
@@ -548,7 +561,7 @@ stop("x")`,
       const variants: Array<[string, string]> = [
         [
           'error.txt and written.txt FIFOs, stop()',
-          `p <- dirname(tempdir())
+          `p <- dirname(Sys.getenv("TMPDIR"))
 for (f in c("error.txt", "written.txt")) {
   unlink(file.path(p, f))
   system(paste("mkfifo", shQuote(file.path(p, f))))
@@ -558,7 +571,7 @@ stop("x")`,
         ],
         [
           'written.txt FIFO, quit(status = 0)',
-          `p <- dirname(tempdir())
+          `p <- dirname(Sys.getenv("TMPDIR"))
 unlink(file.path(p, "written.txt"))
 system(paste("mkfifo", shQuote(file.path(p, "written.txt"))))
 ${KEEP_PLANTED_FILES}
@@ -660,10 +673,10 @@ for (name in c("server-tmp", "private")) swap(file.path(slot, name))
 base::writeLines(done, "done.txt")`,
         ],
         [
-          "tmp, error.txt and written.txt in tempdir()'s parent replaced by links to the canary",
+          "tmp, error.txt and written.txt in TMPDIR's parent replaced by links to the canary",
           `${attempt}
-p <- dirname(tempdir())
-swap(tempdir())
+p <- dirname(Sys.getenv("TMPDIR"))
+swap(Sys.getenv("TMPDIR"))
 for (name in c("error.txt", "written.txt")) {
   unlink(file.path(p, name))
   try1(paste("link", name), stopifnot(file.symlink(${r(canaryFile)}, file.path(p, name))))
@@ -819,7 +832,7 @@ base::writeLines("deep", "deep.txt")`,
           problems.push(`${label}: job directories left in svc-jobs: ${left.join(', ')}`);
           // The next variant's check must see only its own leftovers.
           for (const entry of left) {
-            rmSync(join(current?.jobsRoot ?? '', entry), { recursive: true, force: true });
+            removeTree(join(current?.jobsRoot ?? '', entry));
           }
         }
         await expectIntactAfter(label, problems);
