@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ForkServer } from '../../src/r-engine/fork-server';
 import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engine/native-r.engine';
 import { REngineUnavailableError, type ScriptRunRequest } from '../../src/r-engine/r-engine';
 
@@ -259,5 +261,30 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     await expect(running).rejects.toBeInstanceOf(REngineUnavailableError);
     expect(await isAlive(Number(await readFile(join(workDir, 'r.pid'), 'utf8')))).toBe(false);
     expect(engine.forkServerPid).toBe(server);
+  });
+});
+
+describe('a fork server that cannot start', () => {
+  it('makes its slot unusable after failing to start three times in a row', async () => {
+    const control = await mkdtemp(join(tmpdir(), 'svc-fork-control-'));
+    // Starts and exits at once, without READY: what a broken R installation does.
+    const server = new ForkServer({
+      launch: () => spawn('sh', ['-c', 'exit 1'], { stdio: ['ignore', 'pipe', 'pipe'] }),
+      controlDir: control,
+      sandboxUid: null,
+      sandboxed: false,
+      cpuLimitSeconds: 0,
+      log: quiet,
+    });
+    try {
+      for (let attempt = 1; attempt <= 3; attempt += 1) {
+        expect(server.usable).toBe(true);
+        await expect(server.start()).rejects.toThrow(/exited during start-up/);
+      }
+      expect(server.usable).toBe(false);
+    } finally {
+      await server.stop();
+      await rm(control, { recursive: true, force: true });
+    }
   });
 });
