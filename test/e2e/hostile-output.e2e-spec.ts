@@ -53,8 +53,8 @@ function onPath(command: string): boolean {
 const runs =
   !webR && SERVER_DATABASE_URL !== null && ((onPath('bwrap') && onPath('R')) || !!process.env.CI);
 
-/** A job's own time limit: every attack ends within it (or its retry's). */
-const JOB_TIMEOUT_SECONDS = 15;
+/** A job's own time limit: every attack ends within it (or its retry's); the output flood needs some 5-10 s of a loaded 2-core machine. */
+const JOB_TIMEOUT_SECONDS = 60;
 /** Attempts of a job: 2, so that a job the service wrongly retries shows attempts="2". */
 const MAX_ATTEMPTS = 2;
 /** The longest an attacking job may take to end: both attempts at their limit, and slack. */
