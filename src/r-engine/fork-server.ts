@@ -227,6 +227,20 @@ export class ForkServer {
     return this.serverPid;
   }
 
+  /**
+   * The bytes the server and the children it reaped wrote to files (the kernel's write_bytes,
+   * read from the host's /proc: the server itself cannot read it, being not dumpable); undefined
+   * where this process may not read it (the service is not root) or there is no server.
+   */
+  async writtenBytes(): Promise<number | undefined> {
+    if (this.serverPid === 0) {
+      return undefined;
+    }
+    const io = await readFile(`/proc/${this.serverPid}/io`, 'utf8').catch(() => '');
+    const match = /^write_bytes: (\d+)$/m.exec(io);
+    return match ? Number(match[1]) : undefined;
+  }
+
   /** Starts the server and waits until it is ready; throws when R cannot start. */
   async start(): Promise<void> {
     this.stopped = false;

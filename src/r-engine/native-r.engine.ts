@@ -1,4 +1,5 @@
 import { type ChildProcess } from 'node:child_process';
+import { AsyncResource } from 'node:async_hooks';
 import { Logger } from '@nestjs/common';
 import { chmodSync, lchownSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { chmod, cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
@@ -146,6 +147,8 @@ interface Slot {
   busy: boolean;
   /** The application of the last job the current server ran (none since it started). */
   application: string | null;
+  /** The server's R session directory (in server-tmp), emptied after every job. */
+  sessionDirs: string[];
 }
 
 /** A job's outcome as the run reported it, before limits are named. */
@@ -153,6 +156,8 @@ interface RunReport {
   kind: 'ok' | 'r-error' | 'none';
   message: string;
   cpuMs?: number;
+  /** Bytes R and what it waited for wrote to files (the kernel's write_bytes), where known. */
+  writtenBytes?: number;
 }
 
 /** The limits a run is measured against, for the messages that name them. */
@@ -543,8 +548,9 @@ export class NativeREngine implements REngine {
           this.running.delete(controller);
           settle();
         }
-        const outcome = this.outcome(controller.signal, exit, spawnReport(reportBytes), limits);
-        return namedLimit(outcome, limits, work, tmp, scan);
+        const runReport = spawnReport(reportBytes);
+        const outcome = this.outcome(controller.signal, exit, runReport, limits);
+        return namedLimit(outcome, limits, work, tmp, scan, runReport.writtenBytes);
       });
     } finally {
       await removeTree(parent).catch((error: Error) =>
@@ -580,7 +586,15 @@ export class NativeREngine implements REngine {
       const control = join(root, `control-${index}`);
       await mkdir(dir, { mode: 0o711 });
       await mkdir(control, { mode: 0o711 });
-      const server: ForkServer = new ForkServer({
+      const slot: Slot = {
+        server: null as unknown as ForkServer,
+        dir,
+        fifos: new FifoPool(control, this.launcherInstance.sandboxUid),
+        busy: false,
+        application: null,
+        sessionDirs: [],
+      };
+      slot.server = new ForkServer({
         launch: (env) =>
           this.launcherInstance.spawn({
             args: [
@@ -603,20 +617,14 @@ export class NativeREngine implements REngine {
         sandboxUid: this.launcherInstance.sandboxUid,
         sandboxed,
         cpuLimitSeconds: limits.cpuSeconds,
-        // Each server starts in a slot made as new, and its session directory is locked before
-        // any job runs: what a job wrote there could otherwise reach the slot's next job.
+        // Each server starts in a slot made as new; once it is ready, its session directory is
+        // the only place in server-tmp a job can write (emptied after every job).
         prepareLaunch: () => this.resetSlot(dir),
-        onReady: () => Promise.resolve(this.lockServerTmp(dir)),
+        onReady: () => Promise.resolve(this.lockServerTmp(slot)),
         log: this.logger,
       });
-      started.push({
-        server,
-        dir,
-        fifos: new FifoPool(control, this.launcherInstance.sandboxUid),
-        busy: false,
-        application: null,
-      });
-      this.slots.push(started[started.length - 1]);
+      started.push(slot);
+      this.slots.push(slot);
     }
     await Promise.all(started.map((slot) => slot.server.start()));
   }
@@ -638,25 +646,18 @@ export class NativeREngine implements REngine {
   }
 
   /**
-   * Hands the server's R session directory back to the service once the server is ready: the
-   * server needed it to start, its jobs use their own private/tmp, and a job must not leave
-   * files there for the next. Only the server has run in it so far.
+   * Once the server is ready (only it has run in the slot so far), notes its R session
+   * directory and hands server-tmp back to the service: jobs may still write in the session
+   * directory (R's C code, such as the pdf device, puts its temporary files there), which is
+   * emptied after every job, but can neither replace it nor leave anything beside it.
    */
-  private lockServerTmp(dir: string): void {
-    if (this.launcherInstance.sandboxUid === null) {
-      return;
+  private lockServerTmp(slot: Slot): void {
+    const serverTmp = join(slot.dir, SERVER_TMP);
+    slot.sessionDirs = readdirSync(serverTmp).map((name) => join(serverTmp, name));
+    if (this.launcherInstance.sandboxUid !== null) {
+      lchownSync(serverTmp, 0, 0);
+      chmodSync(serverTmp, 0o711);
     }
-    const lock = (path: string): void => {
-      lchownSync(path, 0, 0);
-      const stats = statSync(path);
-      if (stats.isDirectory()) {
-        chmodSync(path, 0o755);
-        for (const entry of readdirSync(path)) {
-          lock(join(path, entry));
-        }
-      }
-    };
-    lock(join(dir, SERVER_TMP));
   }
 
   private async stopForkServers(): Promise<void> {
@@ -721,6 +722,9 @@ export class NativeREngine implements REngine {
         });
         const fifo = await slot.fifos.take();
         const fd = await openFifoForReading(fifo);
+        // The server reaps the job's child before it reports the end, so the bytes the child
+        // (and what it waited for) wrote to files are added to the server's count by then.
+        const writtenBefore = await slot.server.writtenBytes();
         let reader: ReturnType<typeof readFifo> | undefined;
         let status: ForkRunStatus;
         try {
@@ -731,9 +735,10 @@ export class NativeREngine implements REngine {
             output: fifo,
             // The server holds a writer from before the fork: reading starts now, and ends
             // when the job's last process has gone.
-            onStarted: () => {
+            // Bound to the job's context: the lines are logged with the job's id.
+            onStarted: AsyncResource.bind(() => {
               reader ??= readFifo(fd, (chunk) => lines.push(chunk));
-            },
+            }),
             libraryDir: this.libraryDir(request),
             timeoutMs: request.timeoutMs,
             signal: request.signal?.aborted ? request.signal : controller.signal,
@@ -754,7 +759,12 @@ export class NativeREngine implements REngine {
         if (controller.signal.reason === 'write' && status.kind === 'killed') {
           return writeLimitOutcome(limits);
         }
-        return namedLimit(forkOutcome(status, request.timeoutMs), limits, work, tmp, scan);
+        const writtenAfter = await slot.server.writtenBytes();
+        const written =
+          writtenBefore !== undefined && writtenAfter !== undefined
+            ? writtenAfter - writtenBefore
+            : undefined;
+        return namedLimit(forkOutcome(status, request.timeoutMs), limits, work, tmp, scan, written);
       });
     } finally {
       this.recycleSlot(slot, recycle);
@@ -769,7 +779,12 @@ export class NativeREngine implements REngine {
    */
   private recycleSlot(slot: Slot, recycle: boolean): void {
     const tmp = join(slot.dir, 'private', 'tmp');
-    const recycled = (recycle ? Promise.reject(new Error('recycle')) : emptyDirectory(tmp))
+    const clean = async (): Promise<void> => {
+      for (const dir of [tmp, ...slot.sessionDirs]) {
+        await emptyDirectory(dir);
+      }
+    };
+    const recycled = (recycle ? Promise.reject(new Error('recycle')) : clean())
       .catch(async (error: Error) => {
         if (!recycle) {
           this.logger.warn(`could not clean a fork server's slot (${error.message}); recycling it`);
@@ -922,17 +937,28 @@ class OutputScan {
   }
 }
 
-/** A spawned run's report from descriptor 3: "<kind> <cpu ms> <message>", bounded, distrusted. */
+/**
+ * A spawned run's report from descriptor 3: "<kind> <cpu ms> <bytes written> <message>",
+ * bounded and distrusted (the job may write there too: then it reports nothing usable).
+ */
 function spawnReport(bytes: Buffer): RunReport {
   const text = bytes.toString('utf8');
-  const [kind = '', cpu = ''] = text.split(' ', 2);
-  const cpuMs = Number(cpu);
-  const usage = cpu !== '' && Number.isFinite(cpuMs) && cpuMs >= 0 ? { cpuMs } : {};
+  const [kind = '', cpu = '', written = ''] = text.split(' ', 3);
+  const count = (field: string): number | undefined => {
+    const value = Number(field);
+    return field !== '' && Number.isFinite(value) && value >= 0 ? value : undefined;
+  };
+  const cpuMs = count(cpu);
+  const writtenBytes = count(written);
+  const figures = {
+    ...(cpuMs === undefined ? {} : { cpuMs }),
+    ...(writtenBytes === undefined ? {} : { writtenBytes }),
+  };
   if (kind === 'r-error') {
-    const message = text.slice(kind.length + cpu.length + 2).replace(/\n$/, '');
-    return { kind, message: message || 'R reported an error', ...usage };
+    const message = text.slice(kind.length + cpu.length + written.length + 3).replace(/\n$/, '');
+    return { kind, message: message || 'R reported an error', ...figures };
   }
-  return { kind: kind === 'ok' ? 'ok' : 'none', message: '', ...usage };
+  return { kind: kind === 'ok' ? 'ok' : 'none', message: '', ...figures };
 }
 
 function processLimitOutcome(limits: JobLimits, detail: string): ScriptRunOutcome {
@@ -971,9 +997,10 @@ async function namedLimit(
   workDir: string,
   tmp: string,
   scan: OutputScan,
+  writtenBytes: number | undefined,
 ): Promise<ScriptRunOutcome> {
   const usage = outcome.rCpuMs === undefined ? {} : { rCpuMs: outcome.rCpuMs };
-  return { ...(await nameLimit(outcome, limits, workDir, tmp, scan)), ...usage };
+  return { ...(await nameLimit(outcome, limits, workDir, tmp, scan, writtenBytes)), ...usage };
 }
 
 async function nameLimit(
@@ -982,9 +1009,14 @@ async function nameLimit(
   workDir: string,
   tmp: string,
   scan: OutputScan,
+  writtenBytes: number | undefined,
 ): Promise<ScriptRunOutcome> {
   if (outcome.status === 'failed' && (outcome.reason === 'timeout' || outcome.reason === 'limit')) {
     return outcome;
+  }
+  // Files written and removed again within the watch's interval count too (write_bytes).
+  if (limits.writeMb > 0 && (writtenBytes ?? 0) > limits.writeMb * MIB) {
+    return writeLimitOutcome(limits);
   }
   if (
     limits.writeMb > 0 &&

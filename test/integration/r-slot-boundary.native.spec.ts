@@ -107,6 +107,25 @@ describeSlot(`a fork server's slot between jobs${skipped}`, () => {
     expect(await readFile(join(canary, 'secret.txt'), 'utf8')).toBe('canary-secret\n');
   });
 
+  it("leaves nothing of a job in the server's R session directory for the next job", async () => {
+    const session = 'Sys.getenv("R_SESSION_TMPDIR")';
+    const first = await run(`
+      writeLines("left", file.path(${session}, "left.txt"))
+      beside <- file.create(file.path(dirname(${session}), "beside.txt"))
+      writeLines(as.character(beside), "beside.txt")
+      # R's own C code writes there too: a PDF is compressed through a temporary file.
+      pdf("plot.pdf"); plot(1:10); invisible(dev.off())
+    `);
+    expect(first.outcome).toMatchObject({ status: 'succeeded' });
+    expect(await first.read('beside.txt')).toBe('FALSE\n');
+    expect(first.log).not.toContain('Cannot open temporary file');
+    const next = await run(
+      `writeLines(as.character(file.exists(file.path(${session}, "left.txt"))), "seen.txt")`,
+    );
+    expect(next.outcome).toMatchObject({ status: 'succeeded' });
+    expect(await next.read('seen.txt')).toBe('FALSE\n');
+  });
+
   it('a FIFO or a link where R writes its console output neither blocks nor leaks', async () => {
     const { outcome, log } = await run(`
       system("mkfifo out.log")
