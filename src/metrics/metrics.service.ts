@@ -26,6 +26,7 @@ export class MetricsService {
   private rSessionPool: (() => RSessionPoolStats) | null = null;
   private rSandbox: (() => string) | null = null;
   private queueDepth: (() => Promise<number>) | null = null;
+  private queueBacklog: (() => Promise<number>) | null = null;
   /** Whether an application name may be a label value; until told, none may. */
   private knownApplication: (name: string) => boolean = () => false;
 
@@ -86,6 +87,22 @@ export class MetricsService {
         }
       },
     });
+    const backlog = () => this.queueBacklog?.() ?? null;
+    new Gauge({
+      name: 'svc_queue_backlog',
+      help: 'Jobs queued plus running, cluster-wide, read from the database at scrape time: workers needed = ceil(backlog / SCRIPT_SLOTS).',
+      registers: [this.registry],
+      async collect() {
+        try {
+          const value = await backlog();
+          if (value !== null) {
+            this.set(value);
+          }
+        } catch (error) {
+          logger.warn(`queue backlog unavailable: ${(error as Error).message}`);
+        }
+      },
+    });
     const sandbox = () => this.rSandbox?.() ?? null;
     new Gauge({
       name: 'svc_r_sandbox',
@@ -122,6 +139,11 @@ export class MetricsService {
   /** Where the queue depth gauge reads from (the queue, at scrape time). */
   observeQueueDepth(read: () => Promise<number>): void {
     this.queueDepth = read;
+  }
+
+  /** Where the backlog gauge reads from (the queue's QUEUE_BACKLOG_SQL, at scrape time). */
+  observeQueueBacklog(read: () => Promise<number>): void {
+    this.queueBacklog = read;
   }
 
   /** Where the sandbox gauge reads which isolation R code runs under on this node. */

@@ -4,7 +4,7 @@ import { JobWaiter } from './job-waiter.service';
 import { QueueNotifier } from './queue-notifier.service';
 import { QueueRepository } from './queue.repository';
 
-/** Gives the metrics registry the queue's depth to read at scrape time. */
+/** Gives the metrics registry the queue's depth and backlog to read at scrape time. */
 @Injectable()
 class QueueMetrics implements OnModuleInit {
   constructor(
@@ -14,6 +14,7 @@ class QueueMetrics implements OnModuleInit {
 
   onModuleInit(): void {
     this.metrics?.observeQueueDepth(() => this.queue.queueDepth());
+    this.metrics?.observeQueueBacklog(() => this.queue.queueBacklog());
   }
 }
 

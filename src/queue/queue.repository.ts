@@ -186,6 +186,16 @@ async function insertChunkedFile(
   await manager.query('UPDATE job_file SET size = $2 WHERE id = $1', [fileId, size]);
 }
 
+/**
+ * The backlog: jobs queued plus jobs running, all applications, as `backlog`. Workers are scaled
+ * on it (the KEDA ScaledObject of deploy/kubernetes runs this text; /metrics serves it as
+ * svc_queue_backlog): ceil(backlog / SCRIPT_SLOTS) workers keep every job in a slot. Two counts
+ * rather than `state IN (...)`, which the planner answers with a pass over the whole table: each
+ * count reads only its own partial index (job_claim_idx on QUEUED, job_lease_idx on RUNNING).
+ */
+export const QUEUE_BACKLOG_SQL =
+  "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED') + (SELECT count(*) FROM job WHERE state = 'RUNNING') AS backlog";
+
 @Injectable()
 export class QueueRepository {
   /** Before each payload this node notifies. */
@@ -619,6 +629,13 @@ export class QueueRepository {
       [defaultHours, applications, applications.map((app) => hoursByApplication[app])],
     );
     return rowsOf(raw).length;
+  }
+
+  /** Jobs queued plus running (QUEUE_BACKLOG_SQL), for metrics. */
+  async queueBacklog(): Promise<number> {
+    const rows =
+      await this.dataSource.query<Array<{ backlog: string | number }>>(QUEUE_BACKLOG_SQL);
+    return Number(rows[0]?.backlog ?? 0);
   }
 
   /** Jobs waiting to run, for metrics and tests. */

@@ -198,6 +198,39 @@ describe('system endpoints on a node of role api (R for /process only)', () => {
     expect(info.rVersion).toMatch(/^R version \d/);
     expect(['native', 'webr']).toContain(info.rEngine);
   });
+
+  it('metrics: svc_queue_backlog counts queued plus running jobs of every application', async () => {
+    const backlog = async () => {
+      const families = parseMetrics((await request(`${service.url}/metrics`)).text);
+      expect(families.get('svc_queue_backlog')?.type).toBe('GAUGE');
+      return {
+        backlog: sample(families, 'svc_queue_backlog')?.value,
+        depth: sample(families, 'svc_queue_depth')?.value,
+      };
+    };
+    expect(await backlog()).toEqual({ backlog: '0', depth: '0' });
+    // No worker here: the jobs stay queued, except those a (pretended) worker elsewhere claims.
+    const queue = service.app.get(QueueRepository);
+    for (const [application, count] of [
+      ['backlog_a', 3],
+      ['backlog_b', 2],
+      ['backlog_c', 1],
+    ] as const) {
+      for (let i = 0; i < count; i++) {
+        await queue.enqueue({
+          id: randomUUID(),
+          applicationName: application,
+          kind: JobKind.SCRIPT,
+          meta: {},
+          source: 'test',
+          submittedAt: new Date(),
+          files: [],
+        });
+      }
+    }
+    expect(await queue.claim('worker-elsewhere', 2, 60, null)).toHaveLength(2);
+    expect(await backlog()).toEqual({ backlog: '6', depth: '4' });
+  });
 });
 
 describe('metrics of a node of role worker (no API server)', () => {

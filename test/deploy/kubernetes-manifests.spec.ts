@@ -1,0 +1,376 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { loadAll } from 'js-yaml';
+import { QUEUE_BACKLOG_SQL } from '../../src/queue/queue.repository';
+
+/**
+ * The manifests of deploy/kubernetes as `kubectl kustomize` renders each overlay: every object
+ * valid against the Kubernetes and KEDA schemas, and what the sandbox, the probes, the sizing,
+ * the labels and the NetworkPolicy promise (docs/operations.md#kubernetes).
+ */
+const ROOT = join(__dirname, '..', '..');
+const KUBERNETES = join(ROOT, 'deploy', 'kubernetes');
+const VERSION = (
+  JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }
+).version;
+
+type Labels = Record<string, string>;
+
+interface Probe {
+  httpGet?: { path: string; port: string | number };
+}
+
+interface Container {
+  name: string;
+  image: string;
+  command?: string[];
+  ports?: Array<{ name: string; containerPort: number }>;
+  env?: Array<{ name: string; value?: string }>;
+  envFrom?: unknown[];
+  securityContext?: {
+    privileged?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    procMount?: string;
+    capabilities?: { add?: string[] };
+  };
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  startupProbe?: Probe;
+  livenessProbe?: Probe;
+  readinessProbe?: Probe;
+}
+
+interface PodSpec {
+  hostUsers?: boolean;
+  automountServiceAccountToken?: boolean;
+  terminationGracePeriodSeconds?: number;
+  securityContext: {
+    runAsNonRoot?: boolean;
+    seccompProfile?: unknown;
+    appArmorProfile?: unknown;
+  };
+  containers: Container[];
+  initContainers?: Container[];
+}
+
+/** The fields of the rendered objects the tests read (Deployment, Job, Service, policies, KEDA). */
+interface Spec {
+  replicas?: number;
+  parallelism?: number;
+  strategy?: unknown;
+  template: { metadata: { labels: Labels }; spec: PodSpec };
+  /** A Service's selector is the labels; a Deployment's or a budget's has matchLabels. */
+  selector: Labels & { matchLabels: Labels };
+  podSelector: { matchLabels: Labels };
+  policyTypes: string[];
+  egress: Array<{ to?: unknown[]; ports: Array<{ port: number }> }>;
+  scaleTargetRef: { name: string };
+  triggers: Array<{
+    type: string;
+    metadata: Record<string, string>;
+    authenticationRef: { name: string };
+  }>;
+  secretTargetRef?: unknown;
+}
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Labels };
+  /** Absent on a ConfigMap: read where the kind has one. */
+  spec: Spec;
+  data?: Record<string, string>;
+}
+
+const kubectlFound =
+  spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+// In CI a missing kubectl is a failure (.ci/run installs it); elsewhere these tests skip.
+const describeRendered = kubectlFound || process.env.CI ? describe : describe.skip;
+
+function render(dir: string): K8sObject[] {
+  const result = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+  if (result.error || result.status !== 0) {
+    const version = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).stdout;
+    throw new Error(
+      `kubectl kustomize ${dir} (${version?.trim() || 'no kubectl'}): ${result.error?.message ?? result.stderr}`,
+    );
+  }
+  return loadAll(result.stdout).filter(Boolean) as K8sObject[];
+}
+
+/** The production overlay with the optional PgBouncer component, as an operator would include it. */
+function renderProductionWithPgBouncer(): K8sObject[] {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-kustomize-'));
+  try {
+    // kustomize takes only relative paths to other kustomizations.
+    const rel = relative(dir, KUBERNETES);
+    writeFileSync(
+      join(dir, 'kustomization.yaml'),
+      `resources:\n  - ${rel}/overlays/production\ncomponents:\n  - ${rel}/components/pgbouncer\n`,
+    );
+    return render(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The model class of an object's apiVersion and kind (kubernetes-models, @kubernetes-models/keda). */
+function modelOf(object: K8sObject): new (data: unknown) => { validate(): void } {
+  const [group, version] = object.apiVersion.includes('/')
+    ? object.apiVersion.split('/')
+    : ['', object.apiVersion];
+  const module =
+    group === 'keda.sh'
+      ? `@kubernetes-models/keda/keda.sh/${version}/${object.kind}`
+      : `kubernetes-models/${group ? `${group}/` : ''}${version}/${object.kind}`;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const exported = require(module) as Record<string, new (data: unknown) => { validate(): void }>;
+  return exported[object.kind];
+}
+
+const RECOMMENDED_LABELS = [
+  'app.kubernetes.io/name',
+  'app.kubernetes.io/instance',
+  'app.kubernetes.io/component',
+  'app.kubernetes.io/part-of',
+  'app.kubernetes.io/version',
+  'app.kubernetes.io/managed-by',
+];
+
+function containersOf(object: K8sObject): Container[] {
+  const pod = object.spec?.template?.spec;
+  return pod ? [...(pod.initContainers ?? []), ...pod.containers] : [];
+}
+
+/** Whether a selector's labels are all among `labels`. */
+function selects(selector: Labels, labels: Labels): boolean {
+  return Object.entries(selector).every(([key, value]) => labels[key] === value);
+}
+
+function roleOf(object: K8sObject): string | undefined {
+  const env = containersOf(object)[0]?.env ?? [];
+  return env.find((variable) => variable.name === 'ROLE')?.value;
+}
+
+function only(objects: K8sObject[], kind: string, name?: string): K8sObject {
+  const found = objects.filter((o) => o.kind === kind && (!name || o.metadata.name === name));
+  expect(found.map((o) => `${o.kind}/${o.metadata.name}`)).toHaveLength(1);
+  return found[0];
+}
+
+const renderings: Array<[string, () => K8sObject[]]> = [
+  ['embedded-demo', () => render(join(KUBERNETES, 'overlays', 'embedded-demo'))],
+  ['production', () => render(join(KUBERNETES, 'overlays', 'production'))],
+  ['production with PgBouncer', renderProductionWithPgBouncer],
+];
+
+describeRendered.each(renderings)('kubectl kustomize: %s', (_name, renderOverlay) => {
+  let objects: K8sObject[];
+  let settings: Record<string, string>;
+
+  beforeAll(() => {
+    objects = renderOverlay();
+    settings = only(objects, 'ConfigMap').data ?? {};
+  });
+
+  it('renders objects that are valid against the Kubernetes and KEDA schemas', () => {
+    expect(objects.length).toBeGreaterThan(2);
+    for (const object of objects) {
+      const Model = modelOf(object);
+      expect([object.kind, typeof Model]).toEqual([object.kind, 'function']);
+      expect(() => new Model(object).validate()).not.toThrow();
+    }
+  });
+
+  it('labels every object and pod with the recommended labels', () => {
+    for (const object of objects) {
+      for (const labels of [object.metadata.labels, object.spec?.template?.metadata?.labels]) {
+        if (labels === undefined && object.spec?.template === undefined) {
+          continue;
+        }
+        const where = `${object.kind}/${object.metadata.name}`;
+        expect([where, RECOMMENDED_LABELS.filter((label) => !labels?.[label])]).toEqual([
+          where,
+          [],
+        ]);
+        if (labels?.['app.kubernetes.io/name'] === 'svc') {
+          expect(labels['app.kubernetes.io/version']).toBe(VERSION);
+        }
+      }
+    }
+  });
+
+  it('gives every Deployment the three probes, requests and limits; no container privileged', () => {
+    const deployments = objects.filter((o) => o.kind === 'Deployment');
+    expect(deployments.length).toBeGreaterThan(0);
+    for (const deployment of deployments) {
+      for (const container of containersOf(deployment)) {
+        const where = `${deployment.metadata.name}/${String(container.name)}`;
+        for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const) {
+          expect([where, probe, container[probe] !== undefined]).toEqual([where, probe, true]);
+        }
+        for (const bound of ['requests', 'limits'] as const) {
+          expect([where, bound, Object.keys(container.resources?.[bound] ?? {})]).toEqual([
+            where,
+            bound,
+            expect.arrayContaining(['cpu', 'memory']),
+          ]);
+        }
+      }
+    }
+    for (const object of objects) {
+      for (const container of containersOf(object)) {
+        expect(container.securityContext?.privileged).not.toBe(true);
+        expect(container.securityContext?.allowPrivilegeEscalation).toBe(false);
+        expect(container.securityContext?.capabilities?.add).toBeUndefined();
+      }
+    }
+  });
+
+  it('runs R in pods with user namespaces and the settings bubblewrap needs', () => {
+    const runningR = objects.filter((o) => o.kind === 'Deployment' && roleOf(o) !== undefined);
+    expect(runningR.length).toBeGreaterThan(0);
+    for (const deployment of runningR) {
+      const pod = deployment.spec.template.spec;
+      expect(pod.hostUsers).toBe(false);
+      expect(pod.securityContext.runAsNonRoot).toBe(true);
+      expect(pod.securityContext.seccompProfile).toEqual({ type: 'Unconfined' });
+      expect(pod.securityContext.appArmorProfile).toEqual({ type: 'Unconfined' });
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(containersOf(deployment)[0].securityContext?.procMount).toBe('Unmasked');
+      // Running jobs may finish for SHUTDOWN_GRACE_SECONDS; then 10 s to hand back and close.
+      expect(pod.terminationGracePeriodSeconds).toBe(Number(settings.SHUTDOWN_GRACE_SECONDS) + 10);
+    }
+    expect(settings.R_SANDBOX).toBe('bwrap');
+  });
+
+  it('keeps secrets out of the ConfigMap and ROLE to each Deployment', () => {
+    for (const key of ['DATABASE_URL', 'ADMIN_PASSWORD', 'USERS', 'API_KEYS', 'ROLE']) {
+      expect([key, settings[key]]).toEqual([key, undefined]);
+    }
+  });
+
+  if (_name === 'embedded-demo') {
+    it('is one pod of role all on the embedded database, with no Secret to make', () => {
+      const deployment = only(objects, 'Deployment');
+      expect(roleOf(deployment)).toBe('all');
+      expect(deployment.spec.replicas).toBe(1);
+      expect(deployment.spec.strategy).toEqual({ type: 'Recreate' });
+      expect(JSON.stringify(deployment)).not.toContain('secretRef');
+      expect(settings.DATA_DIR).toBe('/app/data');
+      expect(objects.map((o) => o.kind)).not.toEqual(
+        expect.arrayContaining(['Job', 'ScaledObject']),
+      );
+    });
+    return;
+  }
+
+  it('has an API Deployment with a Service and a PodDisruptionBudget, and a worker without', () => {
+    const api = only(objects, 'Deployment', 'svc-api');
+    const workers = objects.filter((o) => o.kind === 'Deployment' && roleOf(o) === 'worker');
+    expect(roleOf(api)).toBe('api');
+    expect(workers.map((worker) => worker.metadata.name)).toEqual([
+      expect.stringContaining('worker'),
+    ]);
+    const [worker] = workers;
+    const apiPods = api.spec.template.metadata.labels;
+    const services = objects.filter((o) => o.kind === 'Service');
+    expect(services.filter((s) => selects(s.spec.selector, apiPods))).toHaveLength(1);
+    expect(
+      services.filter((s) => selects(s.spec.selector, worker.spec.template.metadata.labels)),
+    ).toHaveLength(0);
+    const budget = only(objects, 'PodDisruptionBudget', 'svc-api');
+    expect(selects(budget.spec.selector.matchLabels, apiPods)).toBe(true);
+    // Workers answer their probes on the metrics port, WORKER_METRICS_PORT.
+    const [container] = containersOf(worker);
+    expect(container.startupProbe?.httpGet).toEqual({ path: '/metrics', port: 'metrics' });
+    expect(container.ports).toEqual([
+      { name: 'metrics', containerPort: Number(settings.WORKER_METRICS_PORT) },
+    ]);
+  });
+
+  it('runs the migrations in a Job with the image and settings of the nodes', () => {
+    const job = only(objects, 'Job', 'svc-migrate');
+    const [container] = containersOf(job);
+    expect(container.command).toEqual(['svc', 'migrate', 'run']);
+    expect(container.image).toBe(containersOf(only(objects, 'Deployment', 'svc-api'))[0].image);
+    expect(job.spec.parallelism).toBe(1);
+    expect(container.envFrom).toEqual(
+      expect.arrayContaining([{ secretRef: { name: 'svc-secrets' } }]),
+    );
+  });
+
+  it('lets workers reach only PostgreSQL (or PgBouncer) and DNS', () => {
+    const worker = only(objects, 'Deployment', 'svc-worker');
+    const policy = only(objects, 'NetworkPolicy', 'svc-worker');
+    expect(selects(policy.spec.podSelector.matchLabels, worker.spec.template.metadata.labels)).toBe(
+      true,
+    );
+    expect(policy.spec.policyTypes).toEqual(expect.arrayContaining(['Egress', 'Ingress']));
+    const database = [5432, ...(_name.includes('PgBouncer') ? [6432] : [])];
+    const allowed: number[] = [];
+    for (const rule of policy.spec.egress) {
+      // A rule without `to` would open its ports to every address.
+      expect(rule.to?.length).toBeGreaterThan(0);
+      expect(JSON.stringify(rule.to)).not.toContain('0.0.0.0/0');
+      const ports = rule.ports.map((p) => p.port);
+      if (ports.includes(53)) {
+        expect(ports).toEqual([53, 53]);
+        expect(JSON.stringify(rule.to)).toContain('kube-dns');
+      } else {
+        expect(ports.every((port) => database.includes(port))).toBe(true);
+      }
+      allowed.push(...ports);
+    }
+    expect([...new Set(allowed)].sort()).toEqual([...database, 53].sort());
+  });
+
+  it('scales the workers with KEDA on the backlog query /metrics also serves', () => {
+    const scaled = only(objects, 'ScaledObject', 'svc-worker');
+    const worker = only(objects, 'Deployment', scaled.spec.scaleTargetRef.name);
+    // The HPA owns the worker count.
+    expect(worker.spec.replicas).toBeUndefined();
+    const [trigger] = scaled.spec.triggers;
+    expect(trigger.type).toBe('postgresql');
+    expect(trigger.metadata.query).toBe(QUEUE_BACKLOG_SQL);
+    expect(trigger.metadata.targetQueryValue).toBe(settings.SCRIPT_SLOTS);
+    const auth = only(objects, 'TriggerAuthentication', trigger.authenticationRef.name);
+    expect(auth.spec.secretTargetRef).toEqual([
+      { parameter: 'connection', name: 'svc-keda', key: 'connection' },
+    ]);
+  });
+});
+
+describe('deploy/kubernetes settings', () => {
+  it('has every setting of docs/configuration.md in settings.env or the Secrets', () => {
+    const documented = [
+      ...readFileSync(join(ROOT, 'docs', 'configuration.md'), 'utf8').matchAll(
+        /^\| `([A-Z][A-Z0-9_]+)` \|/gm,
+      ),
+    ].map((match) => match[1]);
+    expect(documented.length).toBeGreaterThan(50);
+    const keys = (file: string) =>
+      [
+        ...readFileSync(join(KUBERNETES, file), 'utf8').matchAll(/^(?:# )?([A-Z][A-Z0-9_]+)=/gm),
+      ].map((match) => match[1]);
+    const configMap = keys('base/settings.env');
+    const secrets = [
+      ...keys('secrets/svc-secrets.env.example'),
+      ...keys('secrets/svc-api-secrets.env.example'),
+    ];
+    // ROLE is each Deployment's own.
+    const wired = new Set([...configMap, ...secrets, 'ROLE']);
+    expect(documented.filter((name) => !wired.has(name))).toEqual([]);
+    expect(configMap.filter((name) => secrets.includes(name))).toEqual([]);
+    for (const secret of [
+      'DATABASE_URL',
+      'DATABASE_LISTEN_URL',
+      'ADMIN_PASSWORD',
+      'USERS',
+      'API_KEYS',
+    ]) {
+      expect([secret, secrets.includes(secret)]).toEqual([secret, true]);
+    }
+  });
+});
