@@ -127,8 +127,15 @@ export function startTracing(settings: TracingSettings): void {
         ignoreIncomingRequestHook: (request) => POLLED_PATH.test(request.url ?? ''),
         startIncomingSpanHook: incomingSpanAttributes,
       }),
-      // Nest's request-wide middlewares would add a span each to every request.
-      new ExpressInstrumentation({ ignoreLayersType: [ExpressLayerType.MIDDLEWARE] }),
+      // Only for the route in the request's span ("POST /svc/api/rest/jobs"): a span per
+      // Express layer (Nest's middlewares, its router, the handler) would repeat the request's.
+      new ExpressInstrumentation({
+        ignoreLayersType: [
+          ExpressLayerType.MIDDLEWARE,
+          ExpressLayerType.ROUTER,
+          ExpressLayerType.REQUEST_HANDLER,
+        ],
+      }),
       // Statements outside a request or job (polls, heartbeats, LISTEN) start no trace; taking a
       // pooled connection is no step of its own.
       new PgInstrumentation({ requireParentSpan: true, ignoreConnectSpans: true }),
