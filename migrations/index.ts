@@ -9,6 +9,7 @@ import { AddJobUsage1795624631424 } from './1795624631424-AddJobUsage';
 import { AddRPackages1795630000000 } from './1795630000000-AddRPackages';
 import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
 import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
+import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -22,4 +23,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddRPackages1795630000000,
   AddDropFile1795634587042,
   AddJobLostRuns1795650000000,
+  AddJobTraceContext1795660000000,
 ];

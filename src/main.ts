@@ -1,3 +1,5 @@
+// First: tracing, when on, must start before http, Express and pg are loaded.
+import './tracing/register';
 import 'reflect-metadata';
 import pinoPretty from 'pino-pretty';
 import { ConfigError, loadConfig } from './config/app-config';
@@ -5,6 +7,7 @@ import { PinoLoggerService } from './common/pino-logger';
 import { startService } from './bootstrap';
 import { startBufferMemoryPacer } from './common/buffer-memory-pacer';
 import { SOAP_ENDPOINT_PATH } from './soap/wsdl.service';
+import { connectTracingLog, flushTracing } from './tracing/tracing';
 
 async function main(): Promise<void> {
   // A large transfer must not leave the process tens of MiB larger (docs/performance.md).
@@ -34,6 +37,10 @@ async function main(): Promise<void> {
         })
       : undefined,
   );
+  const tracing = connectTracingLog((message) => logger.warn(message, 'Tracing'));
+  if (tracing) {
+    logger.log(tracing, 'Tracing');
+  }
   let service;
   try {
     service = await startService(config, logger);
@@ -61,13 +68,17 @@ async function main(): Promise<void> {
     }
     stopping = true;
     logger.log(`${signal} received: shutting down`, 'Startup');
-    service.close().then(
-      () => process.exit(0),
-      (error: Error) => {
-        logger.error(`shutdown failed: ${error.message}`, 'Startup');
-        process.exit(1);
-      },
-    );
+    service
+      .close()
+      // The last spans (this node's last jobs) leave before the process does.
+      .then(() => flushTracing().catch(() => undefined))
+      .then(
+        () => process.exit(0),
+        (error: Error) => {
+          logger.error(`shutdown failed: ${error.message}`, 'Startup');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));

@@ -41,6 +41,7 @@ class CallbackRows {
         attempts: this.attempts,
         createdAt: this.endedAt,
         linksBase: 'http://svc.example.com',
+        trace: null,
         result: {
           jobId: JOB_ID,
           applicationName: 'demo',

@@ -10,6 +10,7 @@ import { resultView } from '../results/result-view';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
 import { CallbackRepository, DueCallback } from './callback.repository';
+import { activeTraceCarrier, inSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 
 export const SIGNATURE_HEADER = 'X-SVC-Signature';
 export const JOB_ID_HEADER = 'X-SVC-Job-Id';
@@ -33,6 +34,17 @@ function failureText(error: unknown, timeoutSeconds: number): string {
   const detail = cause?.code ?? cause?.message;
   const message = error instanceof Error ? error.message : String(error);
   return detail ? `${message} (${detail})` : message;
+}
+
+/** The W3C headers of the active span (the delivery's), when tracing is on. */
+function traceHeaders(): Record<string, string> {
+  const carrier = activeTraceCarrier();
+  if (!carrier) {
+    return {};
+  }
+  return carrier.tracestate
+    ? { traceparent: carrier.traceparent, tracestate: carrier.tracestate }
+    : { traceparent: carrier.traceparent };
 }
 
 class ShutdownAbort extends Error {
@@ -103,7 +115,9 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
           this.config.callbackTimeoutSeconds + LEASE_MARGIN_SECONDS,
         );
         for (const callback of due) {
-          const attempt = this.attempt(callback).finally(() => {
+          const attempt = (
+            tracingEnabled() ? this.tracedAttempt(callback) : this.attempt(callback)
+          ).finally(() => {
             this.inFlight.delete(callback.jobId);
             this.wake();
           });
@@ -120,7 +134,29 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
     }
   }
 
-  private async attempt(callback: DueCallback): Promise<void> {
+  /**
+   * An attempt as a span of the job's trace; the POST carries the span's traceparent, so the
+   * receiver's own spans join the trace too.
+   */
+  private tracedAttempt(callback: DueCallback): Promise<void> {
+    return inSpan(
+      'svc.callback.deliver',
+      {
+        parent: callback.trace,
+        kind: 'client',
+        attributes: {
+          'svc.job.id': callback.jobId,
+          'svc.application': callback.result.applicationName,
+          'svc.callback.attempt': callback.attempts + 1,
+          // The host only: a callback URL's path or query may hold the receiver's token.
+          'server.address': new URL(callback.url).hostname,
+        },
+      },
+      (span) => this.attempt(callback, span),
+    );
+  }
+
+  private async attempt(callback: DueCallback, span?: SpanNotes): Promise<void> {
     const { jobId } = callback;
     const applicationName = callback.result.applicationName;
     try {
@@ -151,7 +187,14 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
           [SIGNATURE_HEADER]: callbackSignature(secret, body),
           [JOB_ID_HEADER]: jobId,
           [APPLICATION_HEADER]: applicationName,
+          ...traceHeaders(),
         }));
+      if (outcome.httpStatus !== null) {
+        span?.set({ 'http.response.status_code': outcome.httpStatus });
+      }
+      if (!outcome.ok) {
+        span?.fail(outcome.httpStatus === null ? 'not delivered' : `HTTP ${outcome.httpStatus}`);
+      }
       if (outcome.ok) {
         await this.callbacks.markDelivered(jobId, outcome.httpStatus);
         this.logger.log(`job ${jobId}: callback delivered (HTTP ${outcome.httpStatus})`);

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type { ResultMetadata } from '../results/result.repository';
 import { rowsOf } from '../storage/query-rows';
+import type { TraceCarrier } from '../tracing/tracing';
 import { CallbackState, JobCallbackEntity } from './job-callback.entity';
 
 /** A callback taken for one delivery attempt, with what its body is made of. */
@@ -16,6 +17,8 @@ export interface DueCallback {
   /** The public base URL the job was submitted under, for the links in the body. */
   linksBase: string;
   result: ResultMetadata;
+  /** The trace the job was submitted in: the delivery joins it. */
+  trace: TraceCarrier | null;
 }
 
 /** What jobStatus shows of a job's callback. */
@@ -35,6 +38,8 @@ interface DueRow {
   created_at: Date;
   application_name: string;
   callback_links_base: string | null;
+  traceparent: string | null;
+  tracestate: string | null;
   result_time: Date;
   success: boolean;
   type: string;
@@ -67,7 +72,7 @@ export class CallbackRepository {
          UPDATE job_callback c SET next_attempt_at = now() + make_interval(secs => $2)
            FROM due WHERE c.job_id = due.job_id
          RETURNING c.job_id, c.url, c.attempts, c.created_at)
-       SELECT leased.*, job.application_name, job.callback_links_base,
+       SELECT leased.*, job.application_name, job.callback_links_base, job.traceparent, job.tracestate,
               result.result_time, result.success, result.type
          FROM leased
          JOIN job ON job.id = leased.job_id
@@ -80,6 +85,7 @@ export class CallbackRepository {
       attempts: row.attempts,
       createdAt: new Date(row.created_at),
       linksBase: row.callback_links_base ?? '',
+      trace: row.traceparent ? { traceparent: row.traceparent, tracestate: row.tracestate } : null,
       result: {
         jobId: row.job_id,
         applicationName: row.application_name,

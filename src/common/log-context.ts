@@ -8,11 +8,26 @@ export interface LogContext {
   jobId?: string;
 }
 
+/** The ids of the active span, added to log lines when tracing is on. */
+export interface TraceLogFields {
+  traceId: string;
+  spanId: string;
+}
+
 const storage = new AsyncLocalStorage<LogContext>();
 
-/** The fields of the request or job this code runs for; `{}` outside of one. */
-export function currentLogContext(): LogContext {
-  return storage.getStore() ?? {};
+/** Set by the tracing SDK when tracing is on; null costs the log lines nothing. */
+let traceFields: (() => TraceLogFields | undefined) | null = null;
+
+export function setTraceLogFields(source: () => TraceLogFields | undefined): void {
+  traceFields = source;
+}
+
+/** The fields of the request or job this code runs for (and its span's); `{}` outside of one. */
+export function currentLogContext(): LogContext & Partial<TraceLogFields> {
+  const fields = storage.getStore() ?? {};
+  const trace = traceFields?.();
+  return trace ? { ...fields, ...trace } : fields;
 }
 
 /**

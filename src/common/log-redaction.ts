@@ -21,3 +21,28 @@ export const LOG_REDACT_PATHS: string[] = [
 ];
 
 export const LOG_REDACT_CENSOR = '[redacted]';
+
+/** Query parameters whose values never reach a log line or a span. */
+const CREDENTIAL_PARAMETER = /pass|secret|token|key|auth|credential/i;
+
+/** A query string (without its "?") with the values of credential-like parameters masked. */
+export function maskedQuery(query: string): string {
+  return query
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      const name = equals < 0 ? pair : pair.slice(0, equals);
+      return equals >= 0 && CREDENTIAL_PARAMETER.test(decodeURIComponentSafe(name))
+        ? `${name}=${LOG_REDACT_CENSOR}`
+        : pair;
+    })
+    .join('&');
+}
+
+function decodeURIComponentSafe(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}

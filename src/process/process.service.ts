@@ -10,6 +10,7 @@ import {
 } from '../jobs/function-call-result';
 import { FUNCTION_CALL_ENGINE, FunctionCallEngine } from '../r-engine/function-call-engine';
 import { REngineUnavailableError } from '../r-engine/r-engine';
+import { inSpan } from '../tracing/tracing';
 
 export interface ProcessAnswer {
   status: 200 | 400;
@@ -41,23 +42,37 @@ export class ProcessService {
     payload: string,
   ): Promise<ProcessAnswer> {
     const submissionTime = new Date();
-    await this.enter();
+    const functionName = FUNCTION_OF_KIND[kind];
     let outcome;
     try {
-      outcome = await this.engine.callFunction({
-        applicationName,
-        functionName: FUNCTION_OF_KIND[kind],
-        payload,
-        timeoutMs: this.config.functionTimeoutSeconds * 1000,
-        urgent: true,
-      });
+      // The call's span: under the request's, with the wait for a slot and the session's call.
+      outcome = await inSpan(
+        'svc.function.call',
+        { attributes: { 'svc.application': applicationName, 'svc.function': functionName } },
+        async (span) => {
+          await this.enter();
+          try {
+            const called = await this.engine.callFunction({
+              applicationName,
+              functionName,
+              payload,
+              timeoutMs: this.config.functionTimeoutSeconds * 1000,
+              urgent: true,
+            });
+            span.set({
+              'svc.function.outcome': called.status === 'failed' ? called.reason : called.status,
+            });
+            return called;
+          } finally {
+            this.leave();
+          }
+        },
+      );
     } catch (error) {
       if (error instanceof REngineUnavailableError) {
         throw ApiError.serviceUnavailable(`R is not available: ${error.message}`);
       }
       throw error;
-    } finally {
-      this.leave();
     }
     if (outcome.status === 'succeeded') {
       return { status: 200, contentType: CONTENT_TYPE_OF_KIND[kind], body: outcome.value };

@@ -77,4 +77,12 @@ export class JobEntity {
   /** The public base URL the job was submitted under: the links in the callback's body use it. */
   @Column({ name: 'callback_links_base', type: 'varchar', length: 2048, nullable: true })
   callbackLinksBase!: string | null;
+
+  /**
+   * The W3C trace context the job was submitted in (its `traceparent` and `tracestate`), so its
+   * run and callback join that trace; null when tracing was off.
+   */
+  @Column({ type: 'varchar', length: 55, nullable: true }) traceparent!: string | null;
+
+  @Column({ type: 'varchar', length: 512, nullable: true }) tracestate!: string | null;
 }

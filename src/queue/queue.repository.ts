@@ -39,6 +39,7 @@ import {
 import { notificationPrefix } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
 import { rowsOf } from '../storage/query-rows';
+import { activeTraceCarrier, inSpan, TraceCarrier, tracingEnabled } from '../tracing/tracing';
 
 /*
  * The statements below send their notifications themselves (delivered at commit), each payload
@@ -116,6 +117,8 @@ interface ClaimRow {
   attempts: number;
   source: string;
   has_callback: boolean;
+  traceparent: string | null;
+  tracestate: string | null;
   /** NULL when the job has no files (array_agg over no rows). */
   file_names: string[] | null;
   file_contents: Buffer[] | null;
@@ -136,18 +139,24 @@ async function inlineIfSmall(file: JobFileInput): Promise<JobFileInput> {
   return { name: file.name, content: await readFile(file.path) };
 }
 
+/** The longest tracestate stored; a longer one (W3C allows dropping it) is not. */
+const TRACESTATE_MAX_LENGTH = 512;
+
 /** The job row, its inline files and the wake-up notification, in one statement. */
 async function insertJob(
   manager: EntityManager,
   job: NewJobRow,
   files: JobFileContent[],
   sender: string,
+  trace: TraceCarrier | null,
 ): Promise<void> {
+  const tracestate =
+    trace?.tracestate && trace.tracestate.length <= TRACESTATE_MAX_LENGTH ? trace.tracestate : null;
   await manager.query(
     `WITH new_job AS (
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
-                        callback_url, callback_links_base)
-       VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11)
+                        callback_url, callback_links_base, traceparent, tracestate)
+       VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11, $13, $14)
        RETURNING id),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
@@ -167,6 +176,8 @@ async function insertJob(
       job.callback?.url ?? null,
       job.callback?.linksBase ?? null,
       sender,
+      trace?.traceparent ?? null,
+      tracestate,
     ],
   );
 }
@@ -218,15 +229,35 @@ export class QueueRepository {
    * nothing behind.
    */
   async enqueue(job: NewJobRow): Promise<void> {
+    if (!tracingEnabled()) {
+      return this.store(job, null);
+    }
+    // The job's span: a child of the submitting request's (REST, form, SOAP), or a new trace
+    // (a drop directory). Stored with the job, its context is the parent of the job's run.
+    return inSpan(
+      'svc.job.enqueue',
+      {
+        attributes: {
+          'svc.job.id': job.id,
+          'svc.application': job.applicationName,
+          'svc.job.kind': job.kind,
+          'svc.job.source': job.source,
+        },
+      },
+      () => this.store(job, activeTraceCarrier()),
+    );
+  }
+
+  private async store(job: NewJobRow, trace: TraceCarrier | null): Promise<void> {
     const files = await Promise.all(job.files.map(inlineIfSmall));
     const inline = files.filter(isContent);
     if (inline.length === files.length) {
-      await insertJob(this.dataSource.manager, job, inline, this.sender);
+      await insertJob(this.dataSource.manager, job, inline, this.sender, trace);
       return;
     }
     await this.dataSource.transaction(async (manager) => {
       // The notification the statement sends is delivered on commit, after the large files.
-      await insertJob(manager, job, inline, this.sender);
+      await insertJob(manager, job, inline, this.sender, trace);
       for (const file of files) {
         if (!isContent(file)) {
           await insertChunkedFile(manager, job.id, file);
@@ -275,7 +306,7 @@ export class QueueRepository {
                 lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
            FROM next WHERE job.id = next.id
          RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source,
-                   job.callback_url IS NOT NULL AS has_callback)
+                   job.callback_url IS NOT NULL AS has_callback, job.traceparent, job.tracestate)
        SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
               files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
               -- Evaluated once, and only when a job was claimed: clients waiting for a change
@@ -309,6 +340,7 @@ export class QueueRepository {
       attempts: row.attempts,
       source: row.source,
       hasCallback: row.has_callback,
+      trace: row.traceparent ? { traceparent: row.traceparent, tracestate: row.tracestate } : null,
       files: (row.file_names ?? []).map((name, i) => {
         const chunkedId = (row.file_chunked_ids ?? [])[i] ?? null;
         return {

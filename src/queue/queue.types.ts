@@ -4,6 +4,7 @@
  * data), and the executor a worker runs claimed jobs with. Front ends and workers depend on
  * these; the queue depends on neither.
  */
+import type { TraceCarrier } from '../tracing/tracing';
 
 export const JobState = Object.freeze({
   QUEUED: 'QUEUED',
@@ -64,6 +65,8 @@ export interface ClaimedJob {
   hasCallback: boolean;
   /** The job's input files, in the order they were stored. */
   files: JobInputFile[];
+  /** The trace it was submitted in (its run joins it); null when tracing was off then. */
+  trace: TraceCarrier | null;
 }
 
 export interface JobInputFile {

@@ -36,6 +36,8 @@ export interface ForkRunRequest {
   onStarted?: () => void;
   /** The application's package library, put first on the child's `.libPaths()`. */
   libraryDir?: string;
+  /** The run's W3C trace context: the child sets TRACEPARENT and SVC_TRACE_ID from it. */
+  traceparent?: string;
   timeoutMs: number;
   signal?: AbortSignal;
 }
@@ -264,7 +266,9 @@ export class ForkServer {
       request.scriptName,
       request.privateDir,
       request.output,
-      ...(request.libraryDir ? [request.libraryDir] : []),
+      // Optional, in this order: an empty library directory stands in before a traceparent.
+      ...(request.libraryDir || request.traceparent ? [request.libraryDir ?? ''] : []),
+      ...(request.traceparent ? [request.traceparent] : []),
     ].map((f) => encodeURIComponent(f));
     return new Promise<ForkRunStatus>((resolve, reject) => {
       // The job ends as soon as its processes are killed: a background process it started may

@@ -29,6 +29,7 @@ import {
 } from './r-launcher';
 import { PackageLibrary } from './package-library';
 import { rSourcePath } from './r-sources';
+import { traceEnvironment } from '../tracing/tracing';
 import {
   REngineUnavailableError,
   type REngine,
@@ -494,6 +495,7 @@ export class NativeREngine implements REngine {
               readable: this.packageLibrary ? [this.packageLibrary.root] : [],
               network: request.network === true,
               limits: this.rLimits(limits),
+              env: traceEnvironment(request.trace ?? null),
               stdio: ['ignore', 'pipe', 'pipe', writeFd],
             });
           } finally {
@@ -740,6 +742,7 @@ export class NativeREngine implements REngine {
               reader ??= readFifo(fd, (chunk) => lines.push(chunk));
             }),
             libraryDir: this.libraryDir(request),
+            traceparent: request.trace?.traceparent,
             timeoutMs: request.timeoutMs,
             signal: request.signal?.aborted ? request.signal : controller.signal,
           });

@@ -1,5 +1,6 @@
 import type { JobProgress } from './job-progress';
 import type { PackageLibrary } from './package-library';
+import type { TraceCarrier } from '../tracing/tracing';
 /**
  * One interface for every way the service runs R. A script run happens in a working directory
  * on the host that the caller has prepared (job files, script, configuration.txt); the engine
@@ -23,6 +24,8 @@ export interface ScriptRunRequest {
   applicationName?: string;
   /** The job's application may use the network (APPLICATION_SETTINGS networkAllowed). */
   network?: boolean;
+  /** The run's span (tracing on): R gets it as TRACEPARENT and SVC_TRACE_ID (traceEnvironment). */
+  trace?: TraceCarrier | null;
   /** Called once per line that R writes to stdout or stderr. */
   onOutput?: (stream: 'stdout' | 'stderr', line: string) => void;
   /** Called each time the script reports its progress with svc_progress. */

@@ -12,6 +12,7 @@ import { REngineUnavailableError } from './r-engine';
 import type { PackageLibrary } from './package-library';
 import { RLauncher } from './r-launcher';
 import { RSession } from './r-session';
+import { inSpan } from '../tracing/tracing';
 
 export type RSessionPoolConfig = Pick<
   AppConfig,
@@ -110,7 +111,16 @@ export class RSessionPool implements FunctionCallEngine {
       }
       let result;
       try {
-        result = await session.call(request, library);
+        result = await inSpan(
+          'svc.r.session.call',
+          {
+            attributes: {
+              'svc.r.session.pid': session.pid ?? 0,
+              'svc.r.session.calls': session.calls,
+            },
+          },
+          () => session.call(request, library),
+        );
       } catch (error) {
         this.retire(session);
         throw error;

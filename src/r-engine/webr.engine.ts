@@ -12,6 +12,7 @@ import type {
 } from './function-call-engine';
 import type { FunctionLibrarySource } from './r-session-pool';
 import { rSourcePath } from './r-sources';
+import { traceEnvironment } from '../tracing/tracing';
 import { routeOutput } from './job-progress';
 import {
   R_LOG_FILE,
@@ -635,9 +636,14 @@ export class WebREngine implements REngine, FunctionCallEngine {
       copiedIn.set(path, data);
     }
 
+    // The run's trace for the script's own logging (put back after the run, see isolated).
+    const traceVariables = Object.entries(traceEnvironment(request.trace ?? null)).map(
+      ([name, value]) => `${name} = ${rString(value)}`,
+    );
     // The script gets its own environment and leaves little for the next run (see isolated).
     const code = isolated(`
       setwd(${rString(vfsDir)})
+      ${traceVariables.length > 0 ? `Sys.setenv(${traceVariables.join(', ')})` : ''}
       progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
       svc <- new.env(parent = globalenv())
       svc$svc_progress <- progress$make(progress$printed)

@@ -1,7 +1,6 @@
 import type { Request, Response } from 'express';
+import { maskedQuery } from '../common/log-redaction';
 
-/** Query parameters whose values never reach a log line. */
-const SECRET_PARAMETER = /pass|secret|token|key|auth|credential/i;
 /** The application of a REST path: `/svc/api/rest/{jobs|results|result}/{app}/...`. */
 const APPLICATION_IN_PATH = /^\/svc\/api\/rest\/(?:jobs|results|result)\/(\w{1,64})(?:\/|$)/;
 
@@ -22,29 +21,9 @@ export interface AccessLogFields {
 /** The request's path and query, with the values of credential-like parameters masked. */
 export function maskedPath(originalUrl: string): string {
   const question = originalUrl.indexOf('?');
-  if (question < 0) {
-    return originalUrl;
-  }
-  const query = originalUrl
-    .slice(question + 1)
-    .split('&')
-    .map((pair) => {
-      const equals = pair.indexOf('=');
-      const name = equals < 0 ? pair : pair.slice(0, equals);
-      return equals >= 0 && SECRET_PARAMETER.test(decodeURIComponentSafe(name))
-        ? `${name}=[redacted]`
-        : pair;
-    })
-    .join('&');
-  return `${originalUrl.slice(0, question)}?${query}`;
-}
-
-function decodeURIComponentSafe(value: string): string {
-  try {
-    return decodeURIComponent(value);
-  } catch {
-    return value;
-  }
+  return question < 0
+    ? originalUrl
+    : `${originalUrl.slice(0, question)}?${maskedQuery(originalUrl.slice(question + 1))}`;
 }
 
 /**

@@ -25,6 +25,7 @@ import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../sto
 import { CONFIGURATION_FILE } from '../jobs/job-input';
 import { renderConfigurationFile } from '../jobs/job-meta';
 import { errorResult, resultData, resultDataFile } from '../jobs/job-result';
+import { activeTraceCarrier, inSpan } from '../tracing/tracing';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
 class JobDefinitionError extends Error {}
@@ -67,16 +68,24 @@ export class ScriptJobExecutor implements JobExecutor {
     const workDir = join(jobDir, 'work');
     await this.makeJobDirectory(jobDir, workDir);
     try {
-      let scriptName: string;
-      let provided: Set<string>;
-      try {
-        ({ scriptName, provided } = await this.prepare(job, workDir));
-      } catch (error) {
-        if (error instanceof JobDefinitionError) {
-          return errorResult(job, error.message);
-        }
-        throw error;
+      const prepared = await inSpan(
+        'svc.job.prepare',
+        { attributes: { 'svc.job.id': job.id, 'svc.job.files': job.files.length } },
+        async () => {
+          try {
+            return await this.prepare(job, workDir);
+          } catch (error) {
+            if (error instanceof JobDefinitionError) {
+              return error;
+            }
+            throw error;
+          }
+        },
+      );
+      if (prepared instanceof JobDefinitionError) {
+        return errorResult(job, prepared.message);
       }
+      const { scriptName, provided } = prepared;
       const log = new Logger(`job ${job.id}`);
       // R's output goes to out.log, to the job's log in the database (GET .../log) as it comes,
       // and to the service's own log at debug level.
@@ -86,30 +95,50 @@ export class ScriptJobExecutor implements JobExecutor {
         job.attempts,
         this.config.jobLogMaxBytes,
       );
-      const outcome = await this.engine
-        .runScript({
-          jobId: job.id,
-          workDir,
-          scriptName,
-          timeoutMs: this.config.jobTimeoutSeconds * 1000,
-          signal,
-          applicationName: job.applicationName,
-          network: applicationSettingsOf(this.config, job.applicationName).networkAllowed,
-          onOutput: (stream, line) => {
-            jobLog.add(stream, line);
-            if (this.logsROutput) {
-              log.debug(`R ${stream}: ${line}`);
-            }
-          },
-          onProgress: (progress) => jobLog.progress(progress),
-        })
-        .finally(() => jobLog.close());
+      const outcome = await inSpan(
+        'svc.r.run',
+        { attributes: { 'svc.job.id': job.id, 'svc.r.engine': this.engine.kind } },
+        async (span) => {
+          const ran = await this.engine
+            .runScript({
+              jobId: job.id,
+              workDir,
+              scriptName,
+              timeoutMs: this.config.jobTimeoutSeconds * 1000,
+              signal,
+              applicationName: job.applicationName,
+              network: applicationSettingsOf(this.config, job.applicationName).networkAllowed,
+              trace: activeTraceCarrier(),
+              onOutput: (stream, line) => {
+                jobLog.add(stream, line);
+                if (this.logsROutput) {
+                  log.debug(`R ${stream}: ${line}`);
+                }
+              },
+              onProgress: (progress) => jobLog.progress(progress),
+            })
+            .finally(() => jobLog.close());
+          span.set({
+            'svc.r.outcome': ran.status === 'failed' ? ran.reason : ran.status,
+            ...(ran.rCpuMs === undefined ? {} : { 'svc.r.cpu_ms': ran.rCpuMs }),
+          });
+          if (ran.status === 'failed') {
+            span.fail(ran.reason);
+          }
+          return ran;
+        },
+      );
       const usage = outcome.rCpuMs === undefined ? {} : { rCpuMs: outcome.rCpuMs };
       if (outcome.status === 'failed') {
         return { ...errorResult(job, outcome.message), ...usage };
       }
       try {
-        return { ...(await this.packOutput(job, workDir, provided)), ...usage };
+        return {
+          ...(await inSpan('svc.job.pack_result', { attributes: { 'svc.job.id': job.id } }, () =>
+            this.packOutput(job, workDir, provided),
+          )),
+          ...usage,
+        };
       } catch (error) {
         if (error instanceof JobOutputError) {
           // The job's own doing: its error result, not an engine failure to retry.

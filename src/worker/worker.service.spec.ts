@@ -94,6 +94,7 @@ function job(
     source: 'rest',
     hasCallback: false,
     files: [],
+    trace: null,
   };
 }
 

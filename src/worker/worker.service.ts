@@ -18,6 +18,7 @@ import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
+import { inSpan, recordSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 
 /** While the database is unreachable, a finished job's result is offered again this often... */
 const STORE_RETRY_MS = 1000;
@@ -179,6 +180,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           }
           const [first, second] = open;
           const free = (pool: SlotPool): number => pool.size - pool.running.size;
+          const claimedAt = Date.now();
           const jobs = await this.queue.claim(
             this.owner,
             free(first),
@@ -191,7 +193,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           for (const job of jobs) {
             const pool = open.find((p) => p.kinds === null || p.kinds.includes(job.kind)) ?? first;
             claimed.set(pool, (claimed.get(pool) ?? 0) + 1);
-            this.start(job, pool);
+            this.start(job, pool, claimedAt);
           }
           if (jobs.length > 0) {
             this.notifier.jobsStarted(jobs.map((job) => job.id));
@@ -214,21 +216,43 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
-  private start(job: ClaimedJob, pool: SlotPool): void {
+  private start(job: ClaimedJob, pool: SlotPool, claimedAt: number): void {
     pool.running.add(job.id);
     const abort = new AbortController();
     // Every log line of the job, the R engine's included, carries its id.
-    const done = runWithLogContext({ jobId: job.id }, () => this.run(job, abort.signal)).finally(
-      () => {
-        pool.running.delete(job.id);
-        this.running.delete(job.id);
-        this.wake();
-      },
-    );
+    const done = runWithLogContext({ jobId: job.id }, () =>
+      tracingEnabled() ? this.traced(job, claimedAt, abort.signal) : this.run(job, abort.signal),
+    ).finally(() => {
+      pool.running.delete(job.id);
+      this.running.delete(job.id);
+      this.wake();
+    });
     this.running.set(job.id, { job, abort, done, storing: false });
   }
 
-  private async run(job: ClaimedJob, signal: AbortSignal): Promise<void> {
+  /**
+   * The job's run as a span of the trace it was submitted in (a new trace when it has none),
+   * with its claim (one statement for several jobs: a span of each job's, from when the claim
+   * began) and, below, its steps: the executor's, the result's storing.
+   */
+  private traced(job: ClaimedJob, claimedAt: number, signal: AbortSignal): Promise<void> {
+    const attributes = {
+      'svc.job.id': job.id,
+      'svc.application': job.applicationName,
+      'svc.job.kind': job.kind,
+      'svc.job.attempt': job.attempts,
+    };
+    return inSpan(
+      'svc.job.run',
+      { parent: job.trace, attributes, startTime: claimedAt },
+      async (span) => {
+        recordSpan('svc.job.claim', { attributes: { 'svc.job.id': job.id }, startTime: claimedAt });
+        await this.run(job, signal, span);
+      },
+    );
+  }
+
+  private async run(job: ClaimedJob, signal: AbortSignal, span?: SpanNotes): Promise<void> {
     const log = new Logger(`job ${job.id}`);
     log.log(`attempt ${job.attempts} started (${job.applicationName}, ${job.kind})`);
     const started = process.hrtime.bigint();
@@ -255,6 +279,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         entry.storing = true;
       }
       const stored = await this.storeResult(job, result, log);
+      span?.set({ 'svc.result.success': result.success, 'svc.result.stored': stored });
+      if (!result.success) {
+        span?.fail('the job ended with an error result');
+      }
       if (stored) {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         this.metrics?.jobFinished(job.applicationName, job.source, result.success, seconds);
@@ -282,7 +310,22 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    * (a short outage does not cost the run). Once it answers, the result is stored if this worker
    * still holds the lease, else rejected: another worker has run, or is running, the job.
    */
-  private async storeResult(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
+  private storeResult(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
+    return tracingEnabled()
+      ? inSpan(
+          'svc.job.store_result',
+          {
+            attributes: {
+              'svc.job.id': job.id,
+              'svc.result.bytes': result.dataFile?.size ?? result.data.length,
+            },
+          },
+          () => this.storeResultNow(job, result, log),
+        )
+      : this.storeResultNow(job, result, log);
+  }
+
+  private async storeResultNow(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
     const giveUpAt = Date.now() + Math.max(STORE_RETRY_MIN_MS, 2 * this.config.leaseSeconds * 1000);
     for (let attempt = 1; ; attempt += 1) {
       try {

@@ -226,6 +226,29 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
     ]);
   });
 
+  it("gives a job its run's trace (TRACEPARENT, SVC_TRACE_ID) forked or spawned, and the next job none", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const report = 'writeLines(Sys.getenv(c("TRACEPARENT", "SVC_TRACE_ID")), "trace.txt")';
+    const traced = await job(report);
+    await expect(run(traced, { trace: { traceparent, tracestate: null } })).resolves.toMatchObject({
+      status: 'succeeded',
+    });
+    expect(await readFile(join(traced, 'trace.txt'), 'utf8')).toBe(
+      `${traceparent}\n4bf92f3577b34da6a3ce929d0e0e4736\n`,
+    );
+    const untraced = await job(report);
+    await expect(run(untraced)).resolves.toMatchObject({ status: 'succeeded' });
+    expect(await readFile(join(untraced, 'trace.txt'), 'utf8')).toBe('\n\n');
+    // A networked job runs in a fresh (spawned) R: its environment carries the trace.
+    const spawned = await job(report);
+    await expect(
+      run(spawned, { network: true, trace: { traceparent, tracestate: null } }),
+    ).resolves.toMatchObject({ status: 'succeeded' });
+    expect(await readFile(join(spawned, 'trace.txt'), 'utf8')).toBe(
+      `${traceparent}\n4bf92f3577b34da6a3ce929d0e0e4736\n`,
+    );
+  });
+
   it('writes out a PDF and a file connection the script left open', async () => {
     const workDir = await job(
       'pdf("open.pdf")\nplot(1:10)\ncon <- file("open.txt", "w")\nwriteLines("kept", con)',

@@ -96,6 +96,27 @@ describe('WebREngine', () => {
     expect(lines).toContain('stderr:a message');
   });
 
+  it("gives a script its run's trace (TRACEPARENT, SVC_TRACE_ID), and the next run none", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const report = 'writeLines(Sys.getenv(c("TRACEPARENT", "SVC_TRACE_ID")), "trace.txt")';
+    const traced = await job(report);
+    const run = (workDir: string, trace: { traceparent: string; tracestate: null } | null) =>
+      engine.runScript({
+        jobId: 'trace',
+        workDir,
+        scriptName: 'script.R',
+        timeoutMs: 60_000,
+        trace,
+      });
+    expect(await run(traced, { traceparent, tracestate: null })).toEqual({ status: 'succeeded' });
+    expect(await readFile(join(traced, 'trace.txt'), 'utf8')).toBe(
+      `${traceparent}\n4bf92f3577b34da6a3ce929d0e0e4736\n`,
+    );
+    const untraced = await job(report);
+    expect(await run(untraced, null)).toEqual({ status: 'succeeded' });
+    expect(await readFile(join(untraced, 'trace.txt'), 'utf8')).toBe('\n\n');
+  });
+
   it('reports an R error with R’s own message', async () => {
     const workDir = await job(
       'cat("before\\n")\nf <- function() stop("boom")\nf()\ncat("after\\n")',

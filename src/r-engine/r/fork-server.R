@@ -2,9 +2,10 @@
 # src/r-engine/fork-server.ts and docs/architecture.md). It never runs job code itself.
 #
 # Protocol, one line per message:
-#   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> <output> [<libraryDir>]
+#   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> <output> [<libraryDir> [<traceparent>]]
 #                            (fields URL-encoded; output: the FIFO the child's stdout and stderr
-#                            go to, read by svc; libraryDir: the application's packages)
+#                            go to, read by svc; libraryDir: the application's packages, empty
+#                            for none; traceparent: the run's W3C trace context, for the job's R)
 #                            PING
 #                            KILL <token>   (sandboxed: kill the job and everything it left)
 #   server -> svc (stdout):  READY <pid> <R.version.string>
@@ -103,7 +104,7 @@ local({
     }
   }
 
-  runChild <- function(workDir, scriptName, privateDir, output, libraryDir, hold) {
+  runChild <- function(workDir, scriptName, privateDir, output, libraryDir, traceparent, hold) {
     # R's own exit would close devices and connections; a forked child leaves through _exit, so
     # it does that itself (an unclosed pdf() or file() still gets written out).
     finish <- function(kind, code, message = "") {
@@ -125,6 +126,10 @@ local({
         setwd(workDir)
         tmp <- file.path(privateDir, "tmp")
         Sys.setenv(HOME = workDir, TMPDIR = tmp)
+        # The run's trace, for the script's own logging (as a spawned run gets it from svc).
+        if (!is.na(traceparent)) {
+          Sys.setenv(TRACEPARENT = traceparent, SVC_TRACE_ID = strsplit(traceparent, "-")[[1L]][2L])
+        }
         # Warnings appear in the log as they happen: the child never returns to a top level.
         options(warn = 1L)
         base <- baseenv()
@@ -255,7 +260,7 @@ local({
       say("PONG", 1 + 1)
     } else if (identical(fields[[1L]], "KILL") && sandboxed) {
       sweep()
-    } else if (identical(fields[[1L]], "RUN") && length(fields) %in% c(6L, 7L)) {
+    } else if (identical(fields[[1L]], "RUN") && length(fields) %in% 6:8) {
       args <- vapply(fields[-1L], utils::URLdecode, "")
       # The output FIFO is open before the fork, so svc sees a writer from STARTED until the
       # job's last process has ended (then, end of file).
@@ -271,7 +276,8 @@ local({
       } else if (inherits(child, "masterProcess")) {
         rm(list = ls(envir = globalenv(), all.names = TRUE), envir = globalenv())
         runChild(args[[2L]], args[[3L]], args[[4L]], args[[5L]],
-                 if (length(args) == 6L) args[[6L]] else NA, hold)
+                 if (length(args) >= 6L && nzchar(args[[6L]])) args[[6L]] else NA,
+                 if (length(args) == 7L) args[[7L]] else NA, hold)
       } else {
         close(hold)
         jobs[[as.character(child$pid)]] <<- list(token = fields[[2L]])
