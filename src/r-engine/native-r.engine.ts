@@ -328,6 +328,7 @@ export class NativeREngine implements REngine {
     await Promise.all(runs.map(([, settled]) => settled));
     await Promise.all([...this.recycling]);
     await this.stopForkServers();
+    await this.spawnFifos?.close();
     if (this.runtimeRoot) {
       await rm(this.runtimeRoot, { recursive: true, force: true });
       this.runtimeRoot = undefined;
@@ -665,6 +666,7 @@ export class NativeREngine implements REngine {
   private async stopForkServers(): Promise<void> {
     const slots = this.slots.splice(0);
     await Promise.all(slots.map((slot) => slot.server.stop()));
+    await Promise.all(slots.map((slot) => slot.fifos.close()));
   }
 
   /**

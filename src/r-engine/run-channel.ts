@@ -24,6 +24,7 @@ export class FifoPool {
   private readonly ready: string[] = [];
   private making: Promise<void> | null = null;
   private made = 0;
+  private closed = false;
 
   /**
    * @param dir a directory owned by the service, not writable by the sandbox user
@@ -37,10 +38,13 @@ export class FifoPool {
   /** A fresh FIFO's path; the caller removes it with `release` after the run. */
   async take(): Promise<string> {
     while (this.ready.length === 0) {
+      if (this.closed) {
+        throw new Error('the FIFO pool is closed');
+      }
       await this.makeBatch();
     }
     const path = this.ready.shift() as string;
-    if (this.ready.length < FIFO_BATCH / 2) {
+    if (this.ready.length < FIFO_BATCH / 2 && !this.closed) {
       // Made in the background so that the next runs find them ready.
       void this.makeBatch().catch(() => undefined);
     }
@@ -50,6 +54,15 @@ export class FifoPool {
   /** Removes a FIFO after its run (a name in the service's own directory). */
   async release(path: string): Promise<void> {
     await unlinkAsync(path).catch(() => undefined);
+  }
+
+  /**
+   * Makes no more FIFOs and waits for a batch under way, so that the directory can be removed
+   * (an `mkfifo` still running would add names to it while it is being emptied).
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.making?.catch(() => undefined);
   }
 
   private makeBatch(): Promise<void> {
