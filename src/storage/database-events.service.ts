@@ -126,10 +126,10 @@ export class DatabaseEvents implements OnApplicationShutdown {
       const client = this.client;
       if (client) {
         // A new channel on the open connection; at each reconnect all channels are listened to.
-        this.pendingListens = Promise.all([
-          this.pendingListens,
+        // One statement at a time: a pg client must not be given a query while one runs.
+        this.pendingListens = this.pendingListens.then(() =>
           client.query(`LISTEN ${channel}`).catch(() => undefined),
-        ]);
+        );
       }
     }
     // One entry per subscription, so the same function subscribed twice is called twice.
