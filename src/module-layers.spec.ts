@@ -2,10 +2,26 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 /**
- * The modules' imports run one way (docs/architecture.md, "The map"): a module that imports one
- * which imports it back, directly or through others, is refused here, with the files involved.
+ * The modules' imports run one way (docs/architecture.md, "The map"): each module imports only
+ * modules on the map's rows below its own, and none imports one that imports it back, directly or
+ * through others. A failure names the files involved.
  */
 const SRC = __dirname;
+const ARCHITECTURE = join(SRC, '..', 'docs', 'architecture.md');
+
+/** The map's rows, from the top: the modules each row names (`jobs/` -> jobs). */
+function mapRows(): string[][] {
+  const text = readFileSync(ARCHITECTURE, 'utf8');
+  const section = text.split('\n## The map\n')[1]?.split('\n## ')[0] ?? '';
+  return section
+    .split('\n')
+    .filter((line) => /^\| [^|]+ \| `/.test(line))
+    .map((line) =>
+      [...(line.split('|')[2] ?? '').matchAll(/`([^`]+)`/g)].map((match) =>
+        match[1].replace(/\/$/, '').replace(/\.ts$/, ''),
+      ),
+    );
+}
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -95,6 +111,26 @@ describe('the modules of src/', () => {
       ),
     );
     expect(ties).toEqual([]);
+  });
+
+  it('import only modules on the rows of the map below their own, and every module is on the map', () => {
+    const rows = mapRows();
+    const rowOf = new Map(rows.flatMap((modules, row) => modules.map((name) => [name, row])));
+    expect(rows.length).toBeGreaterThan(5);
+    const named = rows.flat();
+    expect(named.filter((name, index) => named.indexOf(name) !== index)).toEqual([]);
+    const graph = moduleImports();
+    const modules = new Set([
+      ...graph.keys(),
+      ...[...graph.values()].flatMap((to) => [...to.keys()]),
+    ]);
+    expect([...modules].filter((name) => !rowOf.has(name)).sort()).toEqual([]);
+    const upOrSideways = [...graph].flatMap(([from, edges]) =>
+      [...edges]
+        .filter(([to]) => (rowOf.get(to) ?? Infinity) <= (rowOf.get(from) ?? -1))
+        .map(([to, files]) => `${from} -> ${to} (${files})`),
+    );
+    expect(upOrSideways).toEqual([]);
   });
 
   it('the storage module knows no feature: the entity list is given to it by the composition root', () => {

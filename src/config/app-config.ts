@@ -314,3 +314,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
 }
 
 export const PROJECT_ROOT_DIR = PROJECT_ROOT;
+
+/** The service's version, from package.json. */
+export const SERVICE_VERSION = (
+  JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }
+).version;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { dump } from 'js-yaml';
 import { AppConfig } from '../config/app-config';
-import { SERVICE_VERSION } from '../system/system.service';
+import { SERVICE_VERSION } from '../config/app-config';
 import { buildOpenApiDocument } from './openapi-document';
 import type { OpenApiDocument } from './openapi-objects';
 

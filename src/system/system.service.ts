@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { freemem, hostname, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { AppConfig, PROJECT_ROOT_DIR } from '../config/app-config';
+import { AppConfig, SERVICE_VERSION } from '../config/app-config';
 import { NodeInformationView } from '../common/representation/rest-representation';
 import { findRscript } from '../r-engine/native-r.engine';
 import { R_ENGINE, REngine, REngineKind } from '../r-engine/r-engine';
@@ -16,11 +14,6 @@ export interface HealthReport {
   /** `skipped`: this node runs no R (role api). */
   rEngine: 'up' | 'down' | 'skipped';
 }
-
-/** The service's version, from package.json. */
-export const SERVICE_VERSION = (
-  JSON.parse(readFileSync(join(PROJECT_ROOT_DIR, 'package.json'), 'utf8')) as { version: string }
-).version;
 
 /** Resolves within `ms` to the promise's value, or to `fallback` (errors too). */
 async function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
