@@ -10,10 +10,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
 import { FUNCTION_CALL_ENGINE, type FunctionCallEngine } from './function-call-engine';
 import { FunctionLibraryService } from './function-library';
-import { findRscript, NativeREngine } from './native-r.engine';
 import { R_ENGINE, type REngine } from './r-engine';
-import { RSessionPool } from './r-session-pool';
-import { WebREngine } from './webr.engine';
 
 /** Starts the function-call engine with the module (warm sessions at start-up) and stops it. */
 @Injectable()
@@ -46,25 +43,7 @@ export const FUNCTION_CALL_PROVIDERS: Provider[] = [
       config: AppConfig,
       engine: REngine,
       libraries: FunctionLibraryService,
-    ): FunctionCallEngine => {
-      if (engine instanceof WebREngine) {
-        engine.useFunctionLibraries(libraries);
-        return engine;
-      }
-      const rscript = findRscript(config) ?? config.rscriptPath ?? 'Rscript';
-      // Sessions start through the script engine's launcher: the same sandbox and limits.
-      const native = engine instanceof NativeREngine ? engine : null;
-      return new RSessionPool(
-        {
-          ...config,
-          rscript,
-          launcher: native ? () => native.launcher : undefined,
-          launcherReady: native?.started,
-          packages: native ? () => native.packages : undefined,
-        },
-        libraries,
-      );
-    },
+    ): FunctionCallEngine => engine.functionCalls(config, libraries),
   },
   FunctionCallEngineLifecycle,
 ];

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
-import { findRscript, NativeREngine, type NativeRConfig } from './native-r.engine';
+import { NativeREngine } from './native-r.engine';
+import { findRscript, type NativeRConfig } from './r-location';
 import type { REngine } from './r-engine';
 import { WebREngine, type WebRConfig } from './webr.engine';
 

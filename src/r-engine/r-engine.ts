@@ -1,5 +1,8 @@
+import type { AppConfig } from '../config/app-config';
+import type { FunctionCallEngine } from './function-call-engine';
 import type { JobProgress } from './job-progress';
 import type { PackageLibrary } from './package-library';
+import type { FunctionLibrarySource } from './r-session-pool';
 import type { TraceCarrier } from '../tracing/tracing';
 /**
  * One interface for every way the service runs R. A script run happens in a working directory
@@ -67,6 +70,12 @@ export interface REngine {
    * install packages (webR: packages are built for WebAssembly elsewhere).
    */
   readonly packages: PackageLibrary | null;
+  /**
+   * The engine that serves this node's function calls, reading the applications' libraries from
+   * `libraries`: native R a pool of warm sessions started through its own launcher (the same
+   * sandbox and limits), webR its one instance, in turn with script runs.
+   */
+  functionCalls(config: AppConfig, libraries: FunctionLibrarySource): FunctionCallEngine;
   /** Kills whatever runs and releases the engine's resources. */
   stop(): Promise<void>;
 }

@@ -298,9 +298,10 @@ export class WebREngine implements REngine, FunctionCallEngine {
     return this.exclusive(() => this.runExclusive(request));
   }
 
-  /** Where function calls find the applications' libraries (set by the module). */
-  useFunctionLibraries(source: FunctionLibrarySource): void {
-    this.libraries = source;
+  /** Function calls run on the one instance, in turn with script runs. */
+  functionCalls(_config: AppConfig, libraries: FunctionLibrarySource): FunctionCallEngine {
+    this.libraries = libraries;
+    return this;
   }
 
   /**

@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig, SERVICE_VERSION } from '../config/app-config';
 import { NodeInformationView } from '../common/representation/rest-representation';
-import { findRscript } from '../r-engine/native-r.engine';
+import { findRscript } from '../r-engine/r-location';
 import { R_ENGINE, REngine, REngineKind } from '../r-engine/r-engine';
 
 export interface HealthReport {

@@ -3,7 +3,8 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ForkServer } from '../../src/r-engine/fork-server';
-import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engine/native-r.engine';
+import { NativeREngine } from '../../src/r-engine/native-r.engine';
+import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
 import { REngineUnavailableError, type ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 const config: NativeRConfig = {

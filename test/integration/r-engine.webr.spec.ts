@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadConfig } from '../../src/config/app-config';
 import type { FunctionLibrary } from '../../src/r-engine/function-library';
 import { R_LOG_FILE, REngineUnavailableError } from '../../src/r-engine/r-engine';
 import { WEBR_LINE_MAX_CHARS, WebREngine } from '../../src/r-engine/webr.engine';
@@ -348,7 +349,7 @@ describe('WebREngine', () => {
           },
         ],
       };
-      engine.useFunctionLibraries({ get: () => Promise.resolve(library) });
+      engine.functionCalls(loadConfig({}), { get: () => Promise.resolve(library) });
       const call = (payload: string) =>
         engine.callFunction({
           applicationName: 'app',

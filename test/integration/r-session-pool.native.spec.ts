@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { findRscript } from '../../src/r-engine/native-r.engine';
+import { findRscript } from '../../src/r-engine/r-location';
 import { RSessionPool } from '../../src/r-engine/r-session-pool';
 import { findBwrap, RLauncher } from '../../src/r-engine/r-launcher';
 import type { FunctionLibrary } from '../../src/r-engine/function-library';

@@ -1,7 +1,8 @@
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findRscript, NativeREngine, type NativeRConfig } from '../../src/r-engine/native-r.engine';
+import { NativeREngine } from '../../src/r-engine/native-r.engine';
+import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
 import { findBwrap } from '../../src/r-engine/r-launcher';
 import type { ScriptRunRequest } from '../../src/r-engine/r-engine';
 

@@ -7,7 +7,7 @@ import { CatalogService } from '../../src/catalog/catalog.service';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { JobLogRepository } from '../../src/jobs/job-log.repository';
-import { findRscript } from '../../src/r-engine/native-r.engine';
+import { findRscript } from '../../src/r-engine/r-location';
 import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
 import { createREngine } from '../../src/r-engine/r-engine.factory';
 import { QueueRepository } from '../../src/queue/queue.repository';
