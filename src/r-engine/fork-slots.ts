@@ -105,6 +105,7 @@ export class ForkSlots {
             args: [
               this.runtime.launcher.rSource('fork-server.R'),
               this.runtime.launcher.rSource('progress.R'),
+              this.runtime.launcher.rSource('run-job.R'),
             ],
             cwd: dir,
             home: dir,

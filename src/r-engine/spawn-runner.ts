@@ -87,6 +87,7 @@ export class SpawnRunner {
                   request.scriptName,
                   String(limits.cpuSeconds),
                   this.runtime.launcher.rSource('progress.R'),
+                  this.runtime.launcher.rSource('run-job.R'),
                   libraryDir(this.runtime, request),
                 ],
                 cwd: work,

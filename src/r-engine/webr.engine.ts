@@ -233,6 +233,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
   private callFunctionCode: string | undefined;
   /** progress.R (svc_progress), shared with native R; read once. */
   private progressSource: string | undefined;
+  /** run-job.R, the job wrapper native R uses too; read once. */
+  private jobSource: string | undefined;
 
   constructor(private readonly config: WebRConfig = {}) {}
 
@@ -254,6 +256,11 @@ export class WebREngine implements REngine, FunctionCallEngine {
   private progressCode(): string {
     this.progressSource ??= readFileSync(rSourcePath('progress.R'), 'utf8');
     return this.progressSource;
+  }
+
+  private jobCode(): string {
+    this.jobSource ??= readFileSync(rSourcePath('run-job.R'), 'utf8');
+    return this.jobSource;
   }
 
   async start(): Promise<void> {
@@ -648,15 +655,9 @@ export class WebREngine implements REngine, FunctionCallEngine {
       progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
       svc <- new.env(parent = globalenv())
       svc$svc_progress <- progress$make(progress$printed)
-      tryCatch({
-        source(${rString(scriptName)}, local = new.env(parent = svc))
-        character(0)
-      }, error = function(e) {
-        call <- conditionCall(e)
-        prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
-        message(prefix, conditionMessage(e))
-        conditionMessage(e)
-      })`);
+      job <- eval(parse(text = ${rString(this.jobCode())}, keep.source = FALSE))
+      failure <- job$run(${rString(scriptName)}, new.env(parent = svc))
+      if (is.null(failure)) character(0) else failure`);
     // R's output is not captured: it reaches webR's output queue line by line as R prints it,
     // and is taken from there while the script runs, so the job's log follows it live. It goes
     // to out.log as it comes (never held), each line cut at WEBR_LINE_MAX_CHARS, the file cut at

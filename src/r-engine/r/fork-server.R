@@ -40,6 +40,8 @@ local({
   attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
          warn.conflicts = FALSE)
   rm(progress)
+  # The job wrapper every child runs its script with (run-job.R).
+  job <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[2L]], keep.source = FALSE))
 
   say <- function(...) {
     cat(paste(...), "\n", sep = "")
@@ -113,9 +115,8 @@ local({
       # Not closeAllConnections(): its full gc() would touch, and so copy, the whole shared heap.
       for (con in getAllConnections()[-(1:3)]) try(close(getConnection(con)), silent = TRUE)
       # Its CPU milliseconds (a forked child's counters start at zero), for usage statistics.
-      cpu <- round(1000 * sum(proc.time()[c(1L, 2L, 4L, 5L)], na.rm = TRUE))
       # As bytes (raw.asis): mcexit's own send would serialize it.
-      try(sendMaster(charToRaw(paste(kind, code, cpu, message)), TRUE), silent = TRUE)
+      try(sendMaster(charToRaw(paste(kind, code, job$cpuMs(), message)), TRUE), silent = TRUE)
       exitChild(code)
     }
     tryCatch(
@@ -145,23 +146,11 @@ local({
         replace("quit", stopR)
         replace("q", stopR)
         compiler::enableJIT(defaultJit)
-        # The application's packages come first (a directory that does not exist is left out).
-        if (!is.na(libraryDir)) .libPaths(c(libraryDir, .libPaths()))
-        # The CPU limit as an R error that names it; the kernel's limit stays the backstop.
-        if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
+        job$prepare(cpuLimit, libraryDir)
       },
       error = function(e) finish("setup", 70L, conditionMessage(e))
     )
-    failure <- NULL
-    tryCatch(
-      source(scriptName),
-      error = function(e) {
-        call <- conditionCall(e)
-        prefix <- if (is.null(call)) "Error: " else paste0("Error in ", deparse(call)[[1L]], " : ")
-        message(prefix, conditionMessage(e))
-        failure <<- substr(enc2utf8(conditionMessage(e)), 1L, 8000L)
-      }
-    )
+    failure <- job$run(scriptName)
     if (is.null(failure)) finish("ok", 0L) else finish("r-error", 1L, failure)
   }
 
@@ -178,9 +167,10 @@ local({
     script <- file.path(dir, "warm-up.R")
     file.create(script)
     close(file(script, open = "a"))
-    source(script)
+    job$run(script)
+    writeLines("stop('x')", script)
+    suppressMessages(job$run(script))
     writeLines(enc2utf8(conditionMessage(simpleError("x"))), script, useBytes = TRUE)
-    tryCatch(stop("x"), error = function(e) deparse(conditionCall(e)))
     try(graphics.off(), silent = TRUE)
     try(flush.console(), silent = TRUE)
     invisible(getAllConnections())
