@@ -1,11 +1,10 @@
 import { constants as fsConstants, readFileSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rm, stat, type FileHandle } from 'node:fs/promises';
-import { dirname, join, posix, resolve, sep } from 'node:path';
+import { open, readFile, stat } from 'node:fs/promises';
+import { join, posix } from 'node:path';
 import type { WebR } from 'webr';
 import type { AppConfig } from '../config/app-config';
 import type {
   FunctionCallEngine,
-  FunctionCallFailure,
   FunctionCallOutcome,
   FunctionCallRequest,
   FunctionCallStats,
@@ -21,24 +20,26 @@ import {
   type ScriptRunOutcome,
   type ScriptRunRequest,
 } from './r-engine';
-
-/**
- * webR is an optional dependency (about 180 MB with what it brings): loaded on first use only, so
- * an install without it (`npm ci --omit=optional`, the Docker image) runs native R. It loads
- * R.wasm and its worker script from the package's own `dist/` directory (a file path works as
- * the base URL under Node); the package's "require" export is `dist/webr.cjs`.
- */
-async function loadWebR(): Promise<{ WebR: typeof WebR; baseUrl: string }> {
-  let module: typeof import('webr');
-  try {
-    module = await import('webr');
-  } catch (error) {
-    throw new Error(
-      `the optional package webr is not installed (${messageOf(error).split('\n')[0]}): install R (apt-get install r-base-core) or run npm install webr`,
-    );
-  }
-  return { WebR: module.WebR, baseUrl: dirname(require.resolve('webr')) + '/' };
-}
+import {
+  copyBack,
+  listHostFiles,
+  MIB,
+  OutputLog,
+  ReadBackLimitError,
+  removeVfsTree,
+  type RunState,
+} from './webr-files';
+import {
+  EXIT_PATTERN,
+  isolated,
+  loadWebR,
+  messageOf,
+  parseAnswer,
+  REFUSED_PATTERN,
+  rString,
+  withTimeout,
+  WORKER_HARDENING,
+} from './webr-worker';
 
 /**
  * What the engine takes from the configuration; every key is optional (tests build it bare).
@@ -60,144 +61,11 @@ const SHARED_INSTANCE = 'shared';
 const SPARE_INSTANCE = 'spare';
 /** A line of R's output longer than this is cut (the rest is dropped), in characters. */
 export const WEBR_LINE_MAX_CHARS = 64 * 1024;
-const MIB = 1024 * 1024;
-/** A host path component longer than this cannot be created (NAME_MAX). */
-const NAME_MAX_BYTES = 255;
-const PATH_MAX_BYTES = 4095;
-const S_IFMT = 0o170000;
-const S_IFREG = 0o100000;
-const S_IFDIR = 0o040000;
-
-/**
- * Run once in each instance's worker, before any job: webR under Node.js runs R's JavaScript
- * bridge in a worker thread with the whole Node.js API, so without this a job's R code reaches
- * the service's environment (`webr::eval_js("process.env")`), its files (`webr::mount` of
- * NODEFS, `process.getBuiltinModule("fs")`) and processes. It takes away mounting, the Node.js
- * process object's dangerous parts, the network classes, and code from strings (eval and the
- * Function constructors: `webr::eval_js` and Emscripten's run_script then fail).
- */
-const WORKER_HARDENING = `(() => {
-  const refuse = (what) => function () { throw new Error(what + ' is not available to jobs'); };
-  const fs = globalThis.FS || (globalThis.Module && globalThis.Module.FS);
-  if (!fs) throw new Error('webR worker without FS');
-  fs.mount = refuse('mounting a file system');
-  const p = globalThis.process;
-  if (p) {
-    try { Object.defineProperty(p, 'env', { value: {}, writable: false, configurable: false }); } catch (e) { p.env = {}; }
-    for (const name of ['getBuiltinModule', 'binding', '_linkedBinding', 'dlopen', 'kill', '_kill',
-        'abort', 'reallyExit', 'chdir', 'setuid', 'setgid', 'seteuid', 'setegid', 'setgroups',
-        'initgroups', 'umask', 'cwd', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'report',
-        'openStdin', '_rawDebug', 'setSourceMapsEnabled']) {
-      try { Object.defineProperty(p, name, { value: refuse('process.' + name), writable: false, configurable: false }); } catch (e) { /* absent */ }
-    }
-  }
-  for (const name of ['Worker', 'SharedWorker', 'fetch', 'WebSocket', 'XMLHttpRequest',
-      'EventSource', 'importScripts', 'require']) {
-    try { Object.defineProperty(globalThis, name, { value: undefined, writable: false, configurable: false }); } catch (e) { /* absent */ }
-  }
-  const denyFunction = refuse('the Function constructor');
-  for (const F of [Function, (async function () {}).constructor, (function* () {}).constructor,
-      (async function* () {}).constructor]) {
-    Object.defineProperty(F.prototype, 'constructor', { value: denyFunction, writable: false, configurable: false });
-  }
-  Object.defineProperty(globalThis, 'Function', { value: denyFunction, writable: false, configurable: false });
-  Object.defineProperty(globalThis, 'eval', { value: refuse('eval'), writable: false, configurable: false });
-  return true;
-})()`;
-
-/** Resets what a run leaves in R's session: wraps a run's code (scripts and function calls). */
-function isolated(body: string): string {
-  // Global variables, options, attached packages, environment variables, R's temporary files and
-  // open devices are put back (devices closed before the copy-back so that a PDF without
-  // dev.off() is complete, as with native R). Not undone: files outside the run's directory
-  // and tempdir(), loaded namespaces and what a run changed in them, hooks and finalizers
-  // (docs/security.md, "Function calls and webR").
-  return `local({
-      opts <- options(); attached <- search(); envs <- as.list(Sys.getenv())
-      on.exit({
-        graphics.off(); setwd("/")
-        added <- setdiff(names(options()), names(opts))
-        options(c(opts, setNames(vector("list", length(added)), added)))
-        for (name in setdiff(search(), attached)) detach(name, character.only = TRUE)
-        Sys.unsetenv(setdiff(names(Sys.getenv()), names(envs)))
-        if (length(envs) > 0L) do.call(Sys.setenv, envs)
-        rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv())
-        unlink(list.files(tempdir(), all.files = TRUE, full.names = TRUE, no.. = TRUE),
-               recursive = TRUE, force = TRUE)
-      })
-      ${body}
-    })`;
-}
-
-/** Why a relative path cannot be a host file name, or null when it can. */
-function badHostPath(path: string): string | null {
-  const parts = path.split('/');
-  if (
-    path === '' ||
-    path.startsWith('/') ||
-    parts.some((p) => p === '' || p === '.' || p === '..')
-  ) {
-    return 'is not a plain relative path';
-  }
-  if (Buffer.byteLength(path) > PATH_MAX_BYTES) {
-    return `is longer than ${PATH_MAX_BYTES} bytes`;
-  }
-  if (parts.some((part) => Buffer.byteLength(part) > NAME_MAX_BYTES)) {
-    return `has a component longer than ${NAME_MAX_BYTES} bytes`;
-  }
-  return null;
-}
-
-/** A job's run handed back more than a limit allows: its error result names the limit. */
-class ReadBackLimitError extends Error {}
-
 /** How often a running script's output is taken from webR's output queue. */
 const OUTPUT_POLL_MS = 250;
 const INIT_TIMEOUT_MS = 60_000;
 const HEALTH_TIMEOUT_MS = 10_000;
 const JOBS_DIR = '/jobs';
-
-/** An R string literal; JSON's escapes (\", \\, \n, \uXXXX) are valid in R. */
-function rString(value: string): string {
-  return JSON.stringify(value);
-}
-
-/** Relative paths of the regular files under dir; symbolic links are never followed. */
-async function listHostFiles(dir: string, prefix = ''): Promise<string[]> {
-  const files: string[] = [];
-  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
-    const path = prefix ? `${prefix}/${entry.name}` : entry.name;
-    if (entry.isDirectory()) {
-      files.push(...(await listHostFiles(dir, path)));
-    } else if (entry.isFile()) {
-      files.push(path);
-    }
-  }
-  return files;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-/** What a refusal of WORKER_HARDENING looks like when it surfaces as a JavaScript error. */
-const REFUSED_PATTERN = /is not available to jobs/;
-
-/** What R's `quit(status = n)` looks like when it surfaces from webR's worker. */
-const EXIT_PATTERN = /Program terminated with exit\((\d+)\)/;
-
-interface RunState {
-  /** Set when the run lost the race against its time limit or stop(): write nothing more. */
-  abandoned: boolean;
-}
 
 /**
  * R in WebAssembly, in-process, one job at a time (R is single-threaded). With
@@ -741,7 +609,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
     }
 
     try {
-      await this.copyBack(webR, vfsDir, workDir, copiedIn, state);
+      await copyBack(webR, vfsDir, workDir, copiedIn, state, this.config);
     } catch (error) {
       if (!(error instanceof ReadBackLimitError)) {
         throw error;
@@ -758,190 +626,5 @@ export class WebREngine implements REngine, FunctionCallEngine {
       void this.instance(this.keyOf(request.applicationName)).catch(() => undefined);
     }
     return outcome;
-  }
-
-  /**
-   * Copies what the run left in its VFS directory back to the host directory, bounded. The
-   * listing and the file types come from webR's file system (JavaScript), not from R, whose
-   * functions the job may have redefined; only regular files cross, under names the host can
-   * hold. Files are counted (ZIP_MAX_ENTRIES) and measured as they are read (R_MAX_FILE_MB one,
-   * R_MAX_WRITE_MB all): a limit exceeded is the job's error result, naming it, and nothing is
-   * written back then.
-   */
-  private async copyBack(
-    webR: WebR,
-    vfsDir: string,
-    workDir: string,
-    copiedIn: Map<string, Buffer>,
-    state: RunState,
-  ): Promise<void> {
-    const maxEntries = this.config.zipMaxEntries ?? Number.MAX_SAFE_INTEGER;
-    const maxFile = (this.config.rMaxFileMb ?? 0) * MIB || Number.MAX_SAFE_INTEGER;
-    const maxTotal = (this.config.rMaxWriteMb ?? 0) * MIB || Number.MAX_SAFE_INTEGER;
-    const produced: string[] = [];
-    const walk = (node: FsTree, prefix: string): void => {
-      for (const [name, child] of Object.entries(node.contents ?? {})) {
-        const path = prefix ? `${prefix}/${name}` : name;
-        const type = child.mode & S_IFMT;
-        if (type === S_IFDIR) {
-          walk(child, path);
-        } else if (type === S_IFREG && path !== R_LOG_FILE) {
-          produced.push(path);
-          if (produced.length > maxEntries) {
-            throw new ReadBackLimitError(
-              `the job left more than ZIP_MAX_ENTRIES (${maxEntries}) files`,
-            );
-          }
-        }
-      }
-    };
-    walk(await webR.FS.lookupPath(vfsDir), '');
-    for (const path of produced) {
-      const problem = badHostPath(path);
-      if (problem) {
-        throw new ReadBackLimitError(
-          `the job left a file whose name ${problem}: ${JSON.stringify(path.slice(0, 200))}`,
-        );
-      }
-    }
-    const changed = new Map<string, Buffer>();
-    let total = 0;
-    for (const path of produced) {
-      const bytes = await webR.FS.readFile(posix.join(vfsDir, path));
-      if (state.abandoned) {
-        return;
-      }
-      if (bytes.byteLength > maxFile) {
-        throw new ReadBackLimitError(
-          `the job's file ${JSON.stringify(path.slice(0, 200))} has ${bytes.byteLength} bytes, more than R_MAX_FILE_MB (${maxFile / MIB} MiB)`,
-        );
-      }
-      total += bytes.byteLength;
-      if (total > maxTotal) {
-        throw new ReadBackLimitError(
-          `the job's files have more than R_MAX_WRITE_MB (${maxTotal / MIB} MiB) in all`,
-        );
-      }
-      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      if (!copiedIn.get(path)?.equals(data)) {
-        changed.set(path, data);
-      }
-    }
-    // A file the script deleted is gone from the host too, as it would be with native R; first,
-    // so that a file the script replaced by a directory (or back) can be written.
-    const kept = new Set(produced);
-    for (const path of copiedIn.keys()) {
-      if (!kept.has(path) && !state.abandoned) {
-        await rm(join(workDir, path), { force: true, recursive: true });
-      }
-    }
-    const root = resolve(workDir);
-    for (const [path, data] of changed) {
-      const target = resolve(root, path);
-      if (state.abandoned || !target.startsWith(root + sep)) {
-        continue;
-      }
-      await mkdir(dirname(target), { recursive: true });
-      const file = await open(
-        target,
-        fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW,
-        0o644,
-      );
-      try {
-        await file.writeFile(data);
-      } finally {
-        await file.close();
-      }
-    }
-  }
-}
-
-/** A node of webR's file system as lookupPath gives it. */
-interface FsTree {
-  mode: number;
-  contents?: Record<string, FsTree>;
-}
-
-/** Removes a VFS directory through webR's FS (a link is removed, never followed). */
-async function removeVfsTree(webR: WebR, dir: string): Promise<void> {
-  const node: FsTree = await webR.FS.lookupPath(dir);
-  for (const [name, child] of Object.entries(node.contents ?? {})) {
-    const path = `${dir}/${name}`;
-    if ((child.mode & S_IFMT) === S_IFDIR) {
-      await removeVfsTree(webR, path);
-    } else {
-      await webR.FS.unlink(path);
-    }
-  }
-  await webR.FS.rmdir(dir);
-}
-
-/**
- * A function's answer as R handed it back, not trusted: c("ok", value) with a value of at most
- * maxBytes, or c("fail", reason, message) with a known reason; anything else is an R error.
- */
-function parseAnswer(
-  answer: unknown[],
-  functionName: string,
-  maxBytes: number,
-): FunctionCallOutcome {
-  if (answer.length === 2 && answer[0] === 'ok' && typeof answer[1] === 'string') {
-    const bytes = Buffer.byteLength(answer[1]);
-    if (bytes > maxBytes) {
-      return {
-        status: 'failed',
-        reason: 'too-large',
-        message: `${functionName} returned ${bytes} bytes, more than MAX_REQUEST_BYTES (${maxBytes} bytes)`,
-      };
-    }
-    return { status: 'succeeded', value: answer[1] };
-  }
-  if (
-    answer.length === 3 &&
-    answer[0] === 'fail' &&
-    typeof answer[1] === 'string' &&
-    CALL_FAILURES.has(answer[1]) &&
-    typeof answer[2] === 'string'
-  ) {
-    return {
-      status: 'failed',
-      reason: answer[1] as FunctionCallFailure,
-      message: answer[2].slice(0, 4096),
-    };
-  }
-  return { status: 'failed', reason: 'r-error', message: 'malformed answer from R' };
-}
-
-const CALL_FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string', 'too-large']);
-
-/** out.log, written as R's output comes and cut at a size (0: no limit). */
-class OutputLog {
-  private written = 0;
-  private full = false;
-
-  constructor(
-    private readonly file: FileHandle,
-    private readonly maxBytes: number,
-  ) {}
-
-  async write(lines: string[]): Promise<void> {
-    if (this.full || lines.length === 0) {
-      return;
-    }
-    let text = lines.map((line) => `${line}\n`).join('');
-    let bytes = Buffer.byteLength(text);
-    if (this.maxBytes > 0 && this.written + bytes > this.maxBytes) {
-      this.full = true;
-      text = `${Buffer.from(text)
-        .subarray(0, Math.max(0, this.maxBytes - this.written))
-        .toString('utf8')}\n[output cut at R_MAX_FILE_MB]\n`;
-      bytes = Buffer.byteLength(text);
-    }
-    this.written += bytes;
-    await this.file.write(text);
-  }
-
-  async close(): Promise<void> {
-    await this.file.close().catch(() => undefined);
   }
 }
