@@ -21,7 +21,7 @@ import {
 } from '../support/test-service';
 
 const SECRET = 'schedule-callback-secret-1';
-const APP = { 'X-SVC-Application-Name': 'demo' };
+const APP = { 'X-SVC-Application-Name': 'planner' };
 const TICK_SCRIPT = 'writeLines(readLines("configuration.txt"), "seen.txt")\n';
 
 interface ScheduleView {
@@ -46,7 +46,7 @@ interface ScheduleView {
   selfUri: string;
 }
 
-/** An admin-API request for application demo, JSON body when given. */
+/** An admin-API request for application planner (not in the example catalog), JSON body when given. */
 async function admin(
   base: string,
   method: string,
@@ -105,7 +105,7 @@ describe('schedules: the admin API', () => {
     service = await startTestService({
       ...ADMIN_ENV,
       APPLICATION_SETTINGS: JSON.stringify({
-        demo: { callbackHosts: ['127.0.0.1'], callbackSecret: SECRET },
+        planner: { callbackHosts: ['127.0.0.1'], callbackSecret: SECRET },
       }),
     });
     dataSource = service.app.get(DataSource);
@@ -199,7 +199,7 @@ describe('schedules: the admin API', () => {
   it('creates (201, Location), reads, lists, replaces and deletes (204) a schedule', async () => {
     const schedule = await created(service.url, definition());
     expect(schedule).toMatchObject({
-      application: 'demo',
+      application: 'planner',
       name: 'report',
       cron: '0 30 6 * * 1-5',
       timeZone: 'Europe/Berlin',
@@ -268,13 +268,13 @@ describe('schedules: the admin API', () => {
     await admin(service.url, 'POST', `/${schedule.id}/pause`);
     const lastRun = ran.lastRun!;
     expect(new Date(lastRun.plannedTime).getUTCSeconds() % 2).toBe(0);
-    expect(lastRun.jobUri).toBe(`${service.url}${REST}/jobs/demo/${lastRun.jobId}`);
+    expect(lastRun.jobUri).toBe(`${service.url}${REST}/jobs/planner/${lastRun.jobId}`);
     expect(new Date(ran.nextRunTime!).getTime()).toBeGreaterThan(
       new Date(lastRun.plannedTime).getTime(),
     );
 
     // The job ran on R, with the meta and the planned time in configuration.txt.
-    const result = await waitForResult(`${service.url}${REST}/results/demo/${lastRun.jobId}`, {
+    const result = await waitForResult(`${service.url}${REST}/results/planner/${lastRun.jobId}`, {
       Accept: 'application/json',
     });
     expect(JSON.parse(result.text)).toMatchObject({ result: { success: true, type: 'zip' } });
@@ -416,7 +416,7 @@ describe('schedules: catch-up after the nodes were down', () => {
     expect(planned.getUTCMinutes()).toBe(minute);
     expect(Date.now() - planned.getTime()).toBeLessThan(3_600_000);
     expect(Date.now() - planned.getTime()).toBeGreaterThan(60_000);
-    const result = await waitForResult(`${base}${REST}/results/demo/${caughtUp.jobId}`, {
+    const result = await waitForResult(`${base}${REST}/results/planner/${caughtUp.jobId}`, {
       Accept: 'application/json',
     });
     expect(JSON.parse(result.text)).toMatchObject({ result: { success: true } });
