@@ -5,7 +5,13 @@ import { RunningService, startService } from '../../src/bootstrap';
 import { loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { EmbeddedPostgres } from '../../src/storage/embedded-postgres';
-import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
+import {
+  ADMIN_AUTHORIZATION,
+  ADMIN_ENV,
+  ALICE,
+  basicUsersEnvironment,
+  BOB,
+} from '../support/admin-auth';
 import { Receiver } from '../support/callback-receiver';
 import { Answer, request, REST, waitForResult } from '../support/rest-client';
 import { ServiceProcess, spawnNodes } from '../support/service-process';
@@ -346,6 +352,67 @@ describe('schedules: the admin API', () => {
     expect(firstAfter.getTime()).toBeGreaterThan(resumedAt - 1000);
     expect((await admin(service.url, 'POST', `/${schedule.id}/stop`)).status).toBe(404);
     expect((await admin(service.url, 'GET', `/${schedule.id}/pause`)).status).toBe(405);
+  });
+});
+
+describe('schedules: who may manage them', () => {
+  let service: TestService;
+
+  beforeAll(async () => {
+    // alice administers planner; bob may submit jobs to planner and administers other.
+    service = await startTestService(
+      await basicUsersEnvironment({
+        planner: {
+          adminPrincipals: ['alice'],
+          userPrincipals: ['bob'],
+          scriptSubmissionAllowed: true,
+        },
+        other: { adminPrincipals: ['bob'] },
+      }),
+    );
+    const put = await request(`${service.url}${REST}/admin/catalog/R_SCRIPTS/tick.R`, {
+      method: 'PUT',
+      headers: { ...APP, ...ALICE },
+      body: TICK_SCRIPT,
+    });
+    expect(put.status).toBe(201);
+  });
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  it("an application's admin manages its schedules; its users and other applications' admins cannot", async () => {
+    const asAlice = { Authorization: ALICE.Authorization };
+    const made = await admin(
+      service.url,
+      'POST',
+      '',
+      { name: 'nightly', cron: '@daily', job: { rScript: 'tick.R' } },
+      asAlice,
+    );
+    expect(made.status).toBe(201);
+    const { id } = JSON.parse(made.text) as ScheduleView;
+    const asBob = { Authorization: BOB.Authorization };
+    const attempts: Array<[string, string, unknown]> = [
+      ['GET', '', undefined],
+      ['POST', '', { name: 'mine', cron: '* * * * * *', job: { rScript: 'tick.R' } }],
+      ['GET', `/${id}`, undefined],
+      ['DELETE', `/${id}`, undefined],
+      ['POST', `/${id}/pause`, undefined],
+    ];
+    for (const [method, path, body] of attempts) {
+      const answer = await admin(service.url, method, path, body, asBob);
+      expect({ method, path, status: answer.status }).toEqual({ method, path, status: 403 });
+    }
+    // bob's own application does not reach planner's schedule.
+    const viaOther = await admin(service.url, 'DELETE', `/${id}`, undefined, {
+      ...asBob,
+      'X-SVC-Application-Name': 'other',
+    });
+    expect(viaOther.status).toBe(404);
+    const anonymous = await admin(service.url, 'GET', '', undefined, { Authorization: '' });
+    expect(anonymous.status).toBe(401);
+    expect((await admin(service.url, 'GET', `/${id}`, undefined, asAlice)).status).toBe(200);
   });
 });
 
