@@ -169,7 +169,11 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
           await this.schedules.recordRun(manager, schedule.id, run);
           lastRun = run;
         }
-        await this.schedules.advance(manager, schedule.id, plan.coveredUntil, lastRun);
+        if (plan.coveredUntil.getTime() !== schedule.coveredUntil.getTime()) {
+          // Nothing to write when another node had fired it already (the usual case on all
+          // but one node).
+          await this.schedules.advance(manager, schedule.id, plan.coveredUntil, lastRun);
+        }
         return plan.coveredUntil;
       },
     );

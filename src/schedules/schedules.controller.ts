@@ -3,7 +3,6 @@ import {
   Controller,
   Delete,
   Get,
-  Header,
   HttpCode,
   Param,
   Post,
@@ -44,8 +43,13 @@ async function jsonBody(req: Request): Promise<unknown> {
   }
 }
 
+/** A JSON answer; never cached (its next and last runs change by the second). */
 function send(res: Response, status: number, value: unknown): void {
-  res.status(status).type('application/json; charset=utf-8').send(JSON.stringify(value));
+  res
+    .status(status)
+    .setHeader('Cache-Control', 'no-store')
+    .type('application/json; charset=utf-8')
+    .send(JSON.stringify(value));
 }
 
 /**
@@ -67,7 +71,6 @@ export class SchedulesController {
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  @Header('Cache-Control', 'no-store')
   async list(@Req() req: Request, @Res() res: Response): Promise<void> {
     send(res, 200, {
       schedules: await this.schedules.list(applicationNameOf(req), this.base(req)),
@@ -99,7 +102,6 @@ export class SchedulesController {
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  @Header('Cache-Control', 'no-store')
   async get(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
     send(res, 200, await this.schedules.get(applicationNameOf(req), id, this.base(req)));
   }
