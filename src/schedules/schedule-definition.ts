@@ -16,6 +16,7 @@ const RESERVED_META = new Set([
 
 const MAX_NAME_LENGTH = 200;
 const MAX_CRON_LENGTH = 200;
+const MAX_TIME_ZONE_LENGTH = 64;
 const MAX_SCRIPT_NAME_LENGTH = 255;
 const MAX_META_PARAMETERS = 200;
 // eslint-disable-next-line no-control-regex
@@ -151,7 +152,8 @@ export function readScheduleDefinition(body: unknown, applicationName: string): 
   }
   const name = text(body, 'name', MAX_NAME_LENGTH);
   const cron = text(body, 'cron', MAX_CRON_LENGTH);
-  const timeZone = body.timeZone === undefined ? 'UTC' : text(body, 'timeZone', MAX_CRON_LENGTH);
+  const timeZone =
+    body.timeZone === undefined ? 'UTC' : text(body, 'timeZone', MAX_TIME_ZONE_LENGTH);
   cronOf(cron, timeZone);
   const catchUp = body.catchUp ?? CatchUp.RUN_ONCE;
   if (catchUp !== CatchUp.RUN_ONCE && catchUp !== CatchUp.SKIP) {

@@ -39,6 +39,9 @@ export interface ScheduleView {
   selfUri: string;
 }
 
+/** The callback_links_base column's length. */
+const MAX_LINKS_BASE_LENGTH = 2048;
+
 export function scheduleUri(base: string, id: string): string {
   return `${base}${REST_PREFIX}/admin/schedules/${id}`;
 }
@@ -173,6 +176,12 @@ export class SchedulesService {
 
   private columnsOf(definition: ScheduleDefinition, base: string): Partial<ScheduleEntity> {
     const { job } = definition;
+    if (definition.callbackUrl !== null && base.length > MAX_LINKS_BASE_LENGTH) {
+      // The callbacks' links are written under it: it is stored with the schedule.
+      throw ApiError.badRequest(
+        `The request's base URL is longer than ${MAX_LINKS_BASE_LENGTH} characters (Host, X-Forwarded-Host).`,
+      );
+    }
     return {
       name: definition.name,
       cron: definition.cron,
