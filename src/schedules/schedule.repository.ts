@@ -54,10 +54,16 @@ export class ScheduleRepository {
     );
   }
 
-  /** Saves a changed schedule; false when it is gone (deleted meanwhile). */
-  async update(schedule: ScheduleEntity): Promise<boolean> {
-    return this.changing(schedule.id, async (manager) => {
-      const { id, applicationName, ...fields } = schedule;
+  /**
+   * Changes a schedule's definition (only the columns given: its clock and last run stay as the
+   * nodes left them); false when it is gone (deleted meanwhile).
+   */
+  async update(
+    applicationName: string,
+    id: string,
+    fields: Partial<ScheduleEntity>,
+  ): Promise<boolean> {
+    return this.changing(id, async (manager) => {
       const result = await manager
         .getRepository(ScheduleEntity)
         .update({ id, applicationName }, fields);

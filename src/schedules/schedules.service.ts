@@ -112,15 +112,16 @@ export class SchedulesService {
     const now = new Date();
     const timing = definition.cron !== schedule.cron || definition.timeZone !== schedule.timeZone;
     const resumed = schedule.paused && !definition.paused;
-    Object.assign(schedule, this.columnsOf(definition, base), {
+    const changed = await this.schedules.update(applicationName, id, {
+      ...this.columnsOf(definition, base),
       updatedAt: now,
-      coveredUntil: timing || resumed ? now : schedule.coveredUntil,
+      ...(timing || resumed ? { coveredUntil: now } : {}),
     });
-    if (!(await this.schedules.update(schedule))) {
+    if (!changed) {
       throw missingSchedule(applicationName, id);
     }
     this.logger.log(`replaced schedule ${id} of ${applicationName}`);
-    return this.view(schedule, base, now);
+    return this.get(applicationName, id, base);
   }
 
   async remove(applicationName: string, id: string): Promise<void> {
