@@ -353,6 +353,30 @@ describe('schedules: the admin API', () => {
     expect((await admin(service.url, 'POST', `/${schedule.id}/stop`)).status).toBe(404);
     expect((await admin(service.url, 'GET', `/${schedule.id}/pause`)).status).toBe(405);
   });
+
+  it('runs a function call with its payload on the schedule', async () => {
+    const put = await request(`${service.url}${REST}/admin/catalog/R_FUNCTIONS/echo.R`, {
+      method: 'PUT',
+      headers: { ...APP, Authorization: ADMIN_AUTHORIZATION },
+      body: "svcJsonService <- function(payload) paste0('{\"got\":', payload, '}')\n",
+    });
+    expect(put.status).toBe(201);
+    const schedule = await created(service.url, {
+      name: 'call',
+      cron: '* * * * * *',
+      job: { functionCall: 'json', payload: '{"n":7}' },
+    });
+    expect(schedule.job).toEqual({ functionCall: 'json', payload: '{"n":7}' });
+    const ran = await waitFor(
+      async () => (await scheduleOf(service.url, schedule.id)).lastRun?.jobId,
+      30000,
+      'the first call',
+    );
+    await admin(service.url, 'POST', `/${schedule.id}/pause`);
+    await waitForResult(`${service.url}${REST}/results/planner/${ran}`);
+    const data = await request(`${service.url}${REST}/result/planner/${ran}.json`);
+    expect([data.status, JSON.parse(data.text)]).toEqual([200, { got: { n: 7 } }]);
+  });
 });
 
 describe('schedules: who may manage them', () => {
