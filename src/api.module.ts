@@ -27,6 +27,8 @@ import { UsageModule } from './usage/usage.module';
 import { UsageStatisticsController } from './usage/usage-statistics.controller';
 import { OpenApiController } from './openapi/openapi.controller';
 import { OpenApiModule } from './openapi/openapi.module';
+import { SchedulesController } from './schedules/schedules.controller';
+import { SchedulesModule } from './schedules/schedules.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
@@ -43,6 +45,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     UsageModule,
     PackagesModule,
     OpenApiModule,
+    SchedulesModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
@@ -52,6 +55,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     UsageStatisticsController,
     AdminController,
     PackagesController,
+    SchedulesController,
     SystemController,
     MetricsController,
     SoapController,

@@ -89,25 +89,30 @@ export function allowListMatch(host: string, allowList: string[]): 'exact' | 'pa
 export class CallbackUrlPolicy {
   constructor(private readonly config: AppConfig) {}
 
-  /** The URL to store; throws a 400 ApiError saying what is wrong. */
-  async check(applicationName: string, value: string): Promise<string> {
+  /**
+   * The URL to store; throws a 400 ApiError saying what is wrong, naming the URL as `field`
+   * (the header by default; a schedule's JSON field).
+   */
+  async check(
+    applicationName: string,
+    value: string,
+    field: string = CALLBACK_URL_HEADER,
+  ): Promise<string> {
     const text = value.trim();
     if (text.length > MAX_URL_LENGTH) {
-      throw ApiError.badRequest(
-        `${CALLBACK_URL_HEADER} is longer than ${MAX_URL_LENGTH} characters.`,
-      );
+      throw ApiError.badRequest(`${field} is longer than ${MAX_URL_LENGTH} characters.`);
     }
     let url: URL;
     try {
       url = new URL(text);
     } catch {
-      throw ApiError.badRequest(`${CALLBACK_URL_HEADER} is not an absolute URL.`);
+      throw ApiError.badRequest(`${field} is not an absolute URL.`);
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw ApiError.badRequest(`${CALLBACK_URL_HEADER} must be an http or https URL.`);
+      throw ApiError.badRequest(`${field} must be an http or https URL.`);
     }
     if (url.username !== '' || url.password !== '') {
-      throw ApiError.badRequest(`${CALLBACK_URL_HEADER} must not carry credentials.`);
+      throw ApiError.badRequest(`${field} must not carry credentials.`);
     }
     const settings = applicationSettingsOf(this.config, applicationName);
     if (settings.callbackSecret === null) {

@@ -13,6 +13,8 @@ const RAW_CONTROLLERS = [
   // Renders the representation itself: it also answers CSV, which the interceptor does not know.
   'UsageStatisticsController',
   'OpenApiController',
+  // Plain JSON in and out: a schedule's job and meta are nested objects.
+  'SchedulesController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

@@ -18,6 +18,7 @@ import { JobKind } from '../queue/job.entity';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';
+import type { EntityManager } from 'typeorm';
 import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
 
 /**
@@ -67,6 +68,11 @@ export interface Submission {
    * job (the drop directory): a second insert under the same id fails on the primary key.
    */
   jobId?: string;
+  /**
+   * An outer transaction to store the job in (the scheduler stores its run's key with it). The
+   * caller calls `announce` once it has committed: until then no worker of this node can see it.
+   */
+  transaction?: EntityManager;
 }
 
 function fileOnDisk(part: IntakePart): JobFilePath {
@@ -143,6 +149,8 @@ export interface SubmittedJob {
   jobId: string;
   applicationName: string;
   submissionTime: Date;
+  kind: JobKind;
+  source: string;
 }
 
 /** Accepts jobs from every front end (REST body, form, SOAP): validate, store durably, wake a worker. */
@@ -188,6 +196,7 @@ export class JobsService {
         files: [{ name: payloadFileName(submission.functionCall), content: payload }],
         callback,
         id: submission.jobId,
+        transaction: submission.transaction,
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
@@ -325,21 +334,40 @@ export class JobsService {
       files: files.filter((f) => f !== configuration),
       callback,
       id: submission.jobId,
+      transaction: submission.transaction,
     });
   }
 
   private async store(
-    job: Omit<NewJobRow, 'id' | 'submittedAt'> & { id?: string },
+    job: Omit<NewJobRow, 'id' | 'submittedAt'> & { id?: string; transaction?: EntityManager },
   ): Promise<SubmittedJob> {
+    const { transaction, ...fields } = job;
     const row: NewJobRow = {
-      ...job,
+      ...fields,
       id: job.id ?? randomUUID(),
       // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
       submittedAt: new Date(),
     };
-    await this.queue.enqueue(row);
+    await this.queue.enqueue(row, transaction);
+    const submitted: SubmittedJob = {
+      jobId: row.id,
+      applicationName: job.applicationName,
+      submissionTime: row.submittedAt,
+      kind: job.kind,
+      source: job.source,
+    };
+    if (transaction === undefined) {
+      this.announce(submitted);
+    }
+    return submitted;
+  }
+
+  /**
+   * Wakes this node's workers and counts the job, once it is committed: done by `submit` itself,
+   * by the caller for a job stored in an outer transaction.
+   */
+  announce(job: SubmittedJob): void {
     this.notifier.jobQueued(job.kind);
     this.metrics?.jobSubmitted(job.applicationName, job.source);
-    return { jobId: row.id, applicationName: job.applicationName, submissionTime: row.submittedAt };
   }
 }

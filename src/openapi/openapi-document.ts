@@ -25,6 +25,7 @@ import {
   schemaRef,
   xmlSchemaName,
 } from './representation-schemas';
+import { SCHEDULE_SCHEMAS, scheduleOperations } from './schedule-operations';
 
 /**
  * The OpenAPI 3.1 description of the REST API (docs/api.md), built per request because its links
@@ -951,6 +952,14 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
         security: ADMIN,
       },
     },
+    ...scheduleOperations({
+      baseUrl: options.baseUrl,
+      error: (status, description, message) => r.error(status, description, message),
+      authentication: () => r.authentication(),
+      server: () => r.server(),
+      applicationHeader: componentRef('parameters', 'applicationNameHeader'),
+      security: ADMIN,
+    }),
     {
       method: 'get',
       path: '/admin/system/configuration',
@@ -1179,7 +1188,7 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
       { name: 'functions', description: 'Function calls answered at once' },
       {
         name: 'admin',
-        description: 'The catalog, R packages and the configuration (admins)',
+        description: 'The catalog, R packages, schedules and the configuration (admins)',
       },
       { name: 'system', description: 'Health and node information (public)' },
       { name: 'openapi', description: 'This description' },
@@ -1188,6 +1197,7 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
     components: {
       schemas: {
         ...representationSchemas(xsdUrl),
+        ...SCHEDULE_SCHEMAS,
         HealthUp: {
           type: 'object',
           properties: { status: { const: 'up' } },

@@ -226,11 +226,12 @@ export class QueueRepository {
    * stored inline in ONE statement (no explicit transaction: one round trip instead of five,
    * which is most of a submission's database time). Larger files on disk are streamed into
    * job_file_chunk in one transaction (src/storage/blob-chunks.ts), so a failed upload leaves
-   * nothing behind.
+   * nothing behind. With `transaction`, everything is stored in that outer transaction instead
+   * (a scheduled job with its schedule_run key): its notification is delivered at its commit.
    */
-  async enqueue(job: NewJobRow): Promise<void> {
+  async enqueue(job: NewJobRow, transaction?: EntityManager): Promise<void> {
     if (!tracingEnabled()) {
-      return this.store(job, null);
+      return this.store(job, null, transaction);
     }
     // The job's span: a child of the submitting request's (REST, form, SOAP), or a new trace
     // (a drop directory). Stored with the job, its context is the parent of the job's run.
@@ -244,18 +245,22 @@ export class QueueRepository {
           'svc.job.source': job.source,
         },
       },
-      () => this.store(job, activeTraceCarrier()),
+      () => this.store(job, activeTraceCarrier(), transaction),
     );
   }
 
-  private async store(job: NewJobRow, trace: TraceCarrier | null): Promise<void> {
+  private async store(
+    job: NewJobRow,
+    trace: TraceCarrier | null,
+    transaction: EntityManager | undefined,
+  ): Promise<void> {
     const files = await Promise.all(job.files.map(inlineIfSmall));
     const inline = files.filter(isContent);
     if (inline.length === files.length) {
-      await insertJob(this.dataSource.manager, job, inline, this.sender, trace);
+      await insertJob(transaction ?? this.dataSource.manager, job, inline, this.sender, trace);
       return;
     }
-    await this.dataSource.transaction(async (manager) => {
+    const storeAll = async (manager: EntityManager): Promise<void> => {
       // The notification the statement sends is delivered on commit, after the large files.
       await insertJob(manager, job, inline, this.sender, trace);
       for (const file of files) {
@@ -263,7 +268,8 @@ export class QueueRepository {
           await insertChunkedFile(manager, job.id, file);
         }
       }
-    });
+    };
+    await (transaction ? storeAll(transaction) : this.dataSource.transaction(storeAll));
   }
 
   /**

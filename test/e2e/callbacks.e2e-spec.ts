@@ -1,7 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { createServer, IncomingHttpHeaders, Server } from 'node:http';
-import { AddressInfo } from 'node:net';
 import { startService, RunningService } from '../../src/bootstrap';
 import { loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
@@ -18,6 +16,7 @@ import {
   waitFor,
 } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
+import { Delivery, Receiver } from '../support/callback-receiver';
 import { makeZip } from '../support/zip-fixtures';
 
 const SECRET = 'callback-secret-for-the-tests';
@@ -36,59 +35,12 @@ const CALLBACK_ENV = {
   CALLBACK_MAX_RETRY_DELAY_SECONDS: '1',
 };
 
-interface Delivery {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
 interface CallbackStatus {
   state: string;
   attempts: number;
   lastHttpStatus?: number;
   lastError?: string;
   deliveryTime?: string;
-}
-
-/** A callback receiver on 127.0.0.1: records every POST and answers the statuses it is told. */
-class Receiver {
-  readonly deliveries: Delivery[] = [];
-  /** Answered in turn to the next requests; 200 once they are used up. */
-  statuses: number[] = [];
-  private server: Server | null = null;
-  port = 0;
-
-  async start(port = 0): Promise<this> {
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        this.deliveries.push({ headers: req.headers, body: Buffer.concat(chunks) });
-        res.statusCode = this.statuses.shift() ?? 200;
-        res.end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    this.server = server;
-    this.port = (server.address() as AddressInfo).port;
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    if (server) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
-  }
-
-  url(path = '/hook'): string {
-    return `http://127.0.0.1:${this.port}${path}`;
-  }
-
-  deliveriesFor(jobId: string): Delivery[] {
-    return this.deliveries.filter((d) => d.headers['x-svc-job-id'] === jobId);
-  }
 }
 
 async function submit(base: string, callbackUrl: string, app = 'demo'): Promise<Answer> {

@@ -479,6 +479,66 @@ describe('the OpenAPI document against the running service', () => {
     ).toBe(404);
   });
 
+  it('manages schedules as documented', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
+    const asJson = { ...admin, 'Content-Type': 'application/json', Accept: 'application/json' };
+    const list = '/admin/schedules';
+    const one = '/admin/schedules/{id}';
+    await request(`${base}${REST}/admin/catalog/R_SCRIPTS/openapi-tick.R`, {
+      method: 'PUT',
+      headers: admin,
+      body: 'writeLines("tick", "tick.txt")\n',
+    });
+    const definition = {
+      name: 'yearly',
+      cron: '0 0 0 1 1 *',
+      timeZone: 'Europe/Berlin',
+      job: { rScript: 'openapi-tick.R', meta: { region: 'north' } },
+    };
+    const made = await call('POST', list, list, {
+      headers: asJson,
+      body: JSON.stringify(definition),
+    });
+    expect(made.status).toBe(201);
+    const { id, selfUri } = JSON.parse(made.text) as { id: string; selfUri: string };
+    expect(made.headers.get('location')).toBe(selfUri);
+    const path = `${list}/${id}`;
+    const refused: Array<[string, Record<string, string>, string, number]> = [
+      [list, asJson, JSON.stringify({ ...definition, cron: '61 * * * *' }), 400],
+      [list, { ...asJson, 'Content-Type': 'text/plain' }, 'x', 415],
+      [list, { ...asJson, 'X-SVC-Application-Name': 'nowhere' }, JSON.stringify(definition), 404],
+      [
+        list,
+        { 'Content-Type': 'application/json', 'X-SVC-Application-Name': 'demo' },
+        JSON.stringify(definition),
+        401,
+      ],
+      [list, asJson, JSON.stringify({ ...definition, name: 'x'.repeat(1_100_000) }), 413],
+    ];
+    for (const [target, headers, body, status] of refused) {
+      expect((await call('POST', list, target, { headers, body })).status).toBe(status);
+    }
+    expect((await call('GET', list, list, { headers: asJson })).status).toBe(200);
+    expect((await call('GET', one, path, { headers: asJson })).status).toBe(200);
+    expect((await call('GET', one, `${list}/42`, { headers: asJson })).status).toBe(400);
+    const put = (body: unknown): Promise<Answer> =>
+      call('PUT', one, path, { headers: asJson, body: JSON.stringify(body) });
+    expect((await put({ ...definition, name: 'every new year' })).status).toBe(200);
+    expect((await put({ ...definition, timeZone: 'Nowhere/Else' })).status).toBe(400);
+    for (const action of ['pause', 'resume']) {
+      const template = `${one}/${action}`;
+      expect((await call('POST', template, `${path}/${action}`, { headers: asJson })).status).toBe(
+        200,
+      );
+    }
+    expect((await call('DELETE', one, path, { headers: asJson })).status).toBe(204);
+    expect((await call('DELETE', one, path, { headers: asJson })).status).toBe(404);
+    expect((await call('GET', one, path, { headers: asJson })).status).toBe(404);
+    expect((await call('POST', `${one}/pause`, `${path}/pause`, { headers: asJson })).status).toBe(
+      404,
+    );
+  });
+
   it('answers usage statistics in XML, JSON and CSV, to admins only', async () => {
     // After the jobs the earlier tests ran: at least one month of demo.
     const admin = { Authorization: ADMIN_AUTHORIZATION };

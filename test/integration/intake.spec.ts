@@ -251,4 +251,33 @@ describe('JobsService.submit: the intake of every front end', () => {
     await expect(intake.submit(script(parts(), { jobId }))).rejects.toThrow(/duplicate key/);
     expect(await jobCount()).toBe(before);
   });
+
+  it("stores a job in a caller's transaction: gone with its rollback, there with its commit", async () => {
+    const parts = async (): Promise<Submission['parts']> => [
+      { name: 'job.R', label: null, content: Buffer.from('x <- 1\n'), zip: false },
+      // Larger than the inline limit: stored in pieces, in the same transaction.
+      {
+        name: 'big.bin',
+        label: null,
+        path: await onDisk('big.bin', randomBytes(1_100_000)),
+        zip: false,
+      },
+    ];
+    const before = await jobCount();
+    const rolledBack = randomUUID();
+    await expect(
+      dataSource.transaction(async (transaction) => {
+        await intake.submit(script(await parts(), { jobId: rolledBack, transaction }));
+        throw new Error('the caller gives up');
+      }),
+    ).rejects.toThrow('the caller gives up');
+    expect(await jobCount()).toBe(before);
+    expect(await storedFiles(rolledBack)).toEqual([]);
+
+    const job = await dataSource.transaction((transaction) =>
+      parts().then((files) => intake.submit(script(files, { transaction }))),
+    );
+    expect(job).toMatchObject({ applicationName: 'intake', kind: 'script', source: 'test' });
+    expect(await storedFiles(job.jobId)).toEqual(['big.bin', 'job.R']);
+  });
 });

@@ -1,0 +1,121 @@
+import type { EntityManager } from 'typeorm';
+import type { JobsService, Submission, SubmittedJob } from '../jobs/jobs.service';
+import type { DatabaseEvents } from '../storage/database-events.service';
+import { ScheduleTicker } from './schedule-ticker.service';
+import { ScheduleEntity } from './schedule.entity';
+import type { ScheduleRepository, StoredRun } from './schedule.repository';
+
+const NOW = new Date('2026-01-01T10:00:00.500Z');
+
+function scheduleRow(fields: Partial<ScheduleEntity>): ScheduleEntity {
+  return Object.assign(new ScheduleEntity(), {
+    id: '00000000-0000-4000-8000-000000000001',
+    applicationName: 'demo',
+    name: 'test',
+    cron: '* * * * * *',
+    timeZone: 'UTC',
+    jobKind: 'script',
+    rScript: 'tick.R',
+    meta: { region: 'north' },
+    payload: null,
+    catchUp: 'runOnce',
+    callbackUrl: null,
+    callbackLinksBase: null,
+    paused: false,
+    coveredUntil: new Date('2026-01-01T10:00:00Z'),
+    ...fields,
+  });
+}
+
+/** The ticker with its database and intake replaced: what it stores is recorded. */
+function tickerWith(row: ScheduleEntity, claimed = true) {
+  const manager = {} as EntityManager;
+  const stored = { runs: [] as StoredRun[], advanced: [] as Date[], announced: [] as string[] };
+  const submissions: Submission[] = [];
+  const repository = {
+    active: () => Promise.resolve([row]),
+    withLockedSchedule: (
+      _id: string,
+      work: (schedule: ScheduleEntity, m: EntityManager) => Promise<unknown>,
+    ) => work(row, manager),
+    claimRun: () => Promise.resolve(claimed),
+    recordRun: (_m: EntityManager, _id: string, run: StoredRun) => {
+      stored.runs.push(run);
+      return Promise.resolve();
+    },
+    advance: (_m: EntityManager, _id: string, coveredUntil: Date) => {
+      stored.advanced.push(coveredUntil);
+      row.coveredUntil = coveredUntil;
+      return Promise.resolve();
+    },
+    deleteOldRuns: () => Promise.resolve(),
+  };
+  const jobs = {
+    submit: (submission: Submission): Promise<SubmittedJob> => {
+      submissions.push(submission);
+      return Promise.resolve({
+        jobId: `job-${submissions.length}`,
+        applicationName: 'demo',
+        submissionTime: NOW,
+        kind: 'script',
+        source: 'schedule',
+      });
+    },
+    announce: (job: SubmittedJob) => stored.announced.push(job.jobId),
+  };
+  const ticker = new ScheduleTicker(
+    repository as unknown as ScheduleRepository,
+    jobs as unknown as JobsService,
+    {} as DatabaseEvents,
+    { id: 'node-a' },
+  );
+  return { ticker, stored, submissions, manager };
+}
+
+describe('ScheduleTicker', () => {
+  beforeEach(() => jest.useFakeTimers({ now: NOW }));
+  afterEach(() => jest.useRealTimers());
+
+  it('sleeps until the next planned time, and at most a minute', async () => {
+    const hourly = tickerWith(scheduleRow({ cron: '0 0 * * * *' }));
+    expect(await hourly.ticker.runPass()).toBe(NOW.getTime() + 60_000);
+    const soon = tickerWith(scheduleRow({ cron: '10 0 10 * * *' }));
+    expect(await soon.ticker.runPass()).toBe(Date.parse('2026-01-01T10:00:10Z'));
+    expect(soon.submissions).toEqual([]);
+  });
+
+  it("fires a due time through the intake in the run's transaction, and announces the job after", async () => {
+    const row = scheduleRow({ coveredUntil: new Date('2026-01-01T09:59:59Z') });
+    const { ticker, stored, submissions, manager } = tickerWith(row);
+    const wakeAt = await ticker.runPass();
+    expect(submissions).toHaveLength(1);
+    expect(submissions[0]).toMatchObject({
+      applicationName: 'demo',
+      source: 'schedule',
+      meta: {
+        region: 'north',
+        rScript: 'tick.R',
+        scheduleId: row.id,
+        schedulePlannedTime: '2026-01-01T10:00:00.000Z',
+      },
+      parts: [],
+      transaction: manager,
+    });
+    expect(stored.runs).toEqual([
+      { plannedAt: new Date('2026-01-01T10:00:00Z'), jobId: 'job-1', error: null },
+    ]);
+    expect(stored.announced).toEqual(['job-1']);
+    expect(stored.advanced).toEqual([new Date('2026-01-01T10:00:00Z')]);
+    // The next second, not a poll.
+    expect(wakeAt).toBe(Date.parse('2026-01-01T10:00:01Z'));
+  });
+
+  it('makes no job for a planned time whose key another node holds', async () => {
+    const row = scheduleRow({ coveredUntil: new Date('2026-01-01T09:59:59Z') });
+    const { ticker, stored, submissions } = tickerWith(row, false);
+    await ticker.runPass();
+    expect(submissions).toEqual([]);
+    expect(stored.runs).toEqual([]);
+    expect(stored.announced).toEqual([]);
+  });
+});

@@ -1,0 +1,243 @@
+import {
+  BeforeApplicationShutdown,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+} from '@nestjs/common';
+import type { Cron } from 'croner';
+import type { EntityManager } from 'typeorm';
+import { ApiError } from '../common/api-error';
+import { JobsService, SubmittedJob } from '../jobs/jobs.service';
+import { DatabaseEvents } from '../storage/database-events.service';
+import { NodeIdentity } from '../storage/node-identity';
+import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule-definition';
+import { cronOf, planRuns } from './schedule-plan';
+import { CatchUp, ScheduleEntity } from './schedule.entity';
+import {
+  ActiveSchedule,
+  SCHEDULES_CHANGED_CHANNEL,
+  ScheduleRepository,
+  StoredRun,
+} from './schedule.repository';
+
+/** The job's `source` of a scheduled job. */
+export const SCHEDULE_SOURCE = 'schedule';
+
+/** The schedules are read again at least this often, whatever the notifications say. */
+const REREAD_MS = 60_000;
+/** After a pass that failed (the database away), the next one comes this much later. */
+const RETRY_MS = 1_000;
+const CLEANUP_EVERY_MS = 3_600_000;
+
+/**
+ * Fires the schedules on this node (docs/operations.md#schedules). Each node that runs it sleeps
+ * until the earliest next planned time of any schedule (at most a minute, and it wakes at once
+ * when a schedule changes anywhere: SCHEDULES_CHANGED_CHANNEL), then fires what is due. A planned
+ * time becomes one job across the cluster: the node holds the schedule's row lock while it inserts
+ * the time's schedule_run key and the job (through the intake) in one transaction, so a second
+ * node's insert conflicts, or it finds the clock moved past the time, and makes none.
+ */
+@Injectable()
+export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Schedules');
+  private readonly crons = new Map<string, Cron>();
+  private timer: NodeJS.Timeout | null = null;
+  private pass: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+  private lastCleanup = 0;
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(
+    private readonly schedules: ScheduleRepository,
+    private readonly jobs: JobsService,
+    private readonly events: DatabaseEvents,
+    private readonly node: NodeIdentity,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.unsubscribe.push(
+      this.events.subscribe(SCHEDULES_CHANGED_CHANNEL, () => this.wake()),
+      // Changes made while the LISTEN connection was down were not heard.
+      this.events.onListening(() => this.wake()),
+    );
+    this.wake();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe.forEach((stop) => stop());
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    await this.pass;
+  }
+
+  /** Starts a pass now, or right after the one under way. */
+  wake(): void {
+    if (this.stopped) {
+      return;
+    }
+    if (this.pass !== null) {
+      this.again = true;
+      return;
+    }
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.pass = this.runPass()
+      .catch((error: Error) => {
+        this.logger.warn(`schedules: ${error.message}; trying again in ${RETRY_MS} ms`);
+        return Date.now() + RETRY_MS;
+      })
+      .then((wakeAt) => {
+        this.pass = null;
+        if (this.again) {
+          this.again = false;
+          this.wake();
+        } else if (!this.stopped) {
+          this.timer = setTimeout(() => this.wake(), Math.max(1, wakeAt - Date.now()));
+        }
+      });
+  }
+
+  /** Fires every schedule that is due; returns when the next pass is due (epoch ms). */
+  async runPass(): Promise<number> {
+    let wakeAt = Date.now() + REREAD_MS;
+    for (const schedule of await this.schedules.active()) {
+      if (this.stopped) {
+        break;
+      }
+      let cron: Cron;
+      try {
+        cron = this.cronOf(schedule);
+      } catch {
+        continue; // checked when stored; a runtime without the time zone any more skips it
+      }
+      let coveredUntil = schedule.coveredUntil;
+      let next = cron.nextRun(coveredUntil);
+      if (next !== null && next.getTime() <= Date.now()) {
+        try {
+          coveredUntil = (await this.fire(schedule.id)) ?? coveredUntil;
+        } catch (error) {
+          this.logger.warn(`schedule ${schedule.id}: ${(error as Error).message}`);
+          wakeAt = Math.min(wakeAt, Date.now() + RETRY_MS);
+          continue;
+        }
+        next = cron.nextRun(coveredUntil);
+      }
+      if (next !== null) {
+        wakeAt = Math.min(wakeAt, next.getTime());
+      }
+    }
+    if (Date.now() - this.lastCleanup >= CLEANUP_EVERY_MS) {
+      this.lastCleanup = Date.now();
+      await this.schedules.deleteOldRuns();
+    }
+    return wakeAt;
+  }
+
+  /**
+   * Fires what is due of one schedule under its row lock; returns its new clock (null: it is gone
+   * or paused). Jobs are announced to this node's workers once the transaction has committed.
+   */
+  async fire(scheduleId: string): Promise<Date | null> {
+    const submitted: SubmittedJob[] = [];
+    const coveredUntil = await this.schedules.withLockedSchedule(
+      scheduleId,
+      async (schedule, manager) => {
+        const plan = planRuns(
+          this.cronOf(schedule),
+          schedule.coveredUntil,
+          new Date(),
+          schedule.catchUp,
+        );
+        if (plan.missed) {
+          this.logger.log(
+            `schedule ${schedule.id} missed planned times up to ${plan.coveredUntil.toISOString()}: ` +
+              (schedule.catchUp === CatchUp.RUN_ONCE ? 'one job for them' : 'skipped'),
+          );
+        }
+        let lastRun: StoredRun | null = null;
+        for (const plannedAt of plan.fire) {
+          if (!(await this.schedules.claimRun(manager, schedule.id, plannedAt, this.node.id))) {
+            continue; // another node's run has this planned time
+          }
+          const run = await this.submit(schedule, plannedAt, manager, submitted);
+          await this.schedules.recordRun(manager, schedule.id, run);
+          lastRun = run;
+        }
+        if (plan.coveredUntil.getTime() !== schedule.coveredUntil.getTime()) {
+          // Nothing to write when another node had fired it already (the usual case on all
+          // but one node).
+          await this.schedules.advance(manager, schedule.id, plan.coveredUntil, lastRun);
+        }
+        return plan.coveredUntil;
+      },
+    );
+    submitted.forEach((job) => this.jobs.announce(job));
+    return coveredUntil;
+  }
+
+  /** One planned time's job through the intake, in the run's transaction. */
+  private async submit(
+    schedule: ScheduleEntity,
+    plannedAt: Date,
+    transaction: EntityManager,
+    submitted: SubmittedJob[],
+  ): Promise<StoredRun> {
+    const meta = {
+      ...schedule.meta,
+      ...(schedule.rScript === null ? {} : { rScript: schedule.rScript }),
+      [SCHEDULE_ID_META]: schedule.id,
+      [SCHEDULE_PLANNED_TIME_META]: plannedAt.toISOString(),
+    };
+    const callback =
+      schedule.callbackUrl === null
+        ? null
+        : { url: schedule.callbackUrl, linksBase: schedule.callbackLinksBase ?? '' };
+    try {
+      const job = await this.jobs.submit({
+        applicationName: schedule.applicationName,
+        source: SCHEDULE_SOURCE,
+        meta,
+        callback,
+        parts:
+          schedule.payload === null
+            ? []
+            : [
+                {
+                  name: `payload.${schedule.jobKind}`,
+                  label: "The schedule's payload",
+                  content: Buffer.from(schedule.payload, 'utf8'),
+                  zip: false,
+                },
+              ],
+        functionCall:
+          schedule.jobKind === 'json' || schedule.jobKind === 'xml' ? schedule.jobKind : undefined,
+        transaction,
+      });
+      submitted.push(job);
+      return { plannedAt, jobId: job.jobId, error: null };
+    } catch (error) {
+      if (!(error instanceof ApiError)) {
+        throw error; // the database: the whole pass is tried again
+      }
+      // Refused by the intake (a callback host no longer allowed): the run is recorded as such.
+      this.logger.warn(`schedule ${schedule.id} at ${plannedAt.toISOString()}: ${error.message}`);
+      return { plannedAt, jobId: null, error: error.message };
+    }
+  }
+
+  private cronOf(schedule: Pick<ActiveSchedule, 'cron' | 'timeZone'>): Cron {
+    const key = `${schedule.timeZone} ${schedule.cron}`;
+    let cron = this.crons.get(key);
+    if (cron === undefined) {
+      cron = cronOf(schedule.cron, schedule.timeZone);
+      this.crons.set(key, cron);
+    }
+    return cron;
+  }
+}
