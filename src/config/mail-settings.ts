@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
 
 /**
  * One mailbox of EMAIL_ACCOUNTS (docs/operations.md#jobs-by-e-mail): its messages become jobs
@@ -19,8 +18,10 @@ export interface EmailAccountSetting {
   pollSeconds?: number;
   /** The From of the replies. */
   replyFrom: string;
-  /** A Java properties file (absolute path) whose entries every job of the account gets as meta. */
+  /** A file of the application's catalog (JOB_CONFIGURATIONS): meta every job of the account gets. */
   jobConfiguration?: string;
+  /** A file of the application's catalog (EMAIL_REPLIES): the text of the replies. */
+  replyTemplate?: string;
   /** Results larger than this (bytes) are linked instead of attached (default EMAIL_ATTACH_MAX_BYTES). */
   attachMaxBytes?: number;
   /** Addresses or @domains allowed to send jobs; unset: anyone who can write to the mailbox. */
@@ -44,6 +45,7 @@ export interface EmailAccount {
   pollMs: number;
   replyFrom: string;
   jobConfiguration: string | null;
+  replyTemplate: string | null;
   attachMaxBytes: number;
   allowedSenders: string[] | null;
 }
@@ -58,10 +60,12 @@ const FIELDS = new Set([
   'pollSeconds',
   'replyFrom',
   'jobConfiguration',
+  'replyTemplate',
   'attachMaxBytes',
   'allowedSenders',
 ]);
 const ADDRESS = /^[^\s@<>]+@[^\s@<>]+$/;
+const CATALOG_NAME = /^[^/\\\s][^/\\]{0,254}$/;
 
 export interface MailSettingsSource {
   emailAccounts: unknown;
@@ -116,20 +120,10 @@ function problemsOfAccount(
   ) {
     problems.push(`${where}: allowedSenders must be a list of addresses or @domains`);
   }
-  let configurationProblem: string | null = null;
-  if (e.jobConfiguration !== undefined) {
-    if (typeof e.jobConfiguration !== 'string' || !isAbsolute(e.jobConfiguration)) {
-      configurationProblem = 'jobConfiguration must be an absolute path';
-    } else {
-      try {
-        readFileSync(e.jobConfiguration);
-      } catch (error) {
-        configurationProblem = `jobConfiguration ${e.jobConfiguration} cannot be read (${(error as NodeJS.ErrnoException).code})`;
-      }
+  for (const field of ['jobConfiguration', 'replyTemplate'] as const) {
+    if (e[field] !== undefined && !(typeof e[field] === 'string' && CATALOG_NAME.test(e[field]))) {
+      problems.push(`${where}: ${field} must be the name of a file of the application's catalog`);
     }
-  }
-  if (configurationProblem !== null) {
-    problems.push(`${where}: ${configurationProblem}`);
   }
   let url: URL | null = null;
   try {
@@ -171,7 +165,7 @@ function problemsOfAccount(
     return { problems, account: null };
   }
   const folder = decodeURIComponent(url.pathname.replace(/^\/+/, '')) || 'INBOX';
-  const account = {
+  const account: Omit<EmailAccount, 'password'> = {
     name: e.name as string,
     protocol: scheme.startsWith('imap') ? 'imap' : 'pop3',
     secure: scheme.endsWith('s'),
@@ -183,12 +177,13 @@ function problemsOfAccount(
     pollMs: ((e.pollSeconds as number | undefined) ?? 60) * 1000,
     replyFrom: e.replyFrom as string,
     jobConfiguration: (e.jobConfiguration as string | undefined) ?? null,
+    replyTemplate: (e.replyTemplate as string | undefined) ?? null,
     attachMaxBytes: (e.attachMaxBytes as number | undefined) ?? source.emailAttachMaxBytes,
     allowedSenders: (e.allowedSenders as string[] | undefined) ?? null,
-  } as EmailAccount;
+  };
   // Not enumerable: the account can be shown, logged or serialised without it.
   Object.defineProperty(account, 'password', { value: password, enumerable: false });
-  return { problems, account };
+  return { problems, account: account as EmailAccount };
 }
 
 /**

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import {
   BeforeApplicationShutdown,
   Injectable,
@@ -7,6 +6,7 @@ import {
   OnApplicationBootstrap,
 } from '@nestjs/common';
 import { AddressObject, ParsedMail, simpleParser } from 'mailparser';
+import { CatalogService } from '../catalog/catalog.service';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import { EmailAccount, senderAllowed } from '../config/mail-settings';
@@ -54,23 +54,35 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
   private readonly passes = new Set<Promise<void>>();
   private stopped = false;
   private lastCleanup = 0;
-  /** Each account's job configuration, read once at start (its path was checked then). */
-  private readonly accountMeta = new Map<string, JobMeta>();
 
   constructor(
     private readonly config: AppConfig,
     private readonly jobs: JobsService,
     private readonly records: MailReplyRepository,
     private readonly replies: MailReplyService,
-  ) {
-    for (const account of config.mailAccounts) {
-      this.accountMeta.set(
-        account.name,
-        account.jobConfiguration === null
-          ? {}
-          : parseConfigurationFile(readFileSync(account.jobConfiguration)),
+    private readonly catalog: CatalogService,
+  ) {}
+
+  /**
+   * The account's job configuration from the application's catalog, read for each message so
+   * that a catalog change applies at once. Missing, it is the operator's mistake, not the
+   * sender's: the message waits in the mailbox (logged) until the file is there.
+   */
+  private async accountMeta(account: EmailAccount): Promise<JobMeta> {
+    if (account.jobConfiguration === null) {
+      return {};
+    }
+    const content = await this.catalog.getFile(
+      account.application,
+      'JOB_CONFIGURATIONS',
+      account.jobConfiguration,
+    );
+    if (content === null) {
+      throw new Error(
+        `the job configuration ${account.jobConfiguration} is not in the JOB_CONFIGURATIONS of application ${account.application}; messages wait until it is`,
       );
     }
+    return parseConfigurationFile(content);
   }
 
   onApplicationBootstrap(): void {
@@ -211,25 +223,25 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         /\.zip$/i.test(attachment.filename as string) ||
         attachment.contentType === 'application/zip',
     }));
-    const attachedConfiguration = files.find((a) => a.filename === CONFIGURATION_FILE);
-    const fromAttachment = attachedConfiguration
-      ? parseConfigurationFile(attachedConfiguration.content)
-      : {};
-    // The account's configuration gives defaults; the message's configuration.txt overrides them.
-    const accountDefaults = Object.fromEntries(
-      Object.entries(this.accountMeta.get(account.name) ?? {}).filter(
-        ([name]) => !(name in fromAttachment),
-      ),
-    );
-    const meta: JobMeta = {
-      ...accountDefaults,
-      emailSubject: subject,
-      emailFrom: from,
-      emailReplyTo: replyTo,
-      emailCc: addressing.cc ?? '',
-      emailBody: (parsed.text ?? '').trim().slice(0, BODY_MAX_CHARS),
-    };
     try {
+      const attachedConfiguration = files.find((a) => a.filename === CONFIGURATION_FILE);
+      const fromAttachment = attachedConfiguration
+        ? parseConfigurationFile(attachedConfiguration.content)
+        : {};
+      // The account's configuration gives defaults; the message's configuration.txt overrides them.
+      const accountDefaults = Object.fromEntries(
+        Object.entries(await this.accountMeta(account)).filter(
+          ([name]) => !Object.hasOwn(fromAttachment, name),
+        ),
+      );
+      const meta: JobMeta = {
+        ...accountDefaults,
+        emailSubject: subject,
+        emailFrom: from,
+        emailReplyTo: replyTo,
+        emailCc: addressing.cc ?? '',
+        emailBody: (parsed.text ?? '').trim().slice(0, BODY_MAX_CHARS),
+      };
       await this.jobs.submit({
         applicationName: account.application,
         source: EMAIL_SOURCE,

@@ -2,6 +2,7 @@ import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } fro
 import { createTransport, Transporter } from 'nodemailer';
 import type { Attachment } from 'nodemailer/lib/mailer';
 import { CallbackRetryPolicy } from '../callbacks/callback-retry.policy';
+import { CatalogService } from '../catalog/catalog.service';
 import { RestLinks } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
 import { explodeZip } from '../jobs/job-archive';
@@ -53,6 +54,7 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
     private readonly replies: MailReplyRepository,
     private readonly results: ResultRepository,
     private readonly retryPolicy: CallbackRetryPolicy,
+    private readonly catalog: CatalogService,
   ) {
     this.transport = config.smtpUrl === null ? null : this.makeTransport(config.smtpUrl);
   }
@@ -153,7 +155,7 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
   private async attempt(reply: DueReply): Promise<void> {
     const what = `reply to ${reply.replyTo} about job ${reply.jobId}`;
     try {
-      const content = await this.contentOf(reply);
+      const content = await this.templated(reply, await this.contentOf(reply));
       try {
         await this.transport!.sendMail({
           from: reply.from,
@@ -213,6 +215,41 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
     } catch (notice) {
       this.logger.warn(`telling ${admin} failed too: ${(notice as Error).message}`);
     }
+  }
+
+  /**
+   * The reply's text through the account's replyTemplate (EMAIL_REPLIES of its application's
+   * catalog), read at each reply: {{jobId}}, {{application}}, {{subject}} and {{outcome}} (the
+   * text the reply has without a template) are replaced. A missing template leaves the text.
+   */
+  private async templated(reply: DueReply, content: ReplyContent): Promise<ReplyContent> {
+    const account = this.config.mailAccounts.find((a) => a.name === reply.source);
+    if (account === undefined || account.replyTemplate === null) {
+      return content;
+    }
+    const template = await this.catalog.getFile(
+      reply.applicationName,
+      'EMAIL_REPLIES',
+      account.replyTemplate,
+    );
+    if (template === null) {
+      this.logger.warn(
+        `the reply template ${account.replyTemplate} is not in the EMAIL_REPLIES of application ${reply.applicationName}; replying without it`,
+      );
+      return content;
+    }
+    const values: Record<string, string> = {
+      jobId: reply.jobId,
+      application: reply.applicationName,
+      subject: reply.subject,
+      outcome: content.text.trimEnd(),
+    };
+    const text = template
+      .toString('utf8')
+      .replace(/\{\{(\w+)\}\}/g, (whole, name: string) =>
+        Object.hasOwn(values, name) ? values[name] : whole,
+      );
+    return { ...content, text };
   }
 
   /** The reply's text and attachments: the refusal, the error text, or the result files. */

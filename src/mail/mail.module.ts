@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { CallbacksModule } from '../callbacks/callbacks.module';
+import { CatalogModule } from '../catalog/catalog.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { ResultsModule } from '../results/results.module';
 import { MailIntakeService } from './mail-intake.service';
@@ -13,7 +14,7 @@ import { MailReplyService } from './mail-reply.service';
  * exported for other modules that send a job's result by e-mail.
  */
 @Module({
-  imports: [JobsModule, ResultsModule, CallbacksModule],
+  imports: [JobsModule, ResultsModule, CallbacksModule, CatalogModule],
   providers: [MailReplyRepository, MailReplyService, MailIntakeService],
   exports: [MailReplyService],
 })

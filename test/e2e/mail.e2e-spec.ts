@@ -33,6 +33,8 @@ const SUM_SCRIPT =
   'writeLines(paste("sum", sum(d$x)), "out.txt")\n' +
   'writeLines(grep("^email(Subject|From|Cc)", readLines("configuration.txt"), value = TRUE), "meta.txt")\n';
 const DATA = 'x\n1\n2\n3\n';
+const TEMPLATE =
+  'Hello,\n\n{{outcome}}\n\n-- {{application}}, job {{jobId}} ({{subject}}) {{constructor}}\n';
 
 /** A MIME message as a mail program writes it. */
 async function compose(options: Mail.Options): Promise<Buffer> {
@@ -119,7 +121,8 @@ describe('jobs by e-mail', () => {
         application: APP,
         pollSeconds: 1,
         replyFrom: REPLY_FROM,
-        jobConfiguration: join(configDir, 'defaults.properties'),
+        jobConfiguration: 'defaults.properties',
+        replyTemplate: 'reply.txt',
         allowedSenders: ['@example.com'],
         attachMaxBytes: 100_000,
       },
@@ -138,7 +141,6 @@ describe('jobs by e-mail', () => {
     dovecot = await startDovecot(['jobs', 'popper', 'shared']);
     smtp = await startSmtpRecorder();
     configDir = mkdtempSync(join(tmpdir(), 'svc-mail-'));
-    writeFileSync(join(configDir, 'defaults.properties'), 'team=analytics\n');
     writeFileSync(join(configDir, 'pop-password'), 'popper-secret\n');
     service = await startTestService({
       EMAIL_ACCOUNTS: JSON.stringify(accounts()),
@@ -149,8 +151,17 @@ describe('jobs by e-mail', () => {
       POLL_INTERVAL_MS: '200',
       CALLBACK_FIRST_RETRY_MS: '200',
       CALLBACK_MAX_RETRY_DELAY_SECONDS: '1',
+      CALLBACK_RETRY_SECONDS: '5',
       ZIP_MAX_COMPRESSION_RATIO: '100',
     });
+    const catalog = service.app.get(CatalogService);
+    await catalog.putFile(
+      APP,
+      'JOB_CONFIGURATIONS',
+      'defaults.properties',
+      Buffer.from('team=analytics\n'),
+    );
+    await catalog.putFile(APP, 'EMAIL_REPLIES', 'reply.txt', Buffer.from(TEMPLATE));
     const dataSource = service.app.get(DataSource);
     query = <T>(sql: string, params: unknown[] = []) => dataSource.query<T[]>(sql, params);
   });
@@ -187,6 +198,9 @@ describe('jobs by e-mail', () => {
     );
     expect(reply.envelopeTo.sort()).toEqual(['boss@example.com', 'desk@example.com']);
     expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+    expect(reply.mail.text).toMatch(
+      /^Hello,\n\nJob [0-9a-f-]{36} of application mailer is done\.\nIts result files are attached\.\n\n-- mailer, job [0-9a-f-]{36} \(RE: Sum please\) \{\{constructor\}\}\n$/,
+    );
     expect(attachmentText(reply, 'meta.txt')).toBe(
       'emailCc = boss@example.com\nemailFrom = analyst@example.com\nemailSubject = Sum please\n',
     );
@@ -436,6 +450,31 @@ describe('jobs by e-mail', () => {
     smtp.refusing = false;
     const reply = await replyAbout(smtp, 'Patience');
     expect(reply.mail.text).toMatch(/not multipart/);
+  });
+
+  it('tells ADMIN_EMAIL when a reply is given up after its retries', async () => {
+    smtp.refusedRecipients.add('gone@example.com');
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({ subject: 'Nobody home', replyTo: 'gone@example.com', text: 'plain' }),
+    );
+    const notice = await waitFor(
+      () =>
+        Promise.resolve(
+          smtp.received.find(
+            (r) => r.envelopeTo.includes(ADMIN) && /Nobody home/.test(r.mail.text ?? ''),
+          ),
+        ),
+      60_000,
+      'the notice to ADMIN_EMAIL',
+    );
+    expect(notice.mail.text).toMatch(/could not be sent after \d+ attempt\(s\)/);
+    expect(notice.mail.text).toMatch(/no such user here/);
+    const [row] = await query<{ state: string }>(
+      `SELECT state FROM mail_reply WHERE reply_subject = 'RE: Nobody home'`,
+    );
+    expect(row.state).toBe('failed');
   });
 
   it("sends a job result to any address at another module's request (MailReplyService.sendResult)", async () => {

@@ -15,6 +15,8 @@ export interface SmtpRecorder {
   refusing: boolean;
   /** Messages refused so far. */
   refusals: number;
+  /** Recipients refused for good (550), whatever `refusing` says. */
+  refusedRecipients: Set<string>;
   stop(): Promise<void>;
 }
 
@@ -25,6 +27,7 @@ export async function startSmtpRecorder(): Promise<SmtpRecorder> {
     received: [],
     refusing: false,
     refusals: 0,
+    refusedRecipients: new Set(),
     stop: () => Promise.resolve(),
   };
   const server = new SMTPServer({
@@ -38,6 +41,16 @@ export async function startSmtpRecorder(): Promise<SmtpRecorder> {
           responseCode: number;
         };
         refusal.responseCode = 451;
+        callback(refusal);
+        return;
+      }
+      callback();
+    },
+    onRcptTo(address, _session, callback) {
+      if (recorder.refusedRecipients.has(address.address)) {
+        recorder.refusals += 1;
+        const refusal = new Error('no such user here') as Error & { responseCode: number };
+        refusal.responseCode = 550;
         callback(refusal);
         return;
       }
