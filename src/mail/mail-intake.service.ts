@@ -156,10 +156,12 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
       account.replyFrom,
     );
     if (record.state === MailReplyState.RECEIVED) {
+      // A message over the limit is never read whole: its header says where the refusal goes.
+      const tooLarge = message.size > this.config.maxRequestBytes;
       const outcome = await this.submit(
         account,
         message,
-        await session.read(message.key),
+        await (tooLarge ? session.readHeader(message.key) : session.read(message.key)),
         record.jobId,
       );
       await this.records.settle(account.name, message.key, outcome.addressing, outcome.rejection);
@@ -199,9 +201,10 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
     if (!senderAllowed(account, from)) {
       return refuse(`${from} may not send jobs of application ${account.application}.`);
     }
-    if (message.size > this.config.maxRequestBytes || raw.length > this.config.maxRequestBytes) {
+    const size = Math.max(message.size, raw.length);
+    if (size > this.config.maxRequestBytes) {
       return refuse(
-        `The message has ${raw.length} bytes, more than the limit of ${this.config.maxRequestBytes}.`,
+        `The message has ${size} bytes, more than the limit of ${this.config.maxRequestBytes} (MAX_REQUEST_BYTES).`,
       );
     }
     if (!contentTypeOf(parsed).startsWith('multipart/')) {

@@ -15,6 +15,8 @@ export interface WaitingMessage {
 export interface MailboxSession {
   waiting(): Promise<WaitingMessage[]>;
   read(key: string): Promise<Buffer>;
+  /** The message's header only: enough to refuse a message too large to read. */
+  readHeader(key: string): Promise<Buffer>;
   remove(key: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -32,6 +34,8 @@ class ImapSession implements MailboxSession {
   ) {}
 
   async open(): Promise<void> {
+    // An emitter's 'error' without a listener ends the process; the failing call rejects anyway.
+    this.client.on('error', () => undefined);
     await this.client.connect();
     const lock = await this.client.getMailboxLock(this.folder);
     this.release = () => lock.release();
@@ -65,6 +69,14 @@ class ImapSession implements MailboxSession {
     return message.source;
   }
 
+  async readHeader(key: string): Promise<Buffer> {
+    const message = await this.client.fetchOne(this.uidOf(key), { headers: true }, { uid: true });
+    if (message === false || message.headers === undefined) {
+      throw new Error(`message ${key} is gone from the mailbox`);
+    }
+    return message.headers;
+  }
+
   async remove(key: string): Promise<void> {
     // \Deleted and expunged (UID EXPUNGE where the server has it): another node's session sees it gone.
     await this.client.messageDelete(this.uidOf(key), { uid: true });
@@ -80,7 +92,10 @@ class Pop3Session implements MailboxSession {
   /** UIDL -> message number in this session. */
   private readonly numbers = new Map<string, number>();
 
-  constructor(private readonly client: Pop3Command) {}
+  constructor(private readonly client: Pop3Command) {
+    // An emitter's 'error' without a listener ends the process; the failing command rejects anyway.
+    client.on('error', () => undefined);
+  }
 
   async waiting(): Promise<WaitingMessage[]> {
     const sizes = new Map<string, number>();
@@ -106,6 +121,10 @@ class Pop3Session implements MailboxSession {
   async read(key: string): Promise<Buffer> {
     // node-pop3 hands the message over as text; MIME keeps attachments in 7-bit encodings.
     return Buffer.from(await this.client.RETR(this.numberOf(key)), 'utf8');
+  }
+
+  async readHeader(key: string): Promise<Buffer> {
+    return Buffer.from(await this.client.TOP(this.numberOf(key), 0), 'utf8');
   }
 
   async remove(key: string): Promise<void> {

@@ -153,6 +153,7 @@ describe('jobs by e-mail', () => {
       CALLBACK_MAX_RETRY_DELAY_SECONDS: '1',
       CALLBACK_RETRY_SECONDS: '5',
       ZIP_MAX_COMPRESSION_RATIO: '100',
+      MAX_REQUEST_BYTES: '200000',
     });
     const catalog = service.app.get(CatalogService);
     await catalog.putFile(
@@ -331,6 +332,23 @@ describe('jobs by e-mail', () => {
       const reply = await replyAbout(smtp, subject);
       expect(reply.mail.text).toMatch(reason);
       expect(reply.mail.attachments).toEqual([]);
+    });
+
+    it('a message over MAX_REQUEST_BYTES, never read whole', async () => {
+      const data = Buffer.alloc(300_000, 'x');
+      await deliver(
+        dovecot,
+        'jobs',
+        await compose({
+          subject: 'Invalid: huge',
+          text: 'h',
+          attachments: [{ filename: 'huge.csv', content: data }],
+        }),
+      );
+      const reply = await replyAbout(smtp, 'Invalid: huge');
+      expect(reply.mail.text).toMatch(
+        /The message has \d+ bytes, more than the limit of 200000 \(MAX_REQUEST_BYTES\)\./,
+      );
     });
 
     it('a ZIP bomb', async () => {
