@@ -93,6 +93,15 @@ describe('EMAIL_ACCOUNTS', () => {
     expect(problems.join('\n')).not.toContain('hunter2');
   });
 
+  it('keeps the name "job" for results sent at other modules\' request', () => {
+    const { problems } = emailAccountsOf(source([{ ...ACCOUNT, name: 'job' }]), {
+      MAIL_PASSWORD: 'pw',
+    });
+    expect(problems).toEqual([
+      'EMAIL_ACCOUNTS[0] "job": the name "job" is reserved; choose another',
+    ]);
+  });
+
   it('refuses a name given twice', () => {
     const { problems } = emailAccountsOf(source([ACCOUNT, ACCOUNT]), { MAIL_PASSWORD: 'pw' });
     expect(problems).toEqual(['EMAIL_ACCOUNTS[1] "reports": the name "reports" is given twice']);

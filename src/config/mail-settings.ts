@@ -50,6 +50,9 @@ export interface EmailAccount {
   allowedSenders: string[] | null;
 }
 
+/** mail_reply's source of results sent at another module's request: no account may be named so. */
+export const RESULT_MAIL_SOURCE = 'job';
+
 const PORTS: Record<string, number> = { imap: 143, imaps: 993, pop3: 110, pop3s: 995 };
 const FIELDS = new Set([
   'name',
@@ -92,6 +95,8 @@ function problemsOfAccount(
   }
   if (typeof e.name !== 'string' || !/^[\w.-]{1,64}$/.test(e.name)) {
     problems.push(`${where}: name must be 1 to 64 letters, digits, ".", "-" or "_"`);
+  } else if (e.name === RESULT_MAIL_SOURCE) {
+    problems.push(`${where}: the name "${RESULT_MAIL_SOURCE}" is reserved; choose another`);
   }
   if (typeof e.application !== 'string' || !/^\w{1,64}$/.test(e.application)) {
     problems.push(`${where}: application must be an application name`);

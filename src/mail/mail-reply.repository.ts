@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { RESULT_MAIL_SOURCE } from '../config/mail-settings';
 import { rowsOf } from '../storage/query-rows';
 import { MailReplyState } from './mail-reply.entity';
 
@@ -118,7 +119,7 @@ export class MailReplyRepository {
       `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
                                reply_to, reply_cc, reply_subject, reply_from, in_reply_to,
                                attach_max_bytes, next_attempt_at)
-       VALUES ('job', $1, $2, $9::uuid, 'pending', now(), $3, $4, $5, $6, $7, $8, now())
+       VALUES ($10, $1, $2, $9::uuid, 'pending', now(), $3, $4, $5, $6, $7, $8, now())
        ON CONFLICT DO NOTHING`,
       [
         jobId,
@@ -130,6 +131,7 @@ export class MailReplyRepository {
         addressing.inReplyTo,
         addressing.attachMaxBytes,
         jobId,
+        RESULT_MAIL_SOURCE,
       ],
     );
   }
