@@ -130,8 +130,11 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         await this.take(account, session, message);
       }
     } catch (error) {
+      // imapflow's message is generic ("Command failed"); the server's own words are beside it.
+      const server = (error as { responseText?: unknown }).responseText;
+      const detail = typeof server === 'string' ? ` (${server})` : '';
       this.logger.warn(
-        `mailbox ${account.name}: ${(error as Error).message}; trying again in ${account.pollMs / 1000} s`,
+        `mailbox ${account.name}: ${(error as Error).message}${detail}; trying again in ${account.pollMs / 1000} s`,
       );
     } finally {
       await session?.close().catch(() => undefined);

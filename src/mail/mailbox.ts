@@ -37,7 +37,10 @@ class ImapSession implements MailboxSession {
     // An emitter's 'error' without a listener ends the process; the failing call rejects anyway.
     this.client.on('error', () => undefined);
     await this.client.connect();
-    const lock = await this.client.getMailboxLock(this.folder);
+    const lock = await this.client.getMailboxLock(this.folder).catch((error: unknown) => {
+      this.client.close();
+      throw error;
+    });
     this.release = () => lock.release();
     const mailbox = this.client.mailbox;
     this.uidValidity = mailbox === false ? '' : String(mailbox.uidValidity);
