@@ -10,10 +10,11 @@ import { DatabaseTarget } from './storage/database-options';
 import { StorageModule } from './storage/storage.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { DropDirectoryModule } from './dropdir/dropdir.module';
+import { MailModule } from './mail/mail.module';
 
 /**
  * The module set of a role. Every role shares the same providers (configuration, storage,
- * queue, catalog); `api` adds the controllers and the drop directory watcher, `worker` the R engine
+ * queue, catalog); `api` adds the controllers, the drop directory watcher and the mailbox poller, `worker` the R engine
  * and the claim loop, `all` both.
  */
 @Module({})
@@ -29,8 +30,8 @@ export class AppModule {
         QueueModule,
         CatalogModule,
         MetricsModule,
-        // The drop directory is a front end like REST: it runs where jobs are taken in.
-        ...(withApi ? [ApiModule, DropDirectoryModule] : []),
+        // The drop directory and the mailboxes are front ends like REST: they run where jobs are taken in.
+        ...(withApi ? [ApiModule, DropDirectoryModule, MailModule] : []),
         ...(withWorker ? [WorkerModule] : []),
       ],
     };

@@ -15,9 +15,15 @@ export const LOG_REDACT_PATHS: string[] = [
   ...['password', 'adminPassword', 'passwordHash', 'keyHash', 'apiKey', 'secret'].flatMap(
     (field) => [field, `*.${field}`],
   ),
-  ...['adminPassword', 'databaseUrl', 'databaseListenUrl', 'users', 'apiKeys'].map(
-    (key) => `config.${key}`,
-  ),
+  ...[
+    'adminPassword',
+    'databaseUrl',
+    'databaseListenUrl',
+    'users',
+    'apiKeys',
+    'smtpPassword',
+    'mailAccounts',
+  ].map((key) => `config.${key}`),
 ];
 
 export const LOG_REDACT_CENSOR = '[redacted]';

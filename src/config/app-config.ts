@@ -3,6 +3,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import {
+  IsArray,
   IsBoolean,
   IsIn,
   IsInt,
@@ -28,6 +29,7 @@ import {
   type UserEntry,
 } from './security-settings';
 import { applicationSettingsProblems, type ApplicationSettings } from './application-settings';
+import { emailAccountsOf, type EmailAccount } from './mail-settings';
 
 /** The origins CORS_ORIGINS lets call the API from a browser; empty when cross-origin is off. */
 export function corsOriginsOf(config: Pick<AppConfig, 'corsOrigins'>): string[] {
@@ -195,6 +197,23 @@ export class AppConfig implements SecuritySettings {
   /** shared: one instance serves every application; per-application: each its own, kept warm. */
   @IsIn(WEBR_INSTANCE_MODES) webrInstances!: (typeof WEBR_INSTANCE_MODES)[number];
 
+  // jobs by e-mail (docs/operations.md#jobs-by-e-mail)
+  /** The mailboxes polled for jobs: a JSON list (src/mail/mail-settings.ts). */
+  @IsArray() emailAccounts!: unknown[];
+  /** Where replies are sent through: smtp://[user@]host[:port] or smtps://…; password in SMTP_PASSWORD. */
+  @IsOptional()
+  @Matches(/^smtps?:\/\/[^\s:@/]*@?[^\s@/]+\/?$/, {
+    message: 'must be a URL such as smtps://jobs@smtp.example.com:465 (no password: SMTP_PASSWORD)',
+  })
+  smtpUrl!: string | null;
+  @IsOptional() @IsString() smtpPassword!: string | null;
+  /** Told when a reply cannot be delivered. */
+  @IsOptional() @IsString() adminEmail!: string | null;
+  /** Results larger than this are linked in the reply instead of attached (an account may differ). */
+  @IsInt() @Min(0) emailAttachMaxBytes!: number;
+  /** EMAIL_ACCOUNTS checked, with their passwords read: set by loadConfig. */
+  mailAccounts: EmailAccount[] = [];
+
   /** True when no DATABASE_URL is set: the service runs on PGlite under dataDir. */
   get embeddedDatabase(): boolean {
     return !this.databaseUrl;
@@ -305,9 +324,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       `HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`,
     );
   }
+  const mail = emailAccountsOf(config, env);
+  problems.push(...mail.problems);
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
+  config.mailAccounts = mail.accounts;
   config.dataDir = resolve(config.dataDir);
   config.catalogDir = resolve(PROJECT_ROOT, config.catalogDir);
   return config;

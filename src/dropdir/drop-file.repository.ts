@@ -16,10 +16,7 @@ export interface PendingDropResult {
   jobId: string;
 }
 
-/** PostgreSQL's unique_violation: a row with that key exists already. */
-export function isDuplicateKey(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === '23505';
-}
+export { isDuplicateKey } from '../storage/query-rows';
 
 /** Every statement about drop_file (see drop-file.entity.ts). */
 @Injectable()

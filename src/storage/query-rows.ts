@@ -10,3 +10,8 @@ export function rowsOf<T>(raw: unknown): T[] {
   }
   return raw as T[];
 }
+
+/** PostgreSQL's unique_violation: a row with that key exists already. */
+export function isDuplicateKey(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '23505';
+}

@@ -1,0 +1,588 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ImapFlow } from 'imapflow';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import type Mail from 'nodemailer/lib/mailer';
+import { DataSource } from 'typeorm';
+import { startService, RunningService } from '../../src/bootstrap';
+import { CatalogService } from '../../src/catalog/catalog.service';
+import { PinoLoggerService } from '../../src/common/pino-logger';
+import { loadConfig } from '../../src/config/app-config';
+import { JobsService } from '../../src/jobs/jobs.service';
+import { EMAIL_SOURCE } from '../../src/mail/mail-intake.service';
+import { MailReplyRepository } from '../../src/mail/mail-reply.repository';
+import { MailReplyService } from '../../src/mail/mail-reply.service';
+import { Dovecot, startDovecot } from '../support/dovecot';
+import { ReceivedMail, SmtpRecorder, startSmtpRecorder } from '../support/smtp-recorder';
+import {
+  createTestDatabase,
+  SERVER_DATABASE_URL,
+  startTestService,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
+import { makeZip, makeZipBomb } from '../support/zip-fixtures';
+
+const APP = 'mailer';
+const REPLY_FROM = 'jobs@svc.example.com';
+const ADMIN = 'ops@svc.example.com';
+const SUM_SCRIPT =
+  'd <- read.csv("data.csv")\n' +
+  'writeLines(paste("sum", sum(d$x)), "out.txt")\n' +
+  'writeLines(grep("^email(Subject|From|Cc)", readLines("configuration.txt"), value = TRUE), "meta.txt")\n';
+const DATA = 'x\n1\n2\n3\n';
+const TEMPLATE =
+  'Hello,\n\n{{outcome}}\n\n-- {{application}}, job {{jobId}} ({{subject}}) {{constructor}}\n';
+
+/** A MIME message as a mail program writes it. */
+async function compose(options: Mail.Options): Promise<Buffer> {
+  return new MailComposer({ from: 'analyst@example.com', ...options }).compile().build();
+}
+
+function imapClient(dovecot: Dovecot, user: string): ImapFlow {
+  return new ImapFlow({
+    host: '127.0.0.1',
+    port: dovecot.imapPort,
+    secure: false,
+    auth: { user, pass: `${user}-secret` },
+    logger: false,
+  });
+}
+
+/** Puts a message into a user's INBOX (IMAP APPEND); returns its key as the service sees it. */
+async function deliver(dovecot: Dovecot, user: string, message: Buffer): Promise<string> {
+  const client = imapClient(dovecot, user);
+  await client.connect();
+  try {
+    const appended = await client.append('INBOX', message);
+    if (appended === false) {
+      throw new Error('APPEND failed');
+    }
+    return `${appended.uidValidity}:${appended.uid}`;
+  } finally {
+    await client.logout();
+  }
+}
+
+/** Messages still in a user's INBOX. */
+async function messagesIn(dovecot: Dovecot, user: string): Promise<number> {
+  const client = imapClient(dovecot, user);
+  await client.connect();
+  try {
+    const status = await client.status('INBOX', { messages: true });
+    return status === false ? -1 : (status.messages ?? 0);
+  } finally {
+    await client.logout();
+  }
+}
+
+/** The next UID the INBOX will give, as the service's key would name it. */
+async function nextKey(dovecot: Dovecot, user: string): Promise<string> {
+  const client = imapClient(dovecot, user);
+  await client.connect();
+  try {
+    const status = await client.status('INBOX', { uidNext: true, uidValidity: true });
+    if (status === false) {
+      throw new Error('STATUS failed');
+    }
+    return `${String(status.uidValidity)}:${status.uidNext}`;
+  } finally {
+    await client.logout();
+  }
+}
+
+function replyAbout(smtp: SmtpRecorder, subject: string): Promise<ReceivedMail> {
+  return waitFor(
+    () => Promise.resolve(smtp.received.find((r) => r.mail.subject === `RE: ${subject}`)),
+    120_000,
+    `the reply to "${subject}"`,
+  );
+}
+
+function attachmentText(reply: ReceivedMail, name: string): string | undefined {
+  return reply.mail.attachments.find((a) => a.filename === name)?.content.toString('utf8');
+}
+
+describe('jobs by e-mail', () => {
+  let dovecot: Dovecot;
+  let smtp: SmtpRecorder;
+  let service: TestService;
+  let configDir: string;
+  let query: <T>(sql: string, params?: unknown[]) => Promise<T[]>;
+
+  function accounts(): Array<Record<string, unknown>> {
+    return [
+      {
+        name: 'imap-box',
+        mailbox: `imap://jobs@127.0.0.1:${dovecot.imapPort}/INBOX`,
+        passwordEnv: 'TEST_MAIL_PASSWORD',
+        application: APP,
+        pollSeconds: 1,
+        replyFrom: REPLY_FROM,
+        jobConfiguration: 'defaults.properties',
+        replyTemplate: 'reply.txt',
+        allowedSenders: ['@example.com'],
+        attachMaxBytes: 100_000,
+      },
+      {
+        name: 'pop-box',
+        mailbox: `pop3://popper@127.0.0.1:${dovecot.pop3Port}`,
+        passwordFile: join(configDir, 'pop-password'),
+        application: APP,
+        pollSeconds: 1,
+        replyFrom: REPLY_FROM,
+      },
+    ];
+  }
+
+  beforeAll(async () => {
+    dovecot = await startDovecot(['jobs', 'popper', 'shared']);
+    smtp = await startSmtpRecorder();
+    configDir = mkdtempSync(join(tmpdir(), 'svc-mail-'));
+    writeFileSync(join(configDir, 'pop-password'), 'popper-secret\n');
+    service = await startTestService({
+      EMAIL_ACCOUNTS: JSON.stringify(accounts()),
+      TEST_MAIL_PASSWORD: 'jobs-secret',
+      SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
+      ADMIN_EMAIL: ADMIN,
+      PUBLIC_BASE_URL: 'https://svc.example.com',
+      POLL_INTERVAL_MS: '200',
+      CALLBACK_FIRST_RETRY_MS: '200',
+      CALLBACK_MAX_RETRY_DELAY_SECONDS: '1',
+      CALLBACK_RETRY_SECONDS: '5',
+      ZIP_MAX_COMPRESSION_RATIO: '100',
+      MAX_REQUEST_BYTES: '200000',
+    });
+    const catalog = service.app.get(CatalogService);
+    await catalog.putFile(
+      APP,
+      'JOB_CONFIGURATIONS',
+      'defaults.properties',
+      Buffer.from('team=analytics\n'),
+    );
+    await catalog.putFile(APP, 'EMAIL_REPLIES', 'reply.txt', Buffer.from(TEMPLATE));
+    const dataSource = service.app.get(DataSource);
+    query = <T>(sql: string, params: unknown[] = []) => dataSource.query<T[]>(sql, params);
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+    await smtp?.stop();
+    await dovecot?.stop();
+    rmSync(configDir, { recursive: true, force: true });
+  });
+
+  it('runs a script and a data file and replies with the result files, to Reply-To and Cc', async () => {
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({
+        subject: 'Sum please',
+        replyTo: 'desk@example.com',
+        cc: 'boss@example.com',
+        text: 'Please add these up.',
+        attachments: [
+          { filename: 'sum.R', content: SUM_SCRIPT },
+          { filename: 'data.csv', content: DATA },
+        ],
+      }),
+    );
+    const reply = await replyAbout(smtp, 'Sum please');
+    expect(reply.mail.from?.value[0].address).toBe(REPLY_FROM);
+    expect(reply.mail.to && 'value' in reply.mail.to && reply.mail.to.value[0].address).toBe(
+      'desk@example.com',
+    );
+    expect(reply.mail.cc && 'value' in reply.mail.cc && reply.mail.cc.value[0].address).toBe(
+      'boss@example.com',
+    );
+    expect(reply.envelopeTo.sort()).toEqual(['boss@example.com', 'desk@example.com']);
+    expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+    expect(reply.mail.text).toMatch(
+      /^Hello,\n\nJob [0-9a-f-]{36} of application mailer is done\.\nIts result files are attached\.\n\n-- mailer, job [0-9a-f-]{36} \(RE: Sum please\) \{\{constructor\}\}\n$/,
+    );
+    expect(attachmentText(reply, 'meta.txt')).toBe(
+      'emailCc = boss@example.com\nemailFrom = analyst@example.com\nemailSubject = Sum please\n',
+    );
+    await waitFor(async () => (await messagesIn(dovecot, 'jobs')) === 0, 30_000, 'removal');
+    const jobs = await query<{ source: string; meta: Record<string, string> }>(
+      `SELECT source, meta FROM job WHERE meta->>'emailSubject' = 'Sum please'`,
+    );
+    expect(jobs).toHaveLength(1);
+    expect(jobs[0].source).toBe(EMAIL_SOURCE);
+    expect(jobs[0].meta).toMatchObject({
+      team: 'analytics',
+      emailReplyTo: 'desk@example.com',
+      emailBody: 'Please add these up.',
+    });
+  });
+
+  it('unpacks a ZIP attachment under the REST rules', async () => {
+    const zip = await makeZip([
+      { name: 'sum.R', content: SUM_SCRIPT },
+      { name: 'data.csv', content: 'x\n10\n20\n' },
+    ]);
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({
+        subject: 'Zipped',
+        text: 'see zip',
+        attachments: [{ filename: 'job.zip', content: zip }],
+      }),
+    );
+    const reply = await replyAbout(smtp, 'Zipped');
+    expect(reply.mail.to && 'value' in reply.mail.to && reply.mail.to.value[0].address).toBe(
+      'analyst@example.com',
+    );
+    expect(attachmentText(reply, 'out.txt')).toBe('sum 30\n');
+  });
+
+  it('runs a catalog script named by a configuration.txt attachment', async () => {
+    await service.app
+      .get(CatalogService)
+      .putFile(
+        APP,
+        'R_SCRIPTS',
+        'count.R',
+        Buffer.from('writeLines(as.character(nrow(read.csv("data.csv"))), "rows.txt")\n'),
+      );
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({
+        subject: 'From the catalog',
+        text: 'count rows',
+        attachments: [
+          { filename: 'configuration.txt', content: 'rScript=count.R\n' },
+          { filename: 'data.csv', content: DATA },
+        ],
+      }),
+    );
+    const reply = await replyAbout(smtp, 'From the catalog');
+    expect(attachmentText(reply, 'rows.txt')).toBe('3\n');
+  });
+
+  it('links a result larger than the account allows to attach', async () => {
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({
+        subject: 'Big',
+        text: 'big',
+        attachments: [
+          {
+            filename: 'big.R',
+            content: 'set.seed(1); writeLines(format(runif(40000)), "big.txt")\n',
+          },
+        ],
+      }),
+    );
+    const reply = await replyAbout(smtp, 'Big');
+    expect(reply.mail.attachments).toEqual([]);
+    expect(reply.mail.text).toMatch(
+      /https:\/\/svc\.example\.com\/svc\/api\/rest\/result\/mailer\/[0-9a-f-]{36}\.zip/,
+    );
+  });
+
+  it('answers a failing script with its error text and no attachment', async () => {
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({
+        subject: 'Broken',
+        text: 'oops',
+        attachments: [{ filename: 'broken.R', content: 'stop("no data here")\n' }],
+      }),
+    );
+    const reply = await replyAbout(smtp, 'Broken');
+    expect(reply.mail.attachments).toEqual([]);
+    expect(reply.mail.text).toMatch(/failed/);
+    expect(reply.mail.text).toContain('no data here');
+  });
+
+  describe('answers a message that is not a job with the reason', () => {
+    it.each([
+      ['not multipart', { text: 'just text' }, /not multipart/],
+      ['no attachment', { text: 'text', html: '<p>text</p>' }, /no attachment/],
+      [
+        'two R scripts',
+        {
+          text: 'two',
+          attachments: [
+            { filename: 'a.R', content: '1\n' },
+            { filename: 'b.R', content: '2\n' },
+          ],
+        },
+        /at most one R script/,
+      ],
+      [
+        'a forbidden sender',
+        {
+          from: 'intruder@elsewhere.org',
+          text: 'hi',
+          attachments: [{ filename: 'a.R', content: '1\n' }],
+        },
+        /intruder@elsewhere\.org may not send jobs of application mailer/,
+      ],
+    ])('%s', async (label, options, reason) => {
+      const subject = `Invalid: ${label}`;
+      await deliver(dovecot, 'jobs', await compose({ subject, ...options }));
+      const reply = await replyAbout(smtp, subject);
+      expect(reply.mail.text).toMatch(reason);
+      expect(reply.mail.attachments).toEqual([]);
+    });
+
+    it('a message over MAX_REQUEST_BYTES, never read whole', async () => {
+      const data = Buffer.alloc(300_000, 'x');
+      await deliver(
+        dovecot,
+        'jobs',
+        await compose({
+          subject: 'Invalid: huge',
+          text: 'h',
+          attachments: [{ filename: 'huge.csv', content: data }],
+        }),
+      );
+      const reply = await replyAbout(smtp, 'Invalid: huge');
+      expect(reply.mail.text).toMatch(
+        /The message has \d+ bytes, more than the limit of 200000 \(MAX_REQUEST_BYTES\)\./,
+      );
+    });
+
+    it('a ZIP bomb', async () => {
+      const bomb = await makeZipBomb(5_000_000);
+      await deliver(
+        dovecot,
+        'jobs',
+        await compose({
+          subject: 'Invalid: bomb',
+          text: 'b',
+          attachments: [{ filename: 'job.zip', content: bomb }],
+        }),
+      );
+      const reply = await replyAbout(smtp, 'Invalid: bomb');
+      expect(reply.mail.text).toMatch(
+        /in the attachment "job\.zip": ZIP entry "bomb\.csv" expands more than 100 times/,
+      );
+      const jobs = await query(`SELECT 1 FROM job WHERE meta->>'emailSubject' = 'Invalid: bomb'`);
+      expect(jobs).toEqual([]);
+    });
+  });
+
+  it('takes mail from a POP3 mailbox too', async () => {
+    await deliver(
+      dovecot,
+      'popper',
+      await compose({
+        subject: 'By POP3',
+        text: 'pop',
+        attachments: [
+          { filename: 'sum.R', content: SUM_SCRIPT },
+          { filename: 'data.csv', content: DATA },
+        ],
+      }),
+    );
+    const reply = await replyAbout(smtp, 'By POP3');
+    expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+    await deliver(dovecot, 'popper', await compose({ subject: 'POP3 plain', text: 'no parts' }));
+    expect((await replyAbout(smtp, 'POP3 plain')).mail.text).toMatch(/not multipart/);
+    await waitFor(async () => (await messagesIn(dovecot, 'popper')) === 0, 30_000, 'POP3 removal');
+  });
+
+  it('makes no second job for a message whose job was queued by a node that died before removing it', async () => {
+    const key = await nextKey(dovecot, 'jobs');
+    const message = await compose({
+      subject: 'Survivor',
+      text: 'x',
+      attachments: [
+        { filename: 'sum.R', content: SUM_SCRIPT },
+        { filename: 'data.csv', content: DATA },
+      ],
+    });
+    // What the dead node did: the record, the job under its id, the reply owed; the message stays.
+    const records = service.app.get(MailReplyRepository);
+    const { jobId } = await records.record(
+      'imap-box',
+      key,
+      APP,
+      '00000000-0000-4000-8000-00000000d1ed',
+      REPLY_FROM,
+    );
+    await service.app.get(JobsService).submit({
+      applicationName: APP,
+      source: EMAIL_SOURCE,
+      meta: { emailSubject: 'Survivor' },
+      callback: null,
+      parts: [
+        { name: 'sum.R', label: null, content: Buffer.from(SUM_SCRIPT), zip: false },
+        { name: 'data.csv', label: null, content: Buffer.from(DATA), zip: false },
+      ],
+      jobId,
+    });
+    await records.settle(
+      'imap-box',
+      key,
+      {
+        replyTo: 'analyst@example.com',
+        cc: null,
+        subject: 'RE: Survivor',
+        from: REPLY_FROM,
+        inReplyTo: null,
+        attachMaxBytes: 100_000,
+      },
+      null,
+    );
+    expect(await deliver(dovecot, 'jobs', message)).toBe(key);
+
+    await waitFor(async () => (await messagesIn(dovecot, 'jobs')) === 0, 30_000, 'removal');
+    const reply = await replyAbout(smtp, 'Survivor');
+    expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+    const jobs = await query<{ id: string }>(
+      `SELECT id FROM job WHERE meta->>'emailSubject' = 'Survivor'`,
+    );
+    expect(jobs).toEqual([{ id: jobId }]);
+    expect(smtp.received.filter((r) => r.mail.subject === 'RE: Survivor')).toHaveLength(1);
+  });
+
+  it('delivers a reply later when the SMTP server refuses it for a while', async () => {
+    smtp.refusing = true;
+    const refusedBefore = smtp.refusals;
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({ subject: 'Patience', text: 'no attachment here' }),
+    );
+    await waitFor(
+      () => Promise.resolve(smtp.refusals >= refusedBefore + 2),
+      60_000,
+      'two refusals',
+    );
+    const [pending] = await query<{ state: string; attempts: number; last_error: string }>(
+      `SELECT state, attempts, last_error FROM mail_reply WHERE reply_subject = 'RE: Patience'`,
+    );
+    expect(pending.state).toBe('pending');
+    expect(pending.attempts).toBeGreaterThanOrEqual(1);
+    expect(pending.last_error).toMatch(/451/);
+    smtp.refusing = false;
+    const reply = await replyAbout(smtp, 'Patience');
+    expect(reply.mail.text).toMatch(/not multipart/);
+  });
+
+  it('tells ADMIN_EMAIL when a reply is given up after its retries', async () => {
+    smtp.refusedRecipients.add('gone@example.com');
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({ subject: 'Nobody home', replyTo: 'gone@example.com', text: 'plain' }),
+    );
+    const notice = await waitFor(
+      () =>
+        Promise.resolve(
+          smtp.received.find(
+            (r) => r.envelopeTo.includes(ADMIN) && /Nobody home/.test(r.mail.text ?? ''),
+          ),
+        ),
+      60_000,
+      'the notice to ADMIN_EMAIL',
+    );
+    expect(notice.mail.text).toMatch(/could not be sent after \d+ attempt\(s\)/);
+    expect(notice.mail.text).toMatch(/no such user here/);
+    const [row] = await query<{ state: string }>(
+      `SELECT state FROM mail_reply WHERE reply_subject = 'RE: Nobody home'`,
+    );
+    expect(row.state).toBe('failed');
+  });
+
+  it("sends a job result to any address at another module's request (MailReplyService.sendResult)", async () => {
+    const job = await service.app.get(JobsService).submit({
+      applicationName: APP,
+      source: 'rest',
+      meta: {},
+      callback: null,
+      parts: [
+        { name: 'sum.R', label: null, content: Buffer.from(SUM_SCRIPT), zip: false },
+        { name: 'data.csv', label: null, content: Buffer.from(DATA), zip: false },
+      ],
+    });
+    await service.app.get(MailReplyService).sendResult(job.jobId, APP, {
+      to: 'morning@example.com',
+      subject: 'RE: Morning report',
+      from: REPLY_FROM,
+    });
+    const reply = await replyAbout(smtp, 'Morning report');
+    expect(reply.envelopeTo).toEqual(['morning@example.com']);
+    expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+  });
+});
+
+const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
+
+describeWithServer('jobs by e-mail on two nodes polling one mailbox', () => {
+  it('makes one job and one reply per message', async () => {
+    const dovecot = await startDovecot(['shared']);
+    const smtp = await startSmtpRecorder();
+    const database = await createTestDatabase();
+    const nodes: RunningService[] = [];
+    try {
+      const count = 8;
+      for (let i = 0; i < count; i++) {
+        await deliver(
+          dovecot,
+          'shared',
+          await compose({
+            subject: `Shared ${i}`,
+            text: 'x',
+            attachments: [{ filename: 'n.R', content: `writeLines("${i}", "n.txt")\n` }],
+          }),
+        );
+      }
+      const config = loadConfig(
+        testEnvironment(database, {
+          EMAIL_ACCOUNTS: JSON.stringify([
+            {
+              name: 'shared-box',
+              mailbox: `imap://shared@127.0.0.1:${dovecot.imapPort}`,
+              passwordEnv: 'TEST_MAIL_PASSWORD',
+              application: APP,
+              pollSeconds: 1,
+              replyFrom: REPLY_FROM,
+            },
+          ]),
+          TEST_MAIL_PASSWORD: 'shared-secret',
+          SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
+          POLL_INTERVAL_MS: '200',
+        }),
+      );
+      const logger = new PinoLoggerService(config.logLevel);
+      nodes.push(await startService(config, logger));
+      nodes.push(await startService(config, logger));
+      await waitFor(() => Promise.resolve(smtp.received.length >= count), 180_000, 'all replies');
+      await waitFor(async () => (await messagesIn(dovecot, 'shared')) === 0, 30_000, 'removal');
+      const dataSource = nodes[0].app.get(DataSource);
+      const jobs = await dataSource.query<Array<{ subject: string; n: number }>>(
+        `SELECT meta->>'emailSubject' AS subject, count(*)::int AS n FROM job GROUP BY 1 ORDER BY 1`,
+      );
+      expect(jobs).toEqual(
+        Array.from({ length: count }, (_, i) => ({ subject: `Shared ${i}`, n: 1 })),
+      );
+      // A moment for a duplicate to show up, had a node sent one.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(smtp.received.map((r) => r.mail.subject).sort()).toEqual(
+        Array.from({ length: count }, (_, i) => `RE: Shared ${i}`).sort(),
+      );
+      for (const reply of smtp.received) {
+        const i = /Shared (\d+)/.exec(reply.mail.subject ?? '')?.[1];
+        expect(attachmentText(reply, 'n.txt')).toBe(`${i}\n`);
+      }
+    } finally {
+      for (const node of nodes) {
+        await node.close();
+      }
+      await database.drop();
+      await smtp.stop();
+      await dovecot.stop();
+    }
+  });
+});
