@@ -3,6 +3,7 @@ import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
 import { JobLogLineEntity } from './jobs/job-log-line.entity';
+import { SubmissionBucketEntity } from './jobs/submission-bucket.entity';
 import { RPackageNodeEntity } from './packages/r-package-node.entity';
 import { RPackageEntity } from './packages/r-package.entity';
 import { JobFileChunkEntity } from './queue/job-file-chunk.entity';
@@ -31,6 +32,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     JobCallbackEntity,
     RPackageEntity,
     RPackageNodeEntity,
+    SubmissionBucketEntity,
   ],
   migrations: MIGRATIONS,
 };

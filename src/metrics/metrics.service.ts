@@ -36,6 +36,12 @@ export class MetricsService {
     labelNames: ['application', 'source'] as const,
     registers: [this.registry],
   });
+  private readonly rejected = new Counter({
+    name: 'svc_submissions_rejected_total',
+    help: 'Submissions this node refused at an application limit, by the limit (maxQueuedJobs, maxSubmissionsPerMinute, maxSubmissionsPerMinutePerPrincipal, maxJobSizeBytes, priority).',
+    labelNames: ['application', 'reason'] as const,
+    registers: [this.registry],
+  });
   private readonly finished = new Counter({
     name: 'svc_jobs_finished_total',
     help: 'Jobs this node finished with a stored result, successful or not.',
@@ -170,6 +176,10 @@ export class MetricsService {
 
   jobSubmitted(name: string, source: string): void {
     this.submitted.inc({ application: this.applicationLabel(name), source });
+  }
+
+  submissionRejected(name: string, reason: string): void {
+    this.rejected.inc({ application: this.applicationLabel(name), reason });
   }
 
   /** `seconds` is unknown for a dead letter (the job never ran). */

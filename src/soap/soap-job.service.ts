@@ -8,6 +8,7 @@ import { isZipUpload } from '../jobs/job-archive';
 import { parseMetaParameters } from '../jobs/job-meta';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
+import { principalOf } from '../security/principal';
 import type { SoapPayload, SoapProcessCall } from './soap-request-reader';
 
 /** Marks jobs that came in over SOAP (the job's `source`, a metrics label). */
@@ -63,6 +64,7 @@ export class SoapJobService {
         zip: !functionCall && isZipPayload(payload),
       })),
       functionCall,
+      principal: principalOf(req)?.name ?? null,
     });
     return {
       ...job,

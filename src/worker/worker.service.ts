@@ -11,7 +11,7 @@ import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
-import { retentionByApplication } from '../config/application-settings';
+import { claimPoliciesOf, retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
@@ -188,6 +188,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
             first.applicationName,
             first.kinds,
             second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
+            claimPoliciesOf(this.config),
           );
           const claimed = new Map<SlotPool, number>();
           for (const job of jobs) {

@@ -1,0 +1,143 @@
+import { fileField, postForm, textField } from '../support/form-client';
+import { Answer, parseXml, postZip } from '../support/rest-client';
+import { faultAnswer, jobEnvelope, postSoap } from '../support/soap-client';
+import { startTestService, TestService } from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
+
+/**
+ * The per-application limits of APPLICATION_SETTINGS at the intake, over HTTP: REST, the form
+ * and SOAP. ROLE=api runs no jobs, so what is queued stays queued.
+ */
+const SETTINGS = {
+  queued: { maxQueuedJobs: 2 },
+  rated: { maxSubmissionsPerMinute: 2 },
+  caller: { maxSubmissionsPerMinutePerPrincipal: 1 },
+  small: { maxJobSizeBytes: 300 },
+  ranked: { defaultPriority: 1, minPriority: -5, maxPriority: 5 },
+};
+
+describe('application limits', () => {
+  let service: TestService;
+  let zip: Buffer;
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ROLE: 'api',
+      APPLICATION_SETTINGS: JSON.stringify(SETTINGS),
+    });
+    zip = await makeZip([{ name: 'main.R', content: 'writeLines("hi", "out.txt")\n' }]);
+  });
+
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  function rest(app: string, headers: Record<string, string> = {}, body = zip): Promise<Answer> {
+    return postZip(service.url, body, { 'X-SVC-Application-Name': app, ...headers });
+  }
+
+  function form(app: string, extra: Array<[string, string]> = []): Promise<Answer> {
+    return postForm(service.url, [
+      textField('X-SVC-Application-Name', app),
+      ...extra.map(([name, value]) => textField(name, value)),
+      fileField('job.zip', zip, 'application/zip'),
+    ]);
+  }
+
+  function soap(app: string): Promise<Answer> {
+    return postSoap(
+      service.url,
+      jobEnvelope(app, [{ name: 'job.zip', contentType: 'application/zip', data: zip }]),
+    );
+  }
+
+  /** A 429 with a Retry-After of whole seconds, its error message naming `limit`. */
+  function expectRefused(answer: Answer, limit: string): void {
+    expect(answer.status).toBe(429);
+    expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const error = parseXml(answer.text).error;
+    expect(error.status).toBe('429');
+    expect(error.message).toContain(limit);
+  }
+
+  async function expectFault(answer: Answer, limit: string): Promise<void> {
+    expect(answer.status).toBe(500);
+    expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const fault = await faultAnswer(answer);
+    expect(fault.errors).toEqual([]);
+    expect(fault.faultcode).toBe('soap:Client');
+    expect(fault.faultstring).toContain(limit);
+  }
+
+  it('answers 429 naming maxQueuedJobs once an application has that many queued: REST, form, SOAP', async () => {
+    expect((await rest('queued')).status).toBe(202);
+    expect((await form('queued')).status).toBe(202);
+    expectRefused(await rest('queued'), 'maxQueuedJobs');
+    expectRefused(await form('queued'), 'maxQueuedJobs');
+    await expectFault(await soap('queued'), 'maxQueuedJobs');
+    // Other applications are not held by it.
+    expect((await rest('other')).status).toBe(202);
+  });
+
+  it('answers 429 naming maxSubmissionsPerMinute beyond the application’s rate', async () => {
+    expect((await rest('rated')).status).toBe(202);
+    expect((await rest('rated')).status).toBe(202);
+    const refused = await rest('rated');
+    expectRefused(refused, 'maxSubmissionsPerMinute');
+    // One token comes back every 30 s at 2 a minute.
+    expect(Number(refused.headers.get('retry-after'))).toBeLessThanOrEqual(30);
+    expectRefused(await form('rated'), 'maxSubmissionsPerMinute');
+    await expectFault(await soap('rated'), 'maxSubmissionsPerMinute');
+  });
+
+  it('answers 429 naming maxSubmissionsPerMinutePerPrincipal beyond a caller’s rate', async () => {
+    expect((await form('caller')).status).toBe(202);
+    expectRefused(await rest('caller'), 'maxSubmissionsPerMinutePerPrincipal');
+    await expectFault(await soap('caller'), 'maxSubmissionsPerMinutePerPrincipal');
+  });
+
+  it('answers 413 naming maxJobSizeBytes for a job larger than the application allows', async () => {
+    const large = await makeZip([
+      { name: 'main.R', content: 'writeLines("hi", "out.txt")\n' },
+      { name: 'data.bin', content: Buffer.alloc(2000, 7), compress: false },
+    ]);
+    const answer = await rest('small', {}, large);
+    expect(answer.status).toBe(413);
+    expect(parseXml(answer.text).error.message).toContain('maxJobSizeBytes');
+    const formAnswer = await postForm(service.url, [
+      textField('X-SVC-Application-Name', 'small'),
+      fileField('job.zip', large, 'application/zip'),
+    ]);
+    expect(formAnswer.status).toBe(413);
+    expect(parseXml(formAnswer.text).error.message).toContain('maxJobSizeBytes');
+    const fault = await postSoap(
+      service.url,
+      jobEnvelope('small', [{ name: 'job.zip', contentType: 'application/zip', data: large }]),
+    );
+    expect((await faultAnswer(fault)).faultstring).toContain('maxJobSizeBytes');
+    // The small job of the same application is taken.
+    expect((await rest('small')).status).toBe(202);
+  });
+
+  it('takes a priority within the application’s bounds and answers 400 beyond them', async () => {
+    expect((await rest('ranked', { 'X-SVC-Priority': '5' })).status).toBe(202);
+    expect((await rest('ranked', { 'X-SVC-Priority': '-5' })).status).toBe(202);
+    expect((await rest('ranked')).status).toBe(202);
+    for (const [value, message] of [
+      ['6', 'maxPriority: 5'],
+      ['-6', 'minPriority: -5'],
+      ['high', 'whole number'],
+    ]) {
+      const answer = await rest('ranked', { 'X-SVC-Priority': value });
+      expect(answer.status).toBe(400);
+      expect(parseXml(answer.text).error.message).toContain(message);
+    }
+    expect((await form('ranked', [['X-SVC-Priority', '2']])).status).toBe(202);
+    const refused = await form('ranked', [['X-SVC-Priority', '9']]);
+    expect(refused.status).toBe(400);
+    expect(parseXml(refused.text).error.message).toContain('maxPriority');
+    // An application without bounds takes only its default, 0.
+    expect((await rest('other', { 'X-SVC-Priority': '1' })).status).toBe(400);
+    expect((await rest('other', { 'X-SVC-Priority': '0' })).status).toBe(202);
+  });
+});
