@@ -219,6 +219,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   private start(job: ClaimedJob, pool: SlotPool, claimedAt: number): void {
     pool.running.add(job.id);
+    this.metrics?.jobStarted(job.applicationName, (claimedAt - job.submittedAt.getTime()) / 1000);
     const abort = new AbortController();
     // Every log line of the job, the R engine's included, carries its id.
     const done = runWithLogContext({ jobId: job.id }, () =>

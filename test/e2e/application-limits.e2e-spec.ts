@@ -1,5 +1,6 @@
 import { fileField, postForm, textField } from '../support/form-client';
-import { Answer, parseXml, postZip } from '../support/rest-client';
+import { parseMetrics } from '../support/prometheus';
+import { Answer, parseXml, postZip, request } from '../support/rest-client';
 import { faultAnswer, jobEnvelope, postSoap } from '../support/soap-client';
 import { startTestService, TestService } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
@@ -77,6 +78,16 @@ describe('application limits', () => {
     await expectFault(await soap('queued'), 'maxQueuedJobs');
     // Other applications are not held by it.
     expect((await rest('other')).status).toBe(202);
+    // /metrics: queued jobs per application (a name not configured counts as "other"), and
+    // the refusals by limit.
+    const metrics = parseMetrics((await request(`${service.url}/metrics`)).text);
+    const jobs = metrics.get('svc_application_jobs')?.metrics ?? [];
+    expect(jobs).toContainEqual({ labels: { application: 'queued', state: 'QUEUED' }, value: '2' });
+    expect(jobs).toContainEqual({ labels: { application: 'other', state: 'QUEUED' }, value: '1' });
+    expect(metrics.get('svc_submissions_rejected_total')?.metrics).toContainEqual({
+      labels: { application: 'queued', reason: 'maxQueuedJobs' },
+      value: '3',
+    });
   });
 
   it('answers 429 naming maxSubmissionsPerMinute beyond the application’s rate', async () => {
