@@ -6,6 +6,7 @@ import { mediaType } from '../common/media-type';
 import { FunctionCallKind, KIND_OF_MEDIA_TYPE } from '../jobs/function-call-result';
 import { isZipUpload } from '../jobs/job-archive';
 import { parseMetaParameters } from '../jobs/job-meta';
+import { parsePriority } from '../jobs/job-priority';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
 import { principalOf } from '../security/principal';
@@ -65,6 +66,10 @@ export class SoapJobService {
       })),
       functionCall,
       principal: principalOf(req)?.name ?? null,
+      priority: parsePriority(
+        call.priority === null || call.priority === undefined ? [] : [call.priority],
+        'The priority element',
+      ),
     });
     return {
       ...job,

@@ -147,6 +147,20 @@ describe('application limits', () => {
     const refused = await form('ranked', [['X-SVC-Priority', '9']]);
     expect(refused.status).toBe(400);
     expect(parseXml(refused.text).error.message).toContain('maxPriority');
+    // SOAP: the priority element, beyond the bounds a soap:Client fault naming them.
+    const withPriority = (priority: string): string =>
+      jobEnvelope('ranked', [
+        { name: 'job.zip', contentType: 'application/zip', data: zip },
+      ]).replace(
+        '</t:applicationName>',
+        `</t:applicationName><t:priority>${priority}</t:priority>`,
+      );
+    const soapFault = await faultAnswer(await postSoap(service.url, withPriority('9')));
+    expect(soapFault.faultcode).toBe('soap:Client');
+    expect(soapFault.faultstring).toContain('maxPriority: 5');
+    expect(
+      (await faultAnswer(await postSoap(service.url, withPriority('x')))).faultstring,
+    ).toContain('whole number');
     // An application without bounds takes only its default, 0.
     expect((await rest('other', { 'X-SVC-Priority': '1' })).status).toBe(400);
     expect((await rest('other', { 'X-SVC-Priority': '0' })).status).toBe(202);
