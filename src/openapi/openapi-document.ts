@@ -1044,7 +1044,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
               content: {
                 ...answer.content,
                 'text/csv': text(
-                  'application,month,submitted,succeeded,failed,cancelled,runTimeTotalMs,runTimeP50Ms,runTimeP95Ms,rCpuTotalMs,rCpuJobs,bytesIn,bytesOut\r\ndemo,2026-11,4,2,1,1,1371,68,1019,312,3,10975,1234\r\n',
+                  'application,month,submitted,succeeded,failed,cancelled,runTimeTotalMs,runTimeP50Ms,runTimeP95Ms,waitTimeP50Ms,waitTimeP95Ms,rCpuTotalMs,rCpuJobs,bytesIn,bytesOut\r\ndemo,2026-11,4,2,1,1,1371,68,1019,12,240,312,3,10975,1234\r\n',
                 ),
               },
             };
