@@ -1,3 +1,4 @@
+import { ALICE, basicUsersEnvironment, BOB } from '../support/admin-auth';
 import { fileField, postForm, textField } from '../support/form-client';
 import { parseMetrics } from '../support/prometheus';
 import { Answer, parseXml, postZip, request } from '../support/rest-client';
@@ -164,5 +165,45 @@ describe('application limits', () => {
     // An application without bounds takes only its default, 0.
     expect((await rest('other', { 'X-SVC-Priority': '1' })).status).toBe(400);
     expect((await rest('other', { 'X-SVC-Priority': '0' })).status).toBe(202);
+  });
+});
+
+describe('application limits per caller', () => {
+  let service: TestService;
+  let zip: Buffer;
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ...(await basicUsersEnvironment({
+        shared: { userPrincipals: ['alice', 'bob'], scriptSubmissionAllowed: true },
+      })),
+      ROLE: 'api',
+      APPLICATION_SETTINGS: JSON.stringify({
+        shared: { maxSubmissionsPerMinutePerPrincipal: 2, maxSubmissionsPerMinute: 3 },
+      }),
+    });
+    zip = await makeZip([{ name: 'main.R', content: 'writeLines("hi", "out.txt")\n' }]);
+  });
+
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  const submitAs = (who: Record<string, string>): Promise<Answer> =>
+    postZip(service.url, zip, { 'X-SVC-Application-Name': 'shared', ...who });
+
+  it('holds each caller to its own rate, and all of them to the application’s', async () => {
+    expect((await submitAs(ALICE)).status).toBe(202);
+    expect((await submitAs(ALICE)).status).toBe(202);
+    const refused = await submitAs(ALICE);
+    expect(refused.status).toBe(429);
+    expect(parseXml(refused.text).error.message).toContain(
+      'The caller "alice" submitted more than 2 jobs a minute',
+    );
+    // alice's refusals took nothing from the application's bucket: bob gets its third token.
+    expect((await submitAs(BOB)).status).toBe(202);
+    const full = await submitAs(BOB);
+    expect(full.status).toBe(429);
+    expect(parseXml(full.text).error.message).toContain('maxSubmissionsPerMinute: 3');
   });
 });
