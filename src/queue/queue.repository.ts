@@ -1,8 +1,12 @@
 /**
  * Glossary
- * - claim: one worker slot takes the oldest queued job (lowest priority value first) and marks
- *   it RUNNING under a lease; `FOR UPDATE SKIP LOCKED` lets many workers claim at once without
- *   waiting on each other.
+ * - claim: one worker slot takes a queued job and marks it RUNNING under a lease: the next
+ *   application in fair turn (its share), within it the highest priority, then the oldest;
+ *   `FOR UPDATE SKIP LOCKED` lets many workers claim at once without waiting on each other.
+ * - share: (an application's running jobs + n) / its weight for the n-th job it could start;
+ *   the lowest shares are claimed first, so applications hold slots in proportion to weight.
+ * - cap: an application's maxRunningJobs across the cluster; capped claims are serialised by
+ *   an advisory lock so that two nodes cannot both take the last place.
  * - lease: the time until which a RUNNING job belongs to its worker; heartbeats extend it.
  * - expired lease: the worker died or lost the database; the supervisor puts the job back
  *   (QUEUED) or, when its attempts are used up, ends it with a dead-letter result.
@@ -367,11 +371,11 @@ export class QueueRepository {
    * weighted: the n-th job an application could start now has the share (running + n) / weight,
    * and the claim takes the lowest shares (ties: priority, then submission). Within one
    * application, jobs start by priority (highest first), then in submission order. The queued
-   * applications are found by a skip scan of job_claim_idx (application_name, priority DESC,
-   * submitted_at) WHERE state = 'QUEUED' (one index descent per application), each one's
-   * first `limit` jobs by another descent, and the running counts by one pass over the running
-   * jobs (job_lease_idx): docs/queue.md has the plans with 100,000 queued jobs over 100
-   * applications and over one.
+   * applications are found by a skip scan of job_claim_idx (application_name, kind, priority
+   * DESC, submitted_at) WHERE state = 'QUEUED' (one index descent per application), the first
+   * jobs of the few applications whose turn comes first by one descent per kind, and the
+   * running counts by one pass over the running jobs (job_lease_idx): docs/queue.md has the
+   * plans with 100,000 queued jobs over 100 applications and over one.
    *
    * An application with maxRunningJobs never gets a job beyond it. Two nodes claiming at once
    * would each count the other's claim as not yet running, so when any application has a cap
