@@ -193,10 +193,19 @@ export class JobsService {
   async submit(submission: Submission): Promise<SubmittedJob> {
     const { applicationName, parts } = submission;
     // The application's limits before anything is read: a refused job costs no unpacking.
-    const priority = this.limits.priorityOf(applicationName, submission.priority);
     const size: JobSizeLimit = { applicationName, ...this.limits.maxJobBytes(applicationName) };
-    await this.checkReceivedSize(parts, size);
-    await this.limits.admit(applicationName, submission.principal ?? null);
+    let priority: number;
+    try {
+      priority = this.limits.priorityOf(applicationName, submission.priority);
+      await this.checkReceivedSize(parts, size);
+      await this.limits.admit(applicationName, submission.principal ?? null);
+    } catch (error) {
+      // A body still arriving is read and dropped, so that the client gets the answer.
+      for (const part of parts) {
+        part.stream?.resume();
+      }
+      throw error;
+    }
     if (submission.functionCall) {
       const payload = await functionCallPayload(submission.functionCall, parts);
       const callback = await this.checkedCallback(applicationName, submission.callback);
@@ -225,7 +234,6 @@ export class JobsService {
     }
   }
 
-  /** A part's job files: a ZIP's entries (large ones inflated into `directory`), else itself. */
   /**
    * The parts already received (in memory or on disk) against the application's maxJobSizeBytes
    * (MAX_REQUEST_BYTES held them to the global limit as they arrived): 413 beyond it.
@@ -248,6 +256,7 @@ export class JobsService {
     }
   }
 
+  /** A part's job files: a ZIP's entries (large ones inflated into `directory`), else itself. */
   private async filesOf(
     received: IntakePart,
     spill: SpillDirectory,

@@ -437,11 +437,11 @@ export class QueueRepository {
   }
 
   /**
-   * Runs CLAIM_SQL on one pooled connection, as a named prepared statement where the connection
-   * is the server's own (planning the statement costs more than running it: some 0.6 ms against
-   * 0.1 ms, see docs/queue.md); through PgBouncer's transaction pooling or on the embedded
-   * database, whose connections share sessions, unnamed. With a capped application, in a
-   * transaction behind the capped claims' advisory lock.
+   * Runs CLAIM_SQL on one pooled connection, as a named prepared statement (parsed once per
+   * connection) where the connection is the server's own; through PgBouncer's transaction
+   * pooling or on the embedded database, whose connections share sessions, unnamed. PostgreSQL
+   * still plans it per call (docs/queue.md). With a capped application, in a transaction behind
+   * the capped claims' advisory lock.
    */
   private async claimRows(parameters: unknown[], capped: boolean): Promise<ClaimRow[]> {
     const runner = this.dataSource.createQueryRunner();

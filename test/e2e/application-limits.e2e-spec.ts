@@ -77,6 +77,8 @@ describe('application limits', () => {
     expectRefused(await rest('queued'), 'maxQueuedJobs');
     expectRefused(await form('queued'), 'maxQueuedJobs');
     await expectFault(await soap('queued'), 'maxQueuedJobs');
+    // A large body is read and dropped: the client gets the answer, not a broken connection.
+    expectRefused(await rest('queued', {}, Buffer.alloc(3 * 1024 * 1024, 1)), 'maxQueuedJobs');
     // Other applications are not held by it.
     expect((await rest('other')).status).toBe(202);
     // /metrics: queued jobs per application (a name not configured counts as "other"), and
@@ -87,7 +89,7 @@ describe('application limits', () => {
     expect(jobs).toContainEqual({ labels: { application: 'other', state: 'QUEUED' }, value: '1' });
     expect(metrics.get('svc_submissions_rejected_total')?.metrics).toContainEqual({
       labels: { application: 'queued', reason: 'maxQueuedJobs' },
-      value: '3',
+      value: '4',
     });
   });
 
