@@ -151,9 +151,16 @@ class PrivateCluster {
 
   async stop(): Promise<void> {
     if (this.child.exitCode === null) {
-      // SIGINT: fast shutdown.
+      // SIGINT: fast shutdown, sent to the postmaster itself (its pid is the first line of
+      // postmaster.pid): as root the child is runuser, which does not pass SIGINT on.
       const exited = new Promise((resolve) => this.child.once('exit', resolve));
-      this.child.kill('SIGINT');
+      const postmaster = Number(
+        readFileSync(join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0],
+      );
+      process.kill(
+        Number.isInteger(postmaster) && postmaster > 0 ? postmaster : (this.child.pid ?? 0),
+        'SIGINT',
+      );
       await exited;
     }
     rmSync(this.dir, { recursive: true, force: true });
