@@ -52,8 +52,10 @@ interface Cost {
   statementWalBytes: number;
   /** Per table: rows inserted, updated, deleted. */
   rows: Record<string, { ins: number; upd: number; del: number }>;
-  /** SQL (first 120 characters) -> calls, for the statements the work sent. */
-  topStatements: Array<{ sql: string; calls: number }>;
+  /** SQL (first 120 characters) -> calls and execution time, for the statements the work sent. */
+  topStatements: Array<{ sql: string; calls: number; execMs: number }>;
+  /** Execution time of the claim statement(s): the one hot-path statement that takes jobs. */
+  claimMs: number;
   /** Most connections the node held at once (sampled). */
   peakConnections: number;
   seconds: number;
@@ -149,9 +151,16 @@ class PrivateCluster {
 
   async stop(): Promise<void> {
     if (this.child.exitCode === null) {
-      // SIGINT: fast shutdown.
+      // SIGINT: fast shutdown, sent to the postmaster itself (its pid is the first line of
+      // postmaster.pid): as root the child is runuser, which does not pass SIGINT on.
       const exited = new Promise((resolve) => this.child.once('exit', resolve));
-      this.child.kill('SIGINT');
+      const postmaster = Number(
+        readFileSync(join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0],
+      );
+      process.kill(
+        Number.isInteger(postmaster) && postmaster > 0 ? postmaster : (this.child.pid ?? 0),
+        'SIGINT',
+      );
       await exited;
     }
     rmSync(this.dir, { recursive: true, force: true });
@@ -213,9 +222,16 @@ class Observer {
   }
 
   /** The service's statements in the measured database since the last reset. */
-  async statements(): Promise<Array<{ query: string; calls: number; walBytes: number }>> {
-    const { rows } = await this.server.query<{ query: string; calls: string; wal_bytes: string }>(
-      `SELECT query, calls::text, wal_bytes::text FROM pg_stat_statements
+  async statements(): Promise<
+    Array<{ query: string; calls: number; walBytes: number; execMs: number }>
+  > {
+    const { rows } = await this.server.query<{
+      query: string;
+      calls: string;
+      wal_bytes: string;
+      exec_ms: string;
+    }>(
+      `SELECT query, calls::text, wal_bytes::text, total_exec_time::text AS exec_ms FROM pg_stat_statements
         WHERE userid = $1::regrole AND dbid = (SELECT oid FROM pg_database WHERE datname = $2)
         ORDER BY calls DESC`,
       [SERVICE_ROLE, DATABASE],
@@ -224,6 +240,7 @@ class Observer {
       query: row.query.replace(/\s+/g, ' ').trim(),
       calls: Number(row.calls),
       walBytes: Number(row.wal_bytes),
+      execMs: Number(row.exec_ms),
     }));
   }
 
@@ -345,7 +362,11 @@ async function main(): Promise<void> {
         topStatements: statements.map((statement) => ({
           sql: statement.query.slice(0, 120),
           calls: statement.calls,
+          execMs: statement.execMs,
         })),
+        claimMs: statements
+          .filter((statement) => statement.query.includes('FOR UPDATE SKIP LOCKED'))
+          .reduce((sum, statement) => sum + statement.execMs, 0),
         peakConnections: peak,
         seconds,
       };
@@ -467,13 +488,18 @@ function report(
     }
   }
   log(table(['phase', 'table', 'inserted', 'updated', 'deleted'], rows));
-  log(heading('Statements sent per phase (calls / jobs)'));
+  log(heading('Statements sent per phase (calls / jobs, execution ms / jobs)'));
   for (const phase of Object.keys(phases)) {
     log(`${phase}:`);
     for (const statement of phases[phase].topStatements.slice(0, 6)) {
-      log(`  ${round(statement.calls / options.jobs, 2)}  ${statement.sql}`);
+      log(
+        `  ${round(statement.calls / options.jobs, 2)}  ${round(statement.execMs / options.jobs, 3)} ms  ${statement.sql}`,
+      );
     }
   }
+  log(
+    `claim: ${round(phases.run.claimMs / options.jobs, 3)} ms of execution per job (pg_stat_statements, the statements with FOR UPDATE SKIP LOCKED)`,
+  );
   log(
     heading(
       `An idle node's background, per second (${options.idleSeconds} s, baseline subtracted)`,

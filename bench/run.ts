@@ -5,9 +5,10 @@
  *
  * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
  * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
- * --probe-duration, --only submission,e2e,diagnostics,process,batch,sandbox,large,soap, --large-mib (also the
+ * --probe-duration, --only submission,e2e,diagnostics,process,batch,sandbox,large,soap,fair, --large-mib (also the
  * SOAP payload), --soap-shapes zip,files, --profile, --service <main.js of another
- * build> (to compare builds; default this checkout's dist/src/main.js).
+ * build> (to compare builds; default this checkout's dist/src/main.js), --fair-a-jobs 2000,
+ * --fair-b-jobs 20, --fair-capped-jobs 40, --fair-job-ms 250 (the fair-share section).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -27,6 +28,7 @@ import { CallMeasurement, processBench } from './process.bench';
 import { pairedSingleJobs, printSandbox, sandboxBench } from './sandbox.bench';
 import { LargeJobRun, largeJobRun } from './large-job.bench';
 import { SoapRoundTripRun, soapRoundTripRun, SoapShape } from './soap-roundtrip.bench';
+import { fairShareRun } from './fair-share.bench';
 import {
   countRoundTrips,
   printDiagnostics,
@@ -44,6 +46,7 @@ const SECTIONS = [
   'sandbox',
   'large',
   'soap',
+  'fair',
 ] as const;
 /** Sections run when --only is not given: `large` and `soap` move 100s of MiB, so only on request. */
 const DEFAULT_SECTIONS = SECTIONS.filter((section) => section !== 'large' && section !== 'soap');
@@ -74,6 +77,10 @@ function parseOptions() {
       service: { type: 'string', default: DEFAULT_MAIN },
       'batch-jobs': { type: 'string', default: '500' },
       modes: { type: 'string', default: 'fork,spawn' },
+      'fair-a-jobs': { type: 'string', default: '2000' },
+      'fair-b-jobs': { type: 'string', default: '20' },
+      'fair-capped-jobs': { type: 'string', default: '40' },
+      'fair-job-ms': { type: 'string', default: '250' },
     },
     strict: true,
   });
@@ -106,6 +113,10 @@ function parseOptions() {
       }
       return shape;
     }),
+    fairAJobs: int('fair-a-jobs', values['fair-a-jobs'], 1, 10_000),
+    fairBJobs: int('fair-b-jobs', values['fair-b-jobs'], 1, MAX_JOBS),
+    fairCappedJobs: int('fair-capped-jobs', values['fair-capped-jobs'], 1, MAX_JOBS),
+    fairJobMs: int('fair-job-ms', values['fair-job-ms'], 0, 10_000),
     scriptModes: values.modes.split(',').map((mode) => {
       if (mode !== 'fork' && mode !== 'spawn') {
         throw new Error(`--modes takes fork and/or spawn, not ${mode}`);
@@ -832,6 +843,45 @@ async function main(): Promise<void> {
         );
       }
       result.soap = { runs, summary };
+    }
+
+    if (options.sections.has('fair')) {
+      log(
+        heading(
+          `Running: fair share (${options.fairAJobs} jobs of a queued, then ${options.fairBJobs} of b; two nodes with maxRunningJobs 1 for a)`,
+        ),
+      );
+      const fair = await fairShareRun(database, {
+        aJobs: options.fairAJobs,
+        bJobs: options.fairBJobs,
+        cappedJobs: options.fairCappedJobs,
+        jobSeconds: options.fairJobMs / 1000,
+        main: options.main,
+        log,
+        track,
+      });
+      log(
+        table(
+          ['figure', 'value'],
+          [
+            ["one job's run time (ms)", String(fair.runMs)],
+            ["b's p50 wait on an idle node (ms)", String(fair.idleWaitP50Ms)],
+            ["b's p50 wait behind a's backlog (ms)", String(fair.loadedWaitP50Ms)],
+            ['bound: 2 x idle p50 + one run (ms)', String(fair.boundMs)],
+            ["a's jobs/s before b", String(fair.aPerSecondBefore)],
+            ["a's jobs/s while b runs", String(fair.aPerSecondDuring)],
+            [
+              "two nodes, maxRunningJobs 1: most of a's jobs running at once",
+              `${fair.cappedMaxRunning} (${fair.cappedSamples} samples)`,
+            ],
+          ],
+        ),
+      );
+      log(
+        `b's p50 wait within the bound: ${fair.loadedWaitP50Ms <= fair.boundMs ? 'yes' : 'NO'}; ` +
+          `cap held: ${fair.cappedMaxRunning <= 1 ? 'yes' : 'NO'}`,
+      );
+      result.fair = fair;
     }
 
     const target = submissionSummary.find((s) => s.role === 'all' && s.connections === 64);

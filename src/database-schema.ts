@@ -4,6 +4,7 @@ import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
 import { JobLogLineEntity } from './jobs/job-log-line.entity';
 import { MailReplyEntity } from './mail/mail-reply.entity';
+import { SubmissionBucketEntity } from './jobs/submission-bucket.entity';
 import { RPackageNodeEntity } from './packages/r-package-node.entity';
 import { RPackageEntity } from './packages/r-package.entity';
 import { JobFileChunkEntity } from './queue/job-file-chunk.entity';
@@ -36,6 +37,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     RPackageNodeEntity,
     ScheduleEntity,
     ScheduleRunEntity,
+    SubmissionBucketEntity,
   ],
   migrations: MIGRATIONS,
 };

@@ -28,6 +28,12 @@ export class ApiError extends HttpException {
   static notAcceptable(message: string): ApiError {
     return new ApiError(HttpStatus.NOT_ACCEPTABLE, message);
   }
+  /** A limit of the caller's or the application's was reached: try again after `retryAfterSeconds`. */
+  static tooManyRequests(message: string, retryAfterSeconds: number): ApiError {
+    return new ApiError(HttpStatus.TOO_MANY_REQUESTS, message, {
+      'Retry-After': String(retryAfterSeconds),
+    });
+  }
   static serviceUnavailable(message: string, retryAfterSeconds = 5): ApiError {
     return new ApiError(HttpStatus.SERVICE_UNAVAILABLE, message, {
       'Retry-After': String(retryAfterSeconds),

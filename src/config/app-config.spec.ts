@@ -1,5 +1,5 @@
 import { ConfigError, corsOriginsOf, envNameOf, loadConfig } from './app-config';
-import { applicationSettingsOf } from './application-settings';
+import { applicationSettingsOf, claimPoliciesOf } from './application-settings';
 
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
   try {
@@ -137,10 +137,52 @@ describe('configuration', () => {
           '{"a":{"networkAllowed":"yes","colour":1,"callbackSecret":"short"},"bad-name":{}}',
       }),
     ).toEqual([
-      'APPLICATION_SETTINGS: "a": unknown setting "colour" (known: networkAllowed, resultRetentionHours, callbackHosts, callbackSecret, dropDirectory)',
+      'APPLICATION_SETTINGS: "a": unknown setting "colour" (known: networkAllowed, resultRetentionHours, callbackHosts, callbackSecret, dropDirectory, weight, maxRunningJobs, maxQueuedJobs, maxSubmissionsPerMinute, maxSubmissionsPerMinutePerPrincipal, maxJobSizeBytes, defaultPriority, minPriority, maxPriority)',
       'APPLICATION_SETTINGS: "a": networkAllowed must be true or false',
       'APPLICATION_SETTINGS: "a": callbackSecret must be a string of at least 16 characters',
       'APPLICATION_SETTINGS: "bad-name": not an application name (letters, digits, _; at most 64)',
+    ]);
+  });
+
+  it('reads the fair-share, limit and priority settings, and names each bad one', () => {
+    const config = loadConfig({
+      APPLICATION_SETTINGS:
+        '{"a":{"weight":2.5,"maxRunningJobs":3,"maxQueuedJobs":100,"defaultPriority":2,"maxPriority":5},"b":{"maxSubmissionsPerMinute":10}}',
+    });
+    expect(applicationSettingsOf(config, 'a')).toMatchObject({
+      weight: 2.5,
+      maxRunningJobs: 3,
+      maxQueuedJobs: 100,
+      maxSubmissionsPerMinute: null,
+      defaultPriority: 2,
+      minPriority: 0,
+      maxPriority: 5,
+    });
+    expect(applicationSettingsOf(config, 'other')).toMatchObject({
+      weight: 1,
+      maxRunningJobs: null,
+      defaultPriority: 0,
+      minPriority: 0,
+      maxPriority: 0,
+    });
+    // The claim is told only of applications that differ from weight 1 and no cap.
+    expect(claimPoliciesOf(config)).toEqual({
+      applications: ['a'],
+      weights: [2.5],
+      maxRunning: [3],
+    });
+    expect(
+      problemsOf({
+        APPLICATION_SETTINGS:
+          '{"a":{"weight":0,"maxRunningJobs":1.5,"maxQueuedJobs":0,"maxJobSizeBytes":"big"},"b":{"defaultPriority":7,"maxPriority":5},"c":{"minPriority":-5000}}',
+      }),
+    ).toEqual([
+      'APPLICATION_SETTINGS: "a": weight must be a number above 0 and at most 1000',
+      'APPLICATION_SETTINGS: "a": maxRunningJobs must be a whole number >= 1',
+      'APPLICATION_SETTINGS: "a": maxQueuedJobs must be a whole number >= 1',
+      'APPLICATION_SETTINGS: "a": maxJobSizeBytes must be a whole number >= 1',
+      'APPLICATION_SETTINGS: "b": defaultPriority (7) must lie within minPriority (0) and maxPriority (5)',
+      'APPLICATION_SETTINGS: "c": minPriority must be a whole number from -1000 to 1000',
     ]);
   });
 

@@ -17,6 +17,24 @@ export interface ApplicationSettings {
   callbackSecret?: string;
   /** A drop directory (absolute path): job files renamed into its inbox/ are submitted. */
   dropDirectory?: string;
+  /** Its share of free slots when several applications have jobs queued (default 1). */
+  weight?: number;
+  /** Most of its jobs running at once across the whole cluster (default: no cap). */
+  maxRunningJobs?: number;
+  /** Most of its jobs queued at once; a submission beyond answers 429 (default: no limit). */
+  maxQueuedJobs?: number;
+  /** Submissions per minute for the whole application, a token bucket of that size (default: none). */
+  maxSubmissionsPerMinute?: number;
+  /** Submissions per minute for each caller (principal) of the application (default: none). */
+  maxSubmissionsPerMinutePerPrincipal?: number;
+  /** Largest job (request body, or the sum of its files) in bytes; MAX_REQUEST_BYTES applies too. */
+  maxJobSizeBytes?: number;
+  /** The priority of a job that asks for none (default 0; higher runs first within the application). */
+  defaultPriority?: number;
+  /** The lowest priority a job may ask for (default 0). */
+  minPriority?: number;
+  /** The highest priority a job may ask for (default 0). */
+  maxPriority?: number;
 }
 
 /** The settings of one application with every default applied. */
@@ -26,6 +44,15 @@ export interface ResolvedApplicationSettings {
   callbackHosts: string[];
   callbackSecret: string | null;
   dropDirectory: string | null;
+  weight: number;
+  maxRunningJobs: number | null;
+  maxQueuedJobs: number | null;
+  maxSubmissionsPerMinute: number | null;
+  maxSubmissionsPerMinutePerPrincipal: number | null;
+  maxJobSizeBytes: number | null;
+  defaultPriority: number;
+  minPriority: number;
+  maxPriority: number;
 }
 
 export interface ApplicationSettingsSource {
@@ -40,7 +67,28 @@ const FIELDS = new Set([
   'callbackHosts',
   'callbackSecret',
   'dropDirectory',
+  'weight',
+  'maxRunningJobs',
+  'maxQueuedJobs',
+  'maxSubmissionsPerMinute',
+  'maxSubmissionsPerMinutePerPrincipal',
+  'maxJobSizeBytes',
+  'defaultPriority',
+  'minPriority',
+  'maxPriority',
 ]);
+
+/** The limits that are whole numbers >= 1 when set. */
+const POSITIVE_LIMITS = [
+  'maxRunningJobs',
+  'maxQueuedJobs',
+  'maxSubmissionsPerMinute',
+  'maxSubmissionsPerMinutePerPrincipal',
+  'maxJobSizeBytes',
+] as const;
+
+/** Priorities are small whole numbers (the job table's column is an int). */
+const PRIORITY_RANGE = 1000;
 
 export function applicationSettingsOf(
   config: ApplicationSettingsSource,
@@ -55,7 +103,39 @@ export function applicationSettingsOf(
     callbackHosts: entry.callbackHosts ?? [],
     callbackSecret: entry.callbackSecret ?? null,
     dropDirectory: entry.dropDirectory ?? null,
+    weight: entry.weight ?? 1,
+    maxRunningJobs: entry.maxRunningJobs ?? null,
+    maxQueuedJobs: entry.maxQueuedJobs ?? null,
+    maxSubmissionsPerMinute: entry.maxSubmissionsPerMinute ?? null,
+    maxSubmissionsPerMinutePerPrincipal: entry.maxSubmissionsPerMinutePerPrincipal ?? null,
+    maxJobSizeBytes: entry.maxJobSizeBytes ?? null,
+    defaultPriority: entry.defaultPriority ?? 0,
+    minPriority: entry.minPriority ?? Math.min(0, entry.defaultPriority ?? 0),
+    maxPriority: entry.maxPriority ?? Math.max(0, entry.defaultPriority ?? 0),
   };
+}
+
+/**
+ * What the claim needs of the applications whose weight or running cap differs from the
+ * defaults (every other application: weight 1, no cap), read through applicationSettingsOf.
+ */
+export interface ClaimPolicies {
+  applications: string[];
+  weights: number[];
+  maxRunning: Array<number | null>;
+}
+
+export function claimPoliciesOf(config: ApplicationSettingsSource): ClaimPolicies {
+  const policies: ClaimPolicies = { applications: [], weights: [], maxRunning: [] };
+  for (const app of Object.keys(config.applicationSettings)) {
+    const settings = applicationSettingsOf(config, app);
+    if (settings.weight !== 1 || settings.maxRunningJobs !== null) {
+      policies.applications.push(app);
+      policies.weights.push(settings.weight);
+      policies.maxRunning.push(settings.maxRunningJobs);
+    }
+  }
+  return policies;
 }
 
 /** The applications whose result retention differs from RESULT_RETENTION_HOURS, with their hours. */
@@ -119,6 +199,7 @@ export function applicationSettingsProblems(settings: unknown): string[] {
       problems.push(`${where}: callbackSecret must be a string of at least 16 characters`);
     }
     problems.push(...dropDirectoryProblems(where, e.dropDirectory, dropDirectories, app));
+    problems.push(...queueSettingProblems(where, e));
   }
   return problems;
 }
@@ -142,4 +223,43 @@ function dropDirectoryProblems(
   return other === undefined
     ? []
     : [`${where}: dropDirectory ${directory} is already the drop directory of "${other}"`];
+}
+
+/** weight, the limits and the priorities of one application's entry. */
+function queueSettingProblems(where: string, e: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  if (
+    e.weight !== undefined &&
+    !(typeof e.weight === 'number' && Number.isFinite(e.weight) && e.weight > 0 && e.weight <= 1000)
+  ) {
+    problems.push(`${where}: weight must be a number above 0 and at most 1000`);
+  }
+  for (const key of POSITIVE_LIMITS) {
+    const value = e[key];
+    if (value !== undefined && !(Number.isSafeInteger(value) && (value as number) >= 1)) {
+      problems.push(`${where}: ${key} must be a whole number >= 1`);
+    }
+  }
+  const priorities = ['defaultPriority', 'minPriority', 'maxPriority'] as const;
+  for (const key of priorities) {
+    const value = e[key];
+    if (
+      value !== undefined &&
+      !(Number.isInteger(value) && Math.abs(value as number) <= PRIORITY_RANGE)
+    ) {
+      problems.push(`${where}: ${key} must be a whole number from -1000 to 1000`);
+    }
+  }
+  if (priorities.some((key) => e[key] !== undefined && !Number.isInteger(e[key]))) {
+    return problems;
+  }
+  const defaultPriority = (e.defaultPriority as number | undefined) ?? 0;
+  const min = (e.minPriority as number | undefined) ?? Math.min(0, defaultPriority);
+  const max = (e.maxPriority as number | undefined) ?? Math.max(0, defaultPriority);
+  if (!(min <= defaultPriority && defaultPriority <= max)) {
+    problems.push(
+      `${where}: defaultPriority (${defaultPriority}) must lie within minPriority (${min}) and maxPriority (${max})`,
+    );
+  }
+  return problems;
 }

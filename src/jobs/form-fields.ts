@@ -3,6 +3,7 @@ import { APPLICATION_HEADER, checkApplicationName } from '../common/application-
 import type { JobMeta } from './job-input';
 import { parseMetaFields } from './job-meta';
 import { CALLBACK_URL_HEADER } from '../callbacks/callback-url.policy';
+import { parsePriority, PRIORITY_HEADER } from './job-priority';
 
 /** The form field that carries job files (SPEC §6); `X-SVC-JobFile` without brackets is taken too. */
 export const JOB_FILE_FIELD = 'X-SVC-JobFile[]';
@@ -48,6 +49,14 @@ export function callbackUrlFromFields(fields: Fields): string | null {
     );
   }
   return values[0] ?? null;
+}
+
+/** The priority the form asks for in the field `X-SVC-Priority` (any case); empty: none. */
+export function priorityFromFields(fields: Fields): number | undefined {
+  return parsePriority(
+    fields.filter(([name]) => sameName(name, PRIORITY_HEADER)).map(([, value]) => value),
+    `the form field ${PRIORITY_HEADER}`,
+  );
 }
 
 export function isJobFileField(field: string): boolean {

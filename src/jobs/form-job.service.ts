@@ -6,6 +6,7 @@ import { AppConfig } from '../config/app-config';
 import { isZipUpload } from './job-archive';
 import { IntakePart, JobsService, SubmittedJob } from './jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
+import { principalOf } from '../security/principal';
 import { publicBaseUrl } from '../common/public-uri';
 import {
   applicationNameFromFields,
@@ -13,6 +14,7 @@ import {
   isJobFileField,
   JOB_FILE_FIELD,
   metaFromFields,
+  priorityFromFields,
   plainFileName,
 } from './form-fields';
 import { FormLimits, ReceivedFile, withReceivedForm } from './form-upload';
@@ -84,6 +86,8 @@ export class FormJobService implements OnModuleInit {
         meta,
         callback,
         parts: form.files.map(jobPart),
+        principal: principalOf(req)?.name ?? null,
+        priority: priorityFromFields(form.fields),
       });
     });
   }

@@ -8,6 +8,8 @@ import { JobRepository } from './job.repository';
 import { JobsService } from './jobs.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { FormJobService } from './form-job.service';
+import { SubmissionBucketRepository } from './submission-bucket.repository';
+import { SubmissionLimits } from './submission-limits';
 
 /**
  * Job submission and job state, shared by the REST, form and SOAP front ends; the multipart
@@ -22,6 +24,8 @@ import { FormJobService } from './form-job.service';
     JobCancellationService,
     JobLogRepository,
     JobLogService,
+    SubmissionBucketRepository,
+    SubmissionLimits,
   ],
   exports: [
     JobRepository,

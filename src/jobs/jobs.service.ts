@@ -19,6 +19,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';
 import type { EntityManager } from 'typeorm';
+import { SubmissionLimits } from './submission-limits';
 import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
 
 /**
@@ -63,6 +64,10 @@ export interface Submission {
   parts: IntakePart[];
   /** A function call: one part, its XML or JSON payload. Unset: a script job. */
   functionCall?: FunctionCallKind;
+  /** Who submits it (the principal's name; null: anonymous), for the per-caller rate. */
+  principal?: string | null;
+  /** The priority the caller asks for (X-SVC-Priority, the form's field, SOAP's element). */
+  priority?: number;
   /**
    * The job's id, given by a caller that must be able to submit again without making a second
    * job (the drop directory): a second insert under the same id fails on the primary key.
@@ -82,9 +87,18 @@ function fileOnDisk(part: IntakePart): JobFilePath {
   return { name: part.name, path: part.path };
 }
 
-function tooLarge(limit: number): ApiError {
+/** The largest job of an application: MAX_REQUEST_BYTES, or its own maxJobSizeBytes below it. */
+interface JobSizeLimit {
+  applicationName: string;
+  bytes: number;
+  limit: 'maxJobSizeBytes' | null;
+}
+
+function tooLarge(size: JobSizeLimit): ApiError {
   return ApiError.payloadTooLarge(
-    `The request body is larger than the configured limit (MAX_REQUEST_BYTES: ${limit} bytes).`,
+    size.limit === null
+      ? `The request body is larger than the configured limit (MAX_REQUEST_BYTES: ${size.bytes} bytes).`
+      : `The job is larger than the application "${size.applicationName}" allows (maxJobSizeBytes: ${size.bytes} bytes).`,
   );
 }
 
@@ -161,6 +175,7 @@ export class JobsService {
     private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
     private readonly callbackUrls: CallbackUrlPolicy,
+    private readonly limits: SubmissionLimits,
     @Optional() private readonly metrics?: MetricsService,
   ) {
     this.spillParent = config.formTempDir ?? tmpdir();
@@ -185,6 +200,20 @@ export class JobsService {
    */
   async submit(submission: Submission): Promise<SubmittedJob> {
     const { applicationName, parts } = submission;
+    // The application's limits before anything is read: a refused job costs no unpacking.
+    const size: JobSizeLimit = { applicationName, ...this.limits.maxJobBytes(applicationName) };
+    let priority: number;
+    try {
+      priority = this.limits.priorityOf(applicationName, submission.priority);
+      await this.checkReceivedSize(parts, size);
+      await this.limits.admit(applicationName, submission.principal ?? null);
+    } catch (error) {
+      // A body still arriving is read and dropped, so that the client gets the answer.
+      for (const part of parts) {
+        part.stream?.resume();
+      }
+      throw error;
+    }
     if (submission.functionCall) {
       const payload = await functionCallPayload(submission.functionCall, parts);
       const callback = await this.checkedCallback(applicationName, submission.callback);
@@ -197,6 +226,7 @@ export class JobsService {
         callback,
         id: submission.jobId,
         transaction: submission.transaction,
+        priority,
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
@@ -205,22 +235,50 @@ export class JobsService {
     try {
       const files: JobFileInput[] = [];
       for (const part of parts) {
-        files.push(...(await this.filesOf(part, spill)));
+        files.push(...(await this.filesOf(part, spill, size)));
       }
-      return await this.storeScriptJob(submission, files, callback);
+      return await this.storeScriptJob(submission, files, callback, priority);
     } finally {
       await spill.remove();
     }
   }
 
+  /**
+   * The parts already received (in memory or on disk) against the application's maxJobSizeBytes
+   * (MAX_REQUEST_BYTES held them to the global limit as they arrived): 413 beyond it.
+   */
+  private async checkReceivedSize(parts: IntakePart[], size: JobSizeLimit): Promise<void> {
+    if (size.limit === null) {
+      return;
+    }
+    let total = 0;
+    for (const part of parts) {
+      if (part.content) {
+        total += part.content.length;
+      } else if (part.path !== undefined && !part.stream) {
+        total += (await stat(part.path)).size;
+      }
+    }
+    if (total > size.bytes) {
+      this.limits.rejected(size.applicationName, 'maxJobSizeBytes');
+      throw tooLarge(size);
+    }
+  }
+
   /** A part's job files: a ZIP's entries (large ones inflated into `directory`), else itself. */
-  private async filesOf(received: IntakePart, spill: SpillDirectory): Promise<JobFileInput[]> {
-    const part = received.stream ? await this.receive(received, received.stream, spill) : received;
+  private async filesOf(
+    received: IntakePart,
+    spill: SpillDirectory,
+    size: JobSizeLimit,
+  ): Promise<JobFileInput[]> {
+    const part = received.stream
+      ? await this.receive(received, received.stream, spill, size)
+      : received;
     if (!part.zip) {
       return [part.content ? { name: part.name, content: part.content } : fileOnDisk(part)];
     }
-    const size = part.content ? part.content.length : (await stat(fileOnDisk(part).path)).size;
-    if (size === 0) {
+    const bytes = part.content ? part.content.length : (await stat(fileOnDisk(part).path)).size;
+    if (bytes === 0) {
       throw ApiError.badRequest(
         part.label === null
           ? 'The request body is empty; send a ZIP archive.'
@@ -249,12 +307,19 @@ export class JobsService {
     part: IntakePart,
     stream: Readable,
     spill: SpillDirectory,
+    size: JobSizeLimit,
   ): Promise<IntakePart> {
-    const limit = this.config.maxRequestBytes;
+    const limit = size.bytes;
+    const refuse = (): ApiError => {
+      if (size.limit !== null) {
+        this.limits.rejected(size.applicationName, size.limit);
+      }
+      return tooLarge(size);
+    };
     if ((part.declaredBytes ?? 0) > limit) {
       // Read and dropped, so that the client gets the answer.
       stream.resume();
-      throw tooLarge(limit);
+      throw refuse();
     }
     if (part.declaredBytes !== undefined && part.declaredBytes <= BLOB_INLINE_MAX_BYTES) {
       return {
@@ -269,7 +334,7 @@ export class JobsService {
     const counter = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         received += chunk.length;
-        done(received > limit ? tooLarge(limit) : null, chunk);
+        done(received > limit ? refuse() : null, chunk);
       },
     });
     // Not pipeline(stream, …): on an error it would destroy the request, and with it the answer.
@@ -315,6 +380,7 @@ export class JobsService {
     submission: Submission,
     files: JobFileInput[],
     callback: JobCallbackTarget | null,
+    priority: number,
   ): Promise<SubmittedJob> {
     validateJobFiles(files);
     const configuration = files.find((f) => f.name === CONFIGURATION_FILE);
@@ -335,6 +401,7 @@ export class JobsService {
       callback,
       id: submission.jobId,
       transaction: submission.transaction,
+      priority,
     });
   }
 

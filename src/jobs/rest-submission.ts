@@ -9,6 +9,8 @@ import type { AppConfig } from '../config/app-config';
 import { KIND_OF_MEDIA_TYPE } from './function-call-result';
 import { ZIP_MEDIA_TYPES } from './job-archive';
 import { parseMetaHeaders } from './job-meta';
+import { parsePriority, PRIORITY_HEADER } from './job-priority';
+import { principalOf } from '../security/principal';
 import type { CallbackRequest, IntakePart, Submission } from './jobs.service';
 
 /**
@@ -47,6 +49,8 @@ export async function readRestSubmission(
     callback,
     parts: [body],
     functionCall,
+    principal: principalOf(req)?.name ?? null,
+    priority: parsePriority(rawHeaderValues(req, PRIORITY_HEADER), `The header ${PRIORITY_HEADER}`),
   };
 }
 

@@ -27,6 +27,8 @@ export class MetricsService {
   private rSandbox: (() => string) | null = null;
   private queueDepth: (() => Promise<number>) | null = null;
   private queueBacklog: (() => Promise<number>) | null = null;
+  private applicationJobs:
+    (() => Promise<Array<{ applicationName: string; state: string; jobs: number }>>) | null = null;
   /** Whether an application name may be a label value; until told, none may. */
   private knownApplication: (name: string) => boolean = () => false;
 
@@ -34,6 +36,19 @@ export class MetricsService {
     name: 'svc_jobs_submitted_total',
     help: 'Jobs accepted (stored and queued) by this node.',
     labelNames: ['application', 'source'] as const,
+    registers: [this.registry],
+  });
+  private readonly rejected = new Counter({
+    name: 'svc_submissions_rejected_total',
+    help: 'Submissions this node refused at an application limit, by the limit (maxQueuedJobs, maxSubmissionsPerMinute, maxSubmissionsPerMinutePerPrincipal, maxJobSizeBytes, priority).',
+    labelNames: ['application', 'reason'] as const,
+    registers: [this.registry],
+  });
+  private readonly wait = new Histogram({
+    name: 'svc_job_wait_seconds',
+    help: 'Time from submission to start (claim) of a job, on the worker that started it.',
+    labelNames: ['application'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
     registers: [this.registry],
   });
   private readonly finished = new Counter({
@@ -103,6 +118,34 @@ export class MetricsService {
         }
       },
     });
+    const perApplication = () => this.applicationJobs?.() ?? null;
+    const label = (name: string) => this.applicationLabel(name);
+    new Gauge({
+      name: 'svc_application_jobs',
+      help: 'Jobs queued and running per application, cluster-wide, read from the database at scrape time (applications not configured: "other").',
+      labelNames: ['application', 'state'] as const,
+      registers: [this.registry],
+      async collect() {
+        try {
+          const counts = await perApplication();
+          if (counts === null) {
+            return;
+          }
+          this.reset();
+          const summed = new Map<string, number>();
+          for (const { applicationName, state, jobs } of counts) {
+            const key = `${label(applicationName)}\u0000${state}`;
+            summed.set(key, (summed.get(key) ?? 0) + jobs);
+          }
+          for (const [key, jobs] of summed) {
+            const [application, state] = key.split('\u0000');
+            this.set({ application, state }, jobs);
+          }
+        } catch (error) {
+          logger.warn(`jobs per application unavailable: ${(error as Error).message}`);
+        }
+      },
+    });
     const sandbox = () => this.rSandbox?.() ?? null;
     new Gauge({
       name: 'svc_r_sandbox',
@@ -141,6 +184,13 @@ export class MetricsService {
     this.queueDepth = read;
   }
 
+  /** Where the per-application gauge reads its queued and running counts (at scrape time). */
+  observeApplicationJobs(
+    read: () => Promise<Array<{ applicationName: string; state: string; jobs: number }>>,
+  ): void {
+    this.applicationJobs = read;
+  }
+
   /** Where the backlog gauge reads from (the queue's QUEUE_BACKLOG_SQL, at scrape time). */
   observeQueueBacklog(read: () => Promise<number>): void {
     this.queueBacklog = read;
@@ -170,6 +220,14 @@ export class MetricsService {
 
   jobSubmitted(name: string, source: string): void {
     this.submitted.inc({ application: this.applicationLabel(name), source });
+  }
+
+  jobStarted(name: string, waitedSeconds: number): void {
+    this.wait.observe({ application: this.applicationLabel(name) }, Math.max(0, waitedSeconds));
+  }
+
+  submissionRejected(name: string, reason: string): void {
+    this.rejected.inc({ application: this.applicationLabel(name), reason });
   }
 
   /** `seconds` is unknown for a dead letter (the job never ran). */

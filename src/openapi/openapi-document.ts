@@ -306,6 +306,14 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
               "When the job ends, its result (the JSON of getResult) is POSTed here, signed in X-SVC-Signature (HMAC-SHA256 with the application's callbackSecret), retried with back-off; jobStatus shows the delivery. An absolute http(s) URL whose host is on the application's callbackHosts; loopback, link-local and private addresses only when listed exactly (else 400).",
             schema: { type: 'string', format: 'uri' },
           },
+          {
+            name: 'X-SVC-Priority',
+            in: 'header',
+            required: false,
+            description:
+              "The job's priority: within its application, higher runs first. A whole number within the application's minPriority and maxPriority (APPLICATION_SETTINGS; both 0 unless set), else 400. Without it: the application's defaultPriority.",
+            schema: { type: 'integer', minimum: -1000, maximum: 1000 },
+          },
         ],
         requestBody: {
           description: 'The job.',
@@ -348,6 +356,11 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
                     format: 'uri',
                     description: 'As the header of the same name.',
                   },
+                  'X-SVC-Priority': {
+                    type: 'string',
+                    pattern: '^\\s*([+-]?\\d{1,6})?\\s*$',
+                    description: 'As the header of the same name; empty: none.',
+                  },
                 },
                 required: ['X-SVC-Application-Name'],
                 additionalProperties: {
@@ -368,6 +381,13 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
             'The X-SVC-Application-Name header is missing or empty.',
           ),
           ...r.authentication(),
+          // Beside the authentication failures, the application's submission limits.
+          '429': r.error(
+            429,
+            "Too many failed authentications from this client, or a limit of the application's (APPLICATION_SETTINGS) reached: maxQueuedJobs, maxSubmissionsPerMinute or maxSubmissionsPerMinutePerPrincipal; the message names it. Repeat after Retry-After seconds.",
+            'The application "reports" has 500 jobs queued, its limit (maxQueuedJobs: 500); submit again once some have started.',
+            { 'Retry-After': componentRef('headers', 'RetryAfter') },
+          ),
           '403': r.error(
             403,
             'The caller may not submit this kind of job to the application.',
@@ -376,7 +396,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           ...r.notAcceptable(),
           '413': r.error(
             413,
-            'The body is over MAX_REQUEST_BYTES, or the ZIP or form over one of its limits.',
+            "The body is over MAX_REQUEST_BYTES or the application's maxJobSizeBytes, or the ZIP or form over one of its limits.",
             'The request body is larger than the configured limit.',
           ),
           '415': r.error(
@@ -1033,7 +1053,7 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
               content: {
                 ...answer.content,
                 'text/csv': text(
-                  'application,month,submitted,succeeded,failed,cancelled,runTimeTotalMs,runTimeP50Ms,runTimeP95Ms,rCpuTotalMs,rCpuJobs,bytesIn,bytesOut\r\ndemo,2026-11,4,2,1,1,1371,68,1019,312,3,10975,1234\r\n',
+                  'application,month,submitted,succeeded,failed,cancelled,runTimeTotalMs,runTimeP50Ms,runTimeP95Ms,waitTimeP50Ms,waitTimeP95Ms,rCpuTotalMs,rCpuJobs,bytesIn,bytesOut\r\ndemo,2026-11,4,2,1,1,1371,68,1019,12,240,312,3,10975,1234\r\n',
                 ),
               },
             };

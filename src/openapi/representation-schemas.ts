@@ -157,12 +157,19 @@ const ELEMENT_CONTENT: Record<string, JsonSchema> = {
       runTimeTotalMs: { type: 'integer', minimum: 0, description: 'Start to end.' },
       runTimeP50Ms: { type: 'integer', minimum: 0, description: 'Absent if none had started.' },
       runTimeP95Ms: { type: 'integer', minimum: 0, description: 'Absent if none had started.' },
+      waitTimeP50Ms: {
+        type: 'integer',
+        minimum: 0,
+        description:
+          'Submission to start of the jobs that ended in the month; absent if none had started.',
+      },
+      waitTimeP95Ms: { type: 'integer', minimum: 0, description: 'Absent if none had started.' },
       rCpuTotalMs: { type: 'integer', minimum: 0 },
       rCpuJobs: { type: 'integer', minimum: 0, description: 'Jobs whose R CPU was measured.' },
       bytesIn: { type: 'integer', minimum: 0 },
       bytesOut: { type: 'integer', minimum: 0 },
     },
-    ['runTimeP50Ms', 'runTimeP95Ms'],
+    ['runTimeP50Ms', 'runTimeP95Ms', 'waitTimeP50Ms', 'waitTimeP95Ms'],
   ),
   CatalogFile: attributes({ name: { type: 'string' }, dataUri: uri }),
   CatalogDirectory: attributes(

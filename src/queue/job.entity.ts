@@ -9,8 +9,12 @@ export { JobKind, JobState };
  * columns: state, lease, attempts). One row per job; the files are in job_file.
  */
 @Entity({ name: 'job' })
-// The claim scans queued jobs by priority then age; a partial index keeps it small (see queue.repository.ts).
-@Index('job_claim_idx', ['priority', 'submittedAt'], { where: `state = 'QUEUED'` })
+// The claim takes each application's queued jobs by priority (highest first) then age: the partial
+// index job_claim_idx on (application_name, kind, priority DESC,
+// submitted_at) WHERE state = 'QUEUED'
+// (migration FairClaims; see queue.repository.ts). TypeORM cannot describe a descending column,
+// so the migration owns it and the schema check leaves it alone.
+@Index('job_claim_idx', { synchronize: false })
 @Index('job_lease_idx', ['leaseExpiresAt'], { where: `state = 'RUNNING'` })
 export class JobEntity {
   @PrimaryColumn('uuid') id!: string;

@@ -15,6 +15,7 @@ class QueueMetrics implements OnModuleInit {
   onModuleInit(): void {
     this.metrics?.observeQueueDepth(() => this.queue.queueDepth());
     this.metrics?.observeQueueBacklog(() => this.queue.queueBacklog());
+    this.metrics?.observeApplicationJobs(() => this.queue.jobsPerApplication());
   }
 }
 

@@ -1,8 +1,12 @@
 /**
  * Glossary
- * - claim: one worker slot takes the oldest queued job (lowest priority value first) and marks
- *   it RUNNING under a lease; `FOR UPDATE SKIP LOCKED` lets many workers claim at once without
- *   waiting on each other.
+ * - claim: one worker slot takes a queued job and marks it RUNNING under a lease: the next
+ *   application in fair turn (its share), within it the highest priority, then the oldest;
+ *   `FOR UPDATE SKIP LOCKED` lets many workers claim at once without waiting on each other.
+ * - share: (an application's running jobs + n) / its weight for the n-th job it could start;
+ *   the lowest shares are claimed first, so applications hold slots in proportion to weight.
+ * - cap: an application's maxRunningJobs across the cluster; capped claims are serialised by
+ *   an advisory lock so that two nodes cannot both take the last place.
  * - lease: the time until which a RUNNING job belongs to its worker; heartbeats extend it.
  * - expired lease: the worker died or lost the database; the supervisor puts the job back
  *   (QUEUED) or, when its attempts are used up, ends it with a dead-letter result.
@@ -15,7 +19,8 @@
  * All of the queue's SQL is in this file. Each hot-path operation is one statement.
  */
 import { readFile, stat } from 'node:fs/promises';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import type { PoolClient } from 'pg';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import {
@@ -39,6 +44,8 @@ import {
 import { notificationPrefix } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
 import { rowsOf } from '../storage/query-rows';
+import { AppConfig } from '../config/app-config';
+import type { ClaimPolicies } from '../config/application-settings';
 import { activeTraceCarrier, inSpan, TraceCarrier, tracingEnabled } from '../tracing/tracing';
 
 /*
@@ -156,7 +163,7 @@ async function insertJob(
     `WITH new_job AS (
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
                         callback_url, callback_links_base, traceparent, tracestate)
-       VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11, $13, $14)
+       VALUES ($1, $2, $3, 'QUEUED', $15, $4, $5, $6, $6, 0, $10, $11, $13, $14)
        RETURNING id),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
@@ -178,6 +185,7 @@ async function insertJob(
       sender,
       trace?.traceparent ?? null,
       tracestate,
+      job.priority ?? 0,
     ],
   );
 }
@@ -207,16 +215,104 @@ async function insertChunkedFile(
 export const QUEUE_BACKLOG_SQL =
   "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED') + (SELECT count(*) FROM job WHERE state = 'RUNNING') AS backlog";
 
+/** No application with a weight or a running cap of its own. */
+const NO_CLAIM_POLICIES: ClaimPolicies = { applications: [], weights: [], maxRunning: [] };
+
+/**
+ * The claim (QueueRepository.claim). $1 owner, $2 the first pool's free slots, $3 lease seconds,
+ * $4 the dedicated slot's application or NULL, $5 JOB_STARTED_CHANNEL, $6 the first pool's
+ * kinds, $7 the second pool's kinds, $8 its free slots, $9 the sender, $10-$12 the applications
+ * with a weight or a cap of their own, their weights and caps (NULL: none).
+ */
+export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
+         (SELECT application_name FROM job
+           WHERE state = 'QUEUED' AND ($4::varchar IS NULL OR application_name = $4::varchar)
+           ORDER BY application_name LIMIT 1)
+         UNION ALL
+         SELECT (SELECT j.application_name FROM job j
+                  WHERE j.state = 'QUEUED' AND j.application_name > q.application_name
+                    AND $4::varchar IS NULL
+                  ORDER BY j.application_name LIMIT 1)
+           FROM queued_apps q WHERE q.application_name IS NOT NULL),
+       policy AS (
+         SELECT * FROM unnest($10::varchar[], $11::float8[], $12::int[]) AS p(application_name, weight, max_running)),
+       running AS (
+         SELECT application_name, count(*)::int AS n FROM job WHERE state = 'RUNNING' GROUP BY application_name),
+       apps AS (
+         SELECT q.application_name, coalesce(p.weight, 1) AS weight, coalesce(r.n, 0) AS running,
+                least($2::int + $8::int, coalesce(p.max_running - coalesce(r.n, 0), $2::int + $8::int)) AS room
+           FROM queued_apps q
+           LEFT JOIN policy p ON p.application_name = q.application_name
+           LEFT JOIN running r ON r.application_name = q.application_name
+          WHERE q.application_name IS NOT NULL),
+       -- Only the $2::int + $8::int applications whose next turn comes first can get one of the slots.
+       picked_apps AS (
+         SELECT * FROM apps WHERE room > 0
+          ORDER BY (running + 1) / weight, application_name
+          LIMIT $2::int + $8::int),
+       -- Each picked application's first jobs of each kind (one index descent per kind), locked,
+       -- at most its room under maxRunningJobs; its n-th job's share is (running + n) / weight.
+       candidates AS (
+         SELECT c.id, c.pool, c.priority, c.submitted_at,
+                (a.running + row_number() OVER (PARTITION BY a.application_name
+                                                ORDER BY c.priority DESC, c.submitted_at)) / a.weight AS share
+           FROM picked_apps a
+           CROSS JOIN LATERAL (
+             SELECT k.id, k.pool, k.priority, k.submitted_at
+               FROM (SELECT kind, CASE WHEN kind = ANY($6::varchar[]) THEN 1 ELSE 2 END AS pool
+                       FROM unnest($6::varchar[] || $7::varchar[]) AS kind) wanted
+               CROSS JOIN LATERAL (
+                 SELECT j.id, wanted.pool, j.priority, j.submitted_at FROM job j
+                  WHERE j.state = 'QUEUED' AND j.application_name = a.application_name
+                    AND j.kind = wanted.kind AND j.run_after <= now()
+                  ORDER BY j.priority DESC, j.submitted_at
+                  LIMIT CASE WHEN wanted.pool = 1 THEN $2 ELSE $8 END
+                  FOR UPDATE SKIP LOCKED) k
+              ORDER BY k.priority DESC, k.submitted_at
+              LIMIT a.room) c),
+       -- Each pool its free slots' worth, lowest shares first.
+       next AS (
+         SELECT id FROM (
+           SELECT id, pool, row_number() OVER (PARTITION BY pool ORDER BY share, priority DESC, submitted_at) AS pick
+             FROM candidates) ranked
+          WHERE pick <= CASE WHEN pool = 1 THEN $2 ELSE $8 END
+          -- Tells the planner how few they are: the UPDATE finds them by primary key.
+          LIMIT $2::int + $8::int),
+       claimed AS (
+         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
+                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
+           FROM next WHERE job.id = next.id
+         RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source,
+                   job.callback_url IS NOT NULL AS has_callback, job.traceparent, job.tracestate)
+       SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
+              files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
+              -- Evaluated once, and only when a job was claimed: clients waiting for a change
+              -- of state learn of the start (JOB_STARTED_CHANNEL).
+              (SELECT pg_notify($5, $9::text || string_agg(id::text, ',')) FROM claimed) AS notified
+         FROM claimed
+         CROSS JOIN LATERAL (
+           SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents,
+                  array_agg(CASE WHEN f.chunked THEN f.id END ORDER BY f.id) AS chunked_ids,
+                  array_agg(f.size ORDER BY f.id) AS sizes
+             FROM job_file f WHERE f.job_id = claimed.id) AS files
+        ORDER BY claimed.priority DESC, claimed.submitted_at`;
+
 @Injectable()
 export class QueueRepository {
   /** Before each payload this node notifies. */
   private readonly sender: string;
 
+  /** Whether the claim may be a named prepared statement (a connection of its own, no pooler). */
+  private readonly prepared: boolean;
+
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     node: NodeIdentity,
+    @Optional() config?: AppConfig,
   ) {
     this.sender = notificationPrefix(node.id);
+    this.prepared =
+      config !== undefined && !config.embeddedDatabase && config.databasePooler === 'none';
   }
 
   /**
@@ -275,9 +371,22 @@ export class QueueRepository {
   /**
    * Claims up to `limit` jobs for `owner`, with their input files (one round trip less per job
    * than fetching them after). With `applicationName`, only that application's jobs (a
-   * dedicated slot). The partial index job_claim_idx (state = 'QUEUED') on
-   * (priority, submitted_at) serves the ORDER BY: EXPLAIN on 100k done + 1k queued jobs shows an
-   * index scan over the queued rows only.
+   * dedicated slot).
+   *
+   * Fair share: when several applications have jobs queued, the free slots go to them in turn,
+   * weighted: the n-th job an application could start now has the share (running + n) / weight,
+   * and the claim takes the lowest shares (ties: priority, then submission). Within one
+   * application, jobs start by priority (highest first), then in submission order. The queued
+   * applications are found by a skip scan of job_claim_idx (application_name, kind, priority
+   * DESC, submitted_at) WHERE state = 'QUEUED' (one index descent per application), the first
+   * jobs of the few applications whose turn comes first by one descent per kind, and the
+   * running counts by one pass over the running jobs (job_lease_idx): docs/queue.md has the
+   * plans with 100,000 queued jobs over 100 applications and over one.
+   *
+   * An application with maxRunningJobs never gets a job beyond it. Two nodes claiming at once
+   * would each count the other's claim as not yet running, so when any application has a cap
+   * the claim runs in a transaction that first takes an advisory lock shared by all capped
+   * claims: the statement's snapshot, taken after the lock, sees every job claimed before.
    */
   async claim(
     owner: string,
@@ -286,58 +395,30 @@ export class QueueRepository {
     applicationName: string | null,
     kinds: readonly JobKind[] | null = null,
     more: { kinds: readonly JobKind[]; limit: number } | null = null,
+    policies: ClaimPolicies = NO_CLAIM_POLICIES,
   ): Promise<ClaimedJob[]> {
     // `more`: a second pool's jobs of other kinds claimed by the same statement (a worker's
     // script and function-call slots), one round trip where two would mostly find nothing.
-    const raw: unknown = await this.dataSource.query(
-      `WITH first AS (
-         SELECT id FROM job
-          WHERE state = 'QUEUED' AND run_after <= now()
-            AND ($4::varchar IS NULL OR application_name = $4::varchar)
-            AND ($6::varchar[] IS NULL OR kind = ANY($6::varchar[]))
-          ORDER BY priority, submitted_at
-          LIMIT $2
-          FOR UPDATE SKIP LOCKED),
-       second AS (
-         SELECT id FROM job
-          WHERE state = 'QUEUED' AND run_after <= now()
-            AND ($4::varchar IS NULL OR application_name = $4::varchar)
-            AND kind = ANY($7::varchar[])
-          ORDER BY priority, submitted_at
-          LIMIT $8
-          FOR UPDATE SKIP LOCKED),
-       next AS (SELECT id FROM first UNION ALL SELECT id FROM second),
-       claimed AS (
-         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
-                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
-           FROM next WHERE job.id = next.id
-         RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source,
-                   job.callback_url IS NOT NULL AS has_callback, job.traceparent, job.tracestate)
-       SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
-              files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
-              -- Evaluated once, and only when a job was claimed: clients waiting for a change
-              -- of state learn of the start (JOB_STARTED_CHANNEL).
-              (SELECT pg_notify($5, $9::text || string_agg(id::text, ',')) FROM claimed) AS notified
-         FROM claimed
-         CROSS JOIN LATERAL (
-           SELECT array_agg(f.name ORDER BY f.id) AS names, array_agg(f.content ORDER BY f.id) AS contents,
-                  array_agg(CASE WHEN f.chunked THEN f.id END ORDER BY f.id) AS chunked_ids,
-                  array_agg(f.size ORDER BY f.id) AS sizes
-             FROM job_file f WHERE f.job_id = claimed.id) AS files
-        ORDER BY claimed.priority, claimed.submitted_at`,
-      [
-        owner,
-        limit,
-        leaseSeconds,
-        applicationName,
-        JOB_STARTED_CHANNEL,
-        kinds,
-        more?.kinds ?? [],
-        more?.limit ?? 0,
-        this.sender,
-      ],
+    const parameters = [
+      owner,
+      limit,
+      leaseSeconds,
+      applicationName,
+      JOB_STARTED_CHANNEL,
+      kinds ?? Object.values(JobKind),
+      more?.kinds ?? [],
+      more?.limit ?? 0,
+      this.sender,
+      policies.applications,
+      policies.weights,
+      policies.maxRunning,
+    ];
+    const capped = policies.applications.filter(
+      (app, i) =>
+        policies.maxRunning[i] !== null && (applicationName === null || app === applicationName),
     );
-    return rowsOf<ClaimRow>(raw).map((row) => ({
+    const raw = await this.claimRows(parameters, capped.length > 0);
+    return raw.map((row) => ({
       id: row.id,
       applicationName: row.application_name,
       kind: row.kind,
@@ -359,6 +440,38 @@ export class QueueRepository {
         };
       }),
     }));
+  }
+
+  /**
+   * Runs CLAIM_SQL on one pooled connection, as a named prepared statement (parsed once per
+   * connection) where the connection is the server's own; through PgBouncer's transaction
+   * pooling or on the embedded database, whose connections share sessions, unnamed. PostgreSQL
+   * still plans it per call (docs/queue.md). With a capped application, in a transaction behind
+   * the capped claims' advisory lock.
+   */
+  private async claimRows(parameters: unknown[], capped: boolean): Promise<ClaimRow[]> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      const client = (await runner.connect()) as PoolClient;
+      const statement = this.prepared
+        ? { name: 'svc_claim', text: CLAIM_SQL, values: parameters }
+        : { text: CLAIM_SQL, values: parameters };
+      if (!capped) {
+        return (await client.query<ClaimRow>(statement)).rows;
+      }
+      await client.query('BEGIN');
+      try {
+        await client.query(`SELECT pg_advisory_xact_lock(hashtext('svc.claim.capped'))`);
+        const rows = (await client.query<ClaimRow>(statement)).rows;
+        await client.query('COMMIT');
+        return rows;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      }
+    } finally {
+      await runner.release();
+    }
   }
 
   /** Extends the leases `owner` still holds; returns the ids it still holds. */
@@ -674,6 +787,42 @@ export class QueueRepository {
     const rows =
       await this.dataSource.query<Array<{ backlog: string | number }>>(QUEUE_BACKLOG_SQL);
     return Number(rows[0]?.backlog ?? 0);
+  }
+
+  /**
+   * Jobs of `applicationName` queued, counted up to `atMost` (its maxQueuedJobs): job_claim_idx
+   * leads with the application, so the count reads at most that many index entries.
+   */
+  async queuedJobsOf(applicationName: string, atMost: number): Promise<number> {
+    const rows = await this.dataSource.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT 1 FROM job WHERE state = 'QUEUED' AND application_name = $1 LIMIT $2) queued`,
+      [applicationName, atMost],
+    );
+    return rows[0]?.n ?? 0;
+  }
+
+  /**
+   * Jobs queued and running per application, for metrics and the statistics: two grouped counts,
+   * each over its own partial index (job_claim_idx leads with the application).
+   */
+  async jobsPerApplication(): Promise<
+    Array<{ applicationName: string; state: 'QUEUED' | 'RUNNING'; jobs: number }>
+  > {
+    const rows = await this.dataSource.query<
+      Array<{ application_name: string; state: 'QUEUED' | 'RUNNING'; jobs: number }>
+    >(
+      `SELECT application_name, 'QUEUED' AS state, count(*)::int AS jobs FROM job
+        WHERE state = 'QUEUED' GROUP BY application_name
+       UNION ALL
+       SELECT application_name, 'RUNNING' AS state, count(*)::int AS jobs FROM job
+        WHERE state = 'RUNNING' GROUP BY application_name`,
+    );
+    return rows.map((row) => ({
+      applicationName: row.application_name,
+      state: row.state,
+      jobs: row.jobs,
+    }));
   }
 
   /** Jobs waiting to run, for metrics and tests. */

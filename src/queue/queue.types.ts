@@ -47,6 +47,8 @@ export interface NewJobRow {
   meta: Record<string, string>;
   source: string;
   submittedAt: Date;
+  /** Within its application, higher runs first (default 0). */
+  priority?: number;
   /** In memory, or on disk (large files are streamed into job_file_chunk). */
   files: JobFileInput[];
   /** Where the result is POSTed when the job ends, with the base of its links; null: nowhere. */

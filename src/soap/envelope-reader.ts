@@ -18,6 +18,8 @@ export interface PayloadDraft {
 
 export interface JobDraft {
   applicationName: string;
+  /** The text of the optional priority element; null: none. */
+  priority: string | null;
   parameters: Array<{ name: string; value: string }>;
   payloads: PayloadDraft[];
 }
@@ -40,6 +42,7 @@ type Context =
   | 'skipped'
   | 'job'
   | 'applicationName'
+  | 'priority'
   | 'parameter'
   | 'payload'
   | 'data'
@@ -47,6 +50,9 @@ type Context =
 
 /** sax's buffer limit (its MAX_BUFFER_LENGTH) for one attribute value. */
 const MAX_ATTRIBUTE_LENGTH = 64 * 1024;
+
+/** Longer text is not a priority (a whole number from -1000 to 1000). */
+const MAX_PRIORITY_LENGTH = 32;
 
 /** Longer names are not application names; the cap keeps a hostile text node out of memory. */
 const MAX_APPLICATION_NAME_LENGTH = 1024;
@@ -146,7 +152,7 @@ export class EnvelopeReader {
         }
         this.operation = { namespace: tag.uri, localName: tag.local };
         if (tag.uri === SOAP_TYPES_NAMESPACE && tag.local === 'job') {
-          this.job = { applicationName: '', parameters: [], payloads: [] };
+          this.job = { applicationName: '', priority: null, parameters: [], payloads: [] };
           return 'job';
         }
         return 'skipped';
@@ -157,6 +163,7 @@ export class EnvelopeReader {
       case 'data':
         return this.openInclude(tag);
       case 'applicationName':
+      case 'priority':
       case 'parameter':
       case 'include':
         throw new SoapFault('Client', `unexpected element ${describe(tag)} in ${parent}`);
@@ -189,6 +196,12 @@ export class EnvelopeReader {
             throw new SoapFault('Client', 'the job holds more than one applicationName');
           }
           return 'applicationName';
+        case 'priority':
+          if (job.priority !== null) {
+            throw new SoapFault('Client', 'the job holds more than one priority');
+          }
+          job.priority = '';
+          return 'priority';
         case 'parameter': {
           const name = attribute(tag, 'name');
           const value = attribute(tag, 'value');
@@ -322,6 +335,14 @@ export class EnvelopeReader {
           );
         }
         job.applicationName += text;
+        return;
+      }
+      case 'priority': {
+        const job = this.job as JobDraft;
+        if ((job.priority ?? '').length + text.length > MAX_PRIORITY_LENGTH) {
+          throw new SoapFault('Client', 'the priority is not a whole number such as 5 or -2');
+        }
+        job.priority = (job.priority ?? '') + text;
         return;
       }
       case 'data':

@@ -6,8 +6,10 @@ import { mediaType } from '../common/media-type';
 import { FunctionCallKind, KIND_OF_MEDIA_TYPE } from '../jobs/function-call-result';
 import { isZipUpload } from '../jobs/job-archive';
 import { parseMetaParameters } from '../jobs/job-meta';
+import { parsePriority } from '../jobs/job-priority';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
+import { principalOf } from '../security/principal';
 import type { SoapPayload, SoapProcessCall } from './soap-request-reader';
 
 /** Marks jobs that came in over SOAP (the job's `source`, a metrics label). */
@@ -63,6 +65,11 @@ export class SoapJobService {
         zip: !functionCall && isZipPayload(payload),
       })),
       functionCall,
+      principal: principalOf(req)?.name ?? null,
+      priority: parsePriority(
+        call.priority === null || call.priority === undefined ? [] : [call.priority],
+        'The priority element',
+      ),
     });
     return {
       ...job,

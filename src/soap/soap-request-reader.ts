@@ -28,6 +28,8 @@ export interface SoapPayload {
 
 export interface SoapProcessCall {
   applicationName: string;
+  /** The priority element's text; null: none. */
+  priority?: string | null;
   parameters: Array<{ name: string; value: string }>;
   payloads: SoapPayload[];
 }
@@ -230,7 +232,12 @@ class RequestReading {
         size: spool.size,
       };
     });
-    return { applicationName: job.applicationName.trim(), parameters: job.parameters, payloads };
+    return {
+      applicationName: job.applicationName.trim(),
+      priority: job.priority,
+      parameters: job.parameters,
+      payloads,
+    };
   }
 
   /** Flushes the files and removes the attachments no payload refers to. */

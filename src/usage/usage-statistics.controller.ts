@@ -25,6 +25,8 @@ const CSV_COLUMNS: Array<keyof MonthlyUsage> = [
   'runTimeTotalMs',
   'runTimeP50Ms',
   'runTimeP95Ms',
+  'waitTimeP50Ms',
+  'waitTimeP95Ms',
   'rCpuTotalMs',
   'rCpuJobs',
   'bytesIn',

@@ -28,6 +28,8 @@ interface FinishedRow {
   run_total: string | null;
   run_p50: number | null;
   run_p95: number | null;
+  wait_p50: number | null;
+  wait_p95: number | null;
   cpu_total: string | null;
   cpu_jobs: string;
   bytes_in: string;
@@ -59,9 +61,12 @@ export class UsageRepository {
               round(sum(run_ms)) AS run_total,
               percentile_cont(0.5) WITHIN GROUP (ORDER BY run_ms) AS run_p50,
               percentile_cont(0.95) WITHIN GROUP (ORDER BY run_ms) AS run_p95,
+              percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_ms) AS wait_p50,
+              percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_ms) AS wait_p95,
               sum(r_cpu_ms) AS cpu_total, count(r_cpu_ms) AS cpu_jobs,
               sum(bytes_in) AS bytes_in, sum(bytes_out) AS bytes_out
-         FROM (SELECT *, extract(epoch FROM finished_at - started_at) * 1000 AS run_ms
+         FROM (SELECT *, extract(epoch FROM finished_at - started_at) * 1000 AS run_ms,
+                      extract(epoch FROM started_at - submitted_at) * 1000 AS wait_ms
                  FROM job_usage
                 WHERE finished_at >= $1 AND finished_at < $2
                   AND ($3::varchar IS NULL OR application_name = $3::varchar)) AS usage
@@ -96,6 +101,8 @@ export class UsageRepository {
           runTimeTotalMs: 0,
           runTimeP50Ms: null,
           runTimeP95Ms: null,
+          waitTimeP50Ms: null,
+          waitTimeP95Ms: null,
           rCpuTotalMs: 0,
           rCpuJobs: 0,
           bytesIn: 0,
@@ -113,6 +120,8 @@ export class UsageRepository {
         runTimeTotalMs: Number(row.run_total ?? 0),
         runTimeP50Ms: row.run_p50 === null ? null : Math.round(Number(row.run_p50)),
         runTimeP95Ms: row.run_p95 === null ? null : Math.round(Number(row.run_p95)),
+        waitTimeP50Ms: row.wait_p50 === null ? null : Math.round(Number(row.wait_p50)),
+        waitTimeP95Ms: row.wait_p95 === null ? null : Math.round(Number(row.wait_p95)),
         rCpuTotalMs: Number(row.cpu_total ?? 0),
         rCpuJobs: Number(row.cpu_jobs),
         bytesIn: Number(row.bytes_in),

@@ -11,7 +11,7 @@ import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
-import { retentionByApplication } from '../config/application-settings';
+import { claimPoliciesOf, retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
@@ -188,6 +188,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
             first.applicationName,
             first.kinds,
             second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
+            claimPoliciesOf(this.config),
           );
           const claimed = new Map<SlotPool, number>();
           for (const job of jobs) {
@@ -218,6 +219,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   private start(job: ClaimedJob, pool: SlotPool, claimedAt: number): void {
     pool.running.add(job.id);
+    this.metrics?.jobStarted(job.applicationName, (claimedAt - job.submittedAt.getTime()) / 1000);
     const abort = new AbortController();
     // Every log line of the job, the R engine's included, carries its id.
     const done = runWithLogContext({ jobId: job.id }, () =>

@@ -141,6 +141,10 @@ describe('system endpoints (SPEC §9)', () => {
     expect(sample(after.families, 'svc_jobs_submitted_total', labels)?.value).toBe('2');
     expect(sample(after.families, 'svc_jobs_failed_total', labels)?.value).toBe('1');
     expect(histogramCount(after.text, 'svc_job_duration_seconds', labels)).toBe(2);
+    // Each job's wait from submission to start, on the worker that started it.
+    expect(histogramCount(after.text, 'svc_job_wait_seconds', { application: 'metricsapp' })).toBe(
+      2,
+    );
     const submissions = histogramCount(after.text, 'svc_http_request_duration_seconds', {
       method: 'POST',
       route: '/svc/api/rest/jobs',

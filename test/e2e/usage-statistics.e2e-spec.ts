@@ -27,6 +27,8 @@ interface Usage {
   runTimeTotalMs: number;
   runTimeP50Ms?: number;
   runTimeP95Ms?: number;
+  waitTimeP50Ms?: number;
+  waitTimeP95Ms?: number;
   rCpuTotalMs: number;
   rCpuJobs: number;
   bytesIn: number;
@@ -136,6 +138,9 @@ describe('usage statistics (GET /admin/statistics)', () => {
     expect(usage.runTimeP50Ms).toEqual(expect.any(Number));
     expect(usage.runTimeP95Ms).toBeGreaterThanOrEqual(usage.runTimeP50Ms as number);
     expect(usage.runTimeTotalMs).toBeGreaterThanOrEqual(usage.runTimeP95Ms as number);
+    // Submission to start: the jobs waited some time, p95 at least p50.
+    expect(usage.waitTimeP50Ms).toBeGreaterThanOrEqual(0);
+    expect(usage.waitTimeP95Ms).toBeGreaterThanOrEqual(usage.waitTimeP50Ms as number);
     if (CPU_MEASURED) {
       expect(usage.rCpuTotalMs).toBeGreaterThan(0);
     }
@@ -176,10 +181,10 @@ describe('usage statistics (GET /admin/statistics)', () => {
       );
       const lines = csv.text.trimEnd().split('\r\n');
       expect(lines[0]).toBe(
-        'application,month,submitted,succeeded,failed,cancelled,runTimeTotalMs,runTimeP50Ms,runTimeP95Ms,rCpuTotalMs,rCpuJobs,bytesIn,bytesOut',
+        'application,month,submitted,succeeded,failed,cancelled,runTimeTotalMs,runTimeP50Ms,runTimeP95Ms,waitTimeP50Ms,waitTimeP95Ms,rCpuTotalMs,rCpuJobs,bytesIn,bytesOut',
       );
       expect(lines[1]).toMatch(
-        new RegExp(`^alpha,${thisMonth()},4,2,1,1,\\d+,\\d+,\\d+,\\d+,\\d,\\d+,\\d+$`),
+        new RegExp(`^alpha,${thisMonth()},4,2,1,1,\\d+,\\d+,\\d+,\\d+,\\d+,\\d+,\\d,\\d+,\\d+$`),
       );
       expect(lines[2]).toMatch(new RegExp(`^beta,${thisMonth()},1,1,0,0,`));
     }

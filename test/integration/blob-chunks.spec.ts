@@ -8,6 +8,8 @@ import { DataSource } from 'typeorm';
 import { ApiError } from '../../src/common/api-error';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { resultDataFile } from '../../src/jobs/job-result';
+import { SubmissionBucketRepository } from '../../src/jobs/submission-bucket.repository';
+import { SubmissionLimits } from '../../src/jobs/submission-limits';
 import { JobsService } from '../../src/jobs/jobs.service';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { NodeIdentity } from '../../src/storage/node-identity';
@@ -64,11 +66,13 @@ describe('chunked job files and results', () => {
     ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
     await dataSource.runMigrations();
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
+    const queue = new QueueRepository(dataSource, node);
     jobsService = new JobsService(
       config,
-      new QueueRepository(dataSource, node),
+      queue,
       new QueueNotifier(inProcessEvents(undefined, node)),
       new CallbackUrlPolicy(config),
+      new SubmissionLimits(config, queue, new SubmissionBucketRepository(dataSource)),
     );
     results = new ResultRepository(dataSource);
   });

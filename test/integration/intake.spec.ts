@@ -10,6 +10,8 @@ import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
 import { ApiError } from '../../src/common/api-error';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { JobsService, Submission } from '../../src/jobs/jobs.service';
+import { SubmissionBucketRepository } from '../../src/jobs/submission-bucket.repository';
+import { SubmissionLimits } from '../../src/jobs/submission-limits';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { NodeIdentity } from '../../src/storage/node-identity';
 import { inProcessEvents } from '../support/in-process-events';
@@ -54,6 +56,11 @@ describe('JobsService.submit: the intake of every front end', () => {
           useValue: new QueueNotifier(inProcessEvents(undefined, node)),
         },
         { provide: CallbackUrlPolicy, useValue: new CallbackUrlPolicy(config) },
+        SubmissionLimits,
+        {
+          provide: SubmissionBucketRepository,
+          useValue: new SubmissionBucketRepository(dataSource),
+        },
       ],
     }).compile();
     intake = module.get(JobsService);

@@ -103,6 +103,9 @@ export interface UsageMonthView {
   runTimeTotalMs: number;
   runTimeP50Ms: number | null;
   runTimeP95Ms: number | null;
+  /** Submission to start of the jobs that finished in the month (null: none had started). */
+  waitTimeP50Ms: number | null;
+  waitTimeP95Ms: number | null;
   rCpuTotalMs: number;
   rCpuJobs: number;
   bytesIn: number;

@@ -1,0 +1,111 @@
+/**
+ * `node dist/bench/claim-plan.js`: the plan of the claim (QueueRepository.claim, CLAIM_SQL) with
+ * 100,000 queued jobs spread over 100 applications, and over one, as docs/queue.md shows it.
+ * Builds the data set in a throwaway database on the local PostgreSQL (BenchDatabase), runs
+ * EXPLAIN (ANALYZE, BUFFERS) of the claim a worker with 2 script and 2 function-call slots sends,
+ * inside a transaction that is rolled back, and drops the database.
+ *
+ * Options: --jobs N (default 100000), --running N (jobs RUNNING beside them, default 20).
+ */
+import { parseArgs } from 'node:util';
+import { Client } from 'pg';
+import { loadConfig } from '../src/config/app-config';
+import { DATABASE_SCHEMA } from '../src/database-schema';
+import { CLAIM_SQL, JOB_STARTED_CHANNEL } from '../src/queue/queue.repository';
+import { openDatabaseForCli } from '../src/storage/database-options';
+import { BenchDatabase } from './bench-database';
+import { heading } from './report';
+import { optionInt } from './stats';
+
+function log(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+async function fill(
+  client: Client,
+  jobs: number,
+  applications: number,
+  running: number,
+): Promise<void> {
+  await client.query('TRUNCATE job CASCADE');
+  // Jobs submitted a millisecond apart, round robin over the applications; the first `running`
+  // of them RUNNING, as on a busy cluster.
+  await client.query(
+    `INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
+                      lease_owner, lease_expires_at, started_at)
+     SELECT gen_random_uuid(), 'app' || lpad((i % $2)::text, 3, '0'), 'script',
+            CASE WHEN i < $3 THEN 'RUNNING' ELSE 'QUEUED' END, 0, '{}', 'rest',
+            now() - interval '1 hour' + i * interval '1 millisecond',
+            now() - interval '1 hour', CASE WHEN i < $3 THEN 1 ELSE 0 END,
+            CASE WHEN i < $3 THEN 'w' END, CASE WHEN i < $3 THEN now() + interval '1 minute' END,
+            CASE WHEN i < $3 THEN now() END
+       FROM generate_series(0, $1 - 1) AS i`,
+    [jobs + running, applications, running],
+  );
+  await client.query('VACUUM ANALYZE job');
+}
+
+async function plan(client: Client): Promise<string> {
+  await client.query('BEGIN');
+  try {
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${CLAIM_SQL}`,
+      [
+        'w1',
+        2,
+        60,
+        null,
+        JOB_STARTED_CHANNEL,
+        ['script'],
+        ['xml', 'json'],
+        2,
+        'bench ',
+        [],
+        [],
+        [],
+      ],
+    );
+    return rows.map((row) => row['QUERY PLAN']).join('\n');
+  } finally {
+    await client.query('ROLLBACK');
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { jobs: { type: 'string' }, running: { type: 'string' } },
+  });
+  const jobs = optionInt('jobs', values.jobs ?? '100000', 1, 10_000_000);
+  const running = optionInt('running', values.running ?? '20', 0, 100_000);
+  const database = await BenchDatabase.create();
+  try {
+    const { dataSource, close } = await openDatabaseForCli(
+      loadConfig({ ...process.env, DATABASE_URL: database.url, LOG_LEVEL: 'silent' }),
+      DATABASE_SCHEMA,
+    );
+    await dataSource.runMigrations();
+    await close();
+    const client = new Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      for (const applications of [100, 1]) {
+        await fill(client, jobs, applications, running);
+        log(heading(`${jobs} queued jobs over ${applications} application(s), ${running} running`));
+        // The second run is the steady state (the first reads pages into the cache).
+        await plan(client);
+        log(await plan(client));
+      }
+    } finally {
+      await client.end();
+    }
+  } finally {
+    await database.drop();
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
+});
