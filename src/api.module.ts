@@ -15,6 +15,8 @@ import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
 import { AdminModule } from './admin/admin.module';
 import { AdminController } from './admin/admin.controller';
+import { ApiKeysController } from './admin/api-keys.controller';
+import { ApiKeysModule } from './api-keys/api-keys.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
@@ -35,6 +37,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     ResultsModule,
     QueueModule,
     AdminModule,
+    ApiKeysModule,
     SystemModule,
     UploadModule,
     SecurityModule,
@@ -51,6 +54,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     ProcessController,
     UsageStatisticsController,
     AdminController,
+    ApiKeysController,
     PackagesController,
     SystemController,
     MetricsController,

@@ -1,4 +1,5 @@
 import { MIGRATIONS } from '../migrations';
+import { ApiKeyEntity } from './api-keys/api-key.entity';
 import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
@@ -31,6 +32,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     JobCallbackEntity,
     RPackageEntity,
     RPackageNodeEntity,
+    ApiKeyEntity,
   ],
   migrations: MIGRATIONS,
 };

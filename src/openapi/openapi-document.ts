@@ -180,6 +180,39 @@ const text = (example: string): MediaTypeObject => ({
 
 const BINARY: JsonSchema = { type: 'string', format: 'binary' };
 
+const NAME_SCHEMA: JsonSchema = { type: 'string', pattern: '^[^\\s:]{1,128}$' };
+const TIME_SCHEMA: JsonSchema = { type: 'string', format: 'date-time' };
+
+/** A run-time API key as the admin API shows it: never its secret or hash. */
+const API_KEY_SCHEMA = {
+  type: 'object',
+  required: ['id', 'principal', 'roles', 'createdAt', 'createdBy', 'expiresAt', 'lastUsedAt'],
+  properties: {
+    id: { type: 'string', description: 'The part of the key before the dot.' },
+    principal: NAME_SCHEMA,
+    roles: { type: 'array', items: NAME_SCHEMA },
+    createdAt: TIME_SCHEMA,
+    createdBy: { type: ['string', 'null'], description: 'Who made it; null: `svc keys`.' },
+    expiresAt: { oneOf: [TIME_SCHEMA, { type: 'null' }] },
+    lastUsedAt: { oneOf: [TIME_SCHEMA, { type: 'null' }] },
+  },
+  additionalProperties: false,
+} satisfies JsonSchema & { required: string[]; properties: Record<string, JsonSchema> };
+
+const API_KEY_REQUEST_SCHEMA: JsonSchema = {
+  type: 'object',
+  required: ['principal'],
+  properties: {
+    principal: NAME_SCHEMA,
+    roles: { type: 'array', items: NAME_SCHEMA, maxItems: 100 },
+    expiresAt: {
+      ...TIME_SCHEMA,
+      description: 'ISO 8601 with a zone, in the future; absent: never.',
+    },
+  },
+  additionalProperties: false,
+};
+
 function waitParameter(maxSeconds: number, what: string): ParameterObject {
   return {
     name: 'wait',
@@ -968,6 +1001,110 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           }),
           ...r.authentication(),
           '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/api-keys',
+      operation: {
+        operationId: 'createApiKey',
+        summary: 'Create an API key',
+        tags: ['admin'],
+        description:
+          'Makes an API key kept in the database (AUTH_MODE=apiKey uses it at once on every node). The answer holds the key, `<keyId>.<secret>`, this once: only a hash of the secret is stored. Global admins only.',
+        requestBody: {
+          description: 'Who the key is for, its roles and when it expires.',
+          required: true,
+          content: { 'application/json': { schema: API_KEY_REQUEST_SCHEMA } },
+        },
+        responses: {
+          '201': r.plain(
+            'Created; `key` is shown this once.',
+            {
+              'application/json': {
+                schema: {
+                  ...API_KEY_SCHEMA,
+                  required: ['key', ...API_KEY_SCHEMA.required],
+                  properties: {
+                    key: { type: 'string', description: '`<keyId>.<secret>`, for the client.' },
+                    ...API_KEY_SCHEMA.properties,
+                  },
+                },
+              },
+            },
+            { Location: { description: 'The key, for DELETE.', schema: { type: 'string' } } },
+          ),
+          '400': r.error(
+            400,
+            'A field is missing or wrong; the message names it.',
+            'expiresAt: must be in the future',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          '413': r.error(413, 'The body is over 64 KiB.', 'The JSON body may have at most 64 KiB.'),
+          '415': r.error(
+            415,
+            'The body is not JSON.',
+            'The body must be JSON (Content-Type: application/json).',
+          ),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/api-keys',
+      operation: {
+        operationId: 'listApiKeys',
+        summary: 'List the API keys made at run time',
+        tags: ['admin'],
+        description:
+          'Every key made through this API or `svc keys create`, never its secret or hash (keys of API_KEYS are not listed). `lastUsedAt` is written at most once a minute per key and node. Global admins only.',
+        responses: {
+          '200': r.plain('The keys, oldest first.', {
+            'application/json': {
+              schema: {
+                type: 'object',
+                required: ['apiKeys'],
+                properties: { apiKeys: { type: 'array', items: API_KEY_SCHEMA } },
+                additionalProperties: false,
+              },
+            },
+          }),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'delete',
+      path: '/admin/api-keys/{keyId}',
+      operation: {
+        operationId: 'revokeApiKey',
+        summary: 'Revoke an API key',
+        tags: ['admin'],
+        description:
+          'Deletes the key; every node refuses it within a second. Keys of API_KEYS cannot be revoked here (404). Global admins only.',
+        parameters: [
+          {
+            name: 'keyId',
+            in: 'path',
+            required: true,
+            description: 'The part of the key before the dot.',
+            schema: { type: 'string' },
+          },
+        ],
+        responses: {
+          '204': r.empty('Revoked.'),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          '404': r.error(404, 'No such key in the database.', 'No API key k1234.'),
+          ...r.server(),
         },
         security: ADMIN,
       },

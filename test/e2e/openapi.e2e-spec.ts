@@ -508,6 +508,32 @@ describe('the OpenAPI document against the running service', () => {
     ).toBe(406);
   });
 
+  it('creates, lists and revokes API keys as documented', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const keys = '/admin/api-keys';
+    const json = { ...admin, 'Content-Type': 'application/json' };
+    const created = await call('POST', keys, keys, {
+      headers: json,
+      body: JSON.stringify({ principal: 'reporter', roles: ['analyst'] }),
+    });
+    expect(created.status).toBe(201);
+    const { id } = JSON.parse(created.text) as { id: string };
+    const bad = { principal: 'reporter', expiresAt: '2001-01-01T00:00:00Z' };
+    for (const [headers, body, status] of [
+      [json, JSON.stringify(bad), 400],
+      [{ ...admin, 'Content-Type': 'text/plain' }, 'reporter', 415],
+      [json, JSON.stringify({ principal: 'p'.repeat(70000) }), 413],
+      [{ 'Content-Type': 'application/json' }, '{}', 401],
+    ] as const) {
+      expect((await call('POST', keys, keys, { headers, body })).status).toBe(status);
+    }
+    expect((await call('GET', keys, keys, { headers: admin })).status).toBe(200);
+    expect((await call('GET', keys, keys)).status).toBe(401);
+    const one = '/admin/api-keys/{keyId}';
+    expect((await call('DELETE', one, `${keys}/${id}`, { headers: admin })).status).toBe(204);
+    expect((await call('DELETE', one, `${keys}/${id}`, { headers: admin })).status).toBe(404);
+  });
+
   it('answers health and node information', async () => {
     const check = await call('GET', '/system/health/check', '/system/health/check');
     expect([check.status, check.text]).toEqual([200, 'OK']);
