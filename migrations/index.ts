@@ -11,6 +11,7 @@ import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
 import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
 import { AddApiKeys1795710000000 } from './1795710000000-AddApiKeys';
+import { AddApplicationSettings1795711000000 } from './1795711000000-AddApplicationSettings';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -26,4 +27,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobLostRuns1795650000000,
   AddJobTraceContext1795660000000,
   AddApiKeys1795710000000,
+  AddApplicationSettings1795711000000,
 ];

@@ -16,6 +16,7 @@ import { UploadModule } from './upload/upload.module';
 import { AdminModule } from './admin/admin.module';
 import { AdminController } from './admin/admin.controller';
 import { ApiKeysController } from './admin/api-keys.controller';
+import { ApplicationsController } from './admin/applications.controller';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
@@ -55,6 +56,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     UsageStatisticsController,
     AdminController,
     ApiKeysController,
+    ApplicationsController,
     PackagesController,
     SystemController,
     MetricsController,

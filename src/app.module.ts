@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { ApiModule } from './api.module';
+import { ApplicationsModule } from './applications/applications.module';
 import { CatalogModule } from './catalog/catalog.module';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -29,6 +30,7 @@ export class AppModule {
         QueueModule,
         CatalogModule,
         MetricsModule,
+        ApplicationsModule,
         // The drop directory is a front end like REST: it runs where jobs are taken in.
         ...(withApi ? [ApiModule, DropDirectoryModule] : []),
         ...(withWorker ? [WorkerModule] : []),

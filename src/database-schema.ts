@@ -1,5 +1,6 @@
 import { MIGRATIONS } from '../migrations';
 import { ApiKeyEntity } from './api-keys/api-key.entity';
+import { ApplicationSettingsEntity } from './applications/application-settings.entity';
 import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
@@ -33,6 +34,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     RPackageEntity,
     RPackageNodeEntity,
     ApiKeyEntity,
+    ApplicationSettingsEntity,
   ],
   migrations: MIGRATIONS,
 };

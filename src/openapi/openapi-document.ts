@@ -199,6 +199,55 @@ const API_KEY_SCHEMA = {
   additionalProperties: false,
 } satisfies JsonSchema & { required: string[]; properties: Record<string, JsonSchema> };
 
+const APP_PATH_PARAMETER: ParameterObject = {
+  name: 'app',
+  in: 'path',
+  required: true,
+  description: 'The application.',
+  schema: { type: 'string', pattern: APPLICATION_NAME_PATTERN },
+};
+
+/** An application's rights and settings as the admin API shows them. */
+const APPLICATION_VIEW_SCHEMA = {
+  type: 'object',
+  required: [
+    'application',
+    'source',
+    'version',
+    'updatedAt',
+    'updatedBy',
+    'security',
+    'settings',
+    'slots',
+  ],
+  properties: {
+    application: { type: 'string' },
+    source: { enum: ['stored', 'configuration'] },
+    version: { type: 'integer', minimum: 0 },
+    updatedAt: { oneOf: [TIME_SCHEMA, { type: 'null' }] },
+    updatedBy: { type: ['string', 'null'] },
+    security: { type: 'object', description: 'As an APPLICATION_SECURITY entry.' },
+    settings: {
+      type: 'object',
+      description:
+        'As an APPLICATION_SETTINGS entry, without callbackSecret; callbackSecretSet says whether one is set.',
+      required: ['callbackSecretSet'],
+      properties: { callbackSecretSet: { type: 'boolean' } },
+    },
+    slots: { type: ['integer', 'null'], description: 'As an APPLICATION_SLOTS entry.' },
+  },
+  additionalProperties: false,
+} satisfies JsonSchema & { required: string[]; properties: Record<string, JsonSchema> };
+
+const APPLICATION_ENTRY_SCHEMA: JsonSchema = {
+  type: 'object',
+  properties: {
+    security: { type: 'object', description: 'As an APPLICATION_SECURITY entry; absent: {}.' },
+    settings: { type: 'object', description: 'As an APPLICATION_SETTINGS entry; absent: {}.' },
+    slots: { type: ['integer', 'null'], minimum: 1, maximum: 256 },
+  },
+};
+
 const API_KEY_REQUEST_SCHEMA: JsonSchema = {
   type: 'object',
   required: ['principal'],
@@ -1104,6 +1153,107 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           ...r.authentication(),
           '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
           '404': r.error(404, 'No such key in the database.', 'No API key k1234.'),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/applications/{app}',
+      operation: {
+        operationId: 'getApplicationSettings',
+        summary: "An application's rights and settings",
+        tags: ['admin'],
+        description:
+          'What is in force for the application: the stored entry (`source: stored`), else the configured APPLICATION_SECURITY, APPLICATION_SETTINGS and APPLICATION_SLOTS entries (`source: configuration`, version 0). The callback secret is never shown, only `callbackSecretSet`. The ETag is the version, for If-Match on PUT. Global admins only.',
+        parameters: [APP_PATH_PARAMETER],
+        responses: {
+          '200': r.plain(
+            'The rights and settings.',
+            { 'application/json': { schema: APPLICATION_VIEW_SCHEMA } },
+            { ETag: { description: 'The version, `"<n>"`.', schema: { type: 'string' } } },
+          ),
+          '400': r.error(
+            400,
+            'Not an application name.',
+            'The application name in the path "a-b" is invalid: use ASCII letters, digits and underscores only.',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/applications/{app}',
+      operation: {
+        operationId: 'putApplicationSettings',
+        summary: "Replace an application's rights and settings",
+        tags: ['admin'],
+        description:
+          'Stores the entry, which replaces the configured ones of the application on every node within a second. `settings.callbackSecret`: absent keeps the current secret, null removes it. Fields of the GET answer other than the three parts are ignored, so a GET answer can be changed and sent back. A changed `slots` applies when the worker nodes start again (`restartRequired`). Global admins only.',
+        parameters: [
+          APP_PATH_PARAMETER,
+          {
+            name: 'If-Match',
+            in: 'header',
+            required: true,
+            description: 'The ETag of the GET this change is based on.',
+            schema: { type: 'string' },
+          },
+        ],
+        requestBody: {
+          description: 'The three parts, each as its configuration entry.',
+          required: true,
+          content: { 'application/json': { schema: APPLICATION_ENTRY_SCHEMA } },
+        },
+        responses: {
+          '200': r.plain(
+            'Stored and in force.',
+            {
+              'application/json': {
+                schema: {
+                  ...APPLICATION_VIEW_SCHEMA,
+                  required: [...APPLICATION_VIEW_SCHEMA.required, 'restartRequired'],
+                  properties: {
+                    ...APPLICATION_VIEW_SCHEMA.properties,
+                    restartRequired: {
+                      type: 'array',
+                      items: { type: 'string' },
+                      description: 'Changes that apply only when the workers start again.',
+                    },
+                  },
+                },
+              },
+            },
+            { ETag: { description: 'The new version.', schema: { type: 'string' } } },
+          ),
+          '400': r.error(
+            400,
+            'A part or field is wrong; the message names it.',
+            'settings: networkAllowed must be true or false',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          '412': r.error(
+            412,
+            'The version changed since that ETag.',
+            'The settings of demo have changed since that ETag: GET them again, then repeat the change.',
+          ),
+          '413': r.error(413, 'The body is over 64 KiB.', 'The JSON body may have at most 64 KiB.'),
+          '415': r.error(
+            415,
+            'The body is not JSON.',
+            'The body must be JSON (Content-Type: application/json).',
+          ),
+          '428': r.error(
+            428,
+            'If-Match is missing.',
+            'If-Match is required: send the ETag of a GET of this application.',
+          ),
           ...r.server(),
         },
         security: ADMIN,

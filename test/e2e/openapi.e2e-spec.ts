@@ -534,6 +534,33 @@ describe('the OpenAPI document against the running service', () => {
     expect((await call('DELETE', one, `${keys}/${id}`, { headers: admin })).status).toBe(404);
   });
 
+  it("reads and replaces an application's rights and settings as documented", async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const one = '/admin/applications/{app}';
+    const path = '/admin/applications/documented';
+    const read = await call('GET', one, path, { headers: admin });
+    expect(read.status).toBe(200);
+    const etag = read.headers.get('etag') ?? '';
+    const json = { ...admin, 'Content-Type': 'application/json' };
+    const body = JSON.stringify({ security: { userPrincipals: ['alice'] }, slots: 1 });
+    expect((await call('PUT', one, path, { headers: json, body })).status).toBe(428);
+    const changed = await call('PUT', one, path, { headers: { ...json, 'If-Match': etag }, body });
+    expect(changed.status).toBe(200);
+    for (const [headers, sent, status] of [
+      [{ ...json, 'If-Match': etag }, body, 412],
+      [{ ...json, 'If-Match': '"1"' }, '{"slots":0}', 400],
+      [{ ...admin, 'Content-Type': 'text/plain', 'If-Match': '"1"' }, 'x', 415],
+      [{ ...json, 'If-Match': '"1"' }, JSON.stringify({ settings: { x: 'p'.repeat(70000) } }), 413],
+      [{ 'Content-Type': 'application/json', 'If-Match': '"1"' }, body, 401],
+    ] as const) {
+      expect((await call('PUT', one, path, { headers, body: sent })).status).toBe(status);
+    }
+    expect(
+      (await call('GET', one, '/admin/applications/bad-name', { headers: admin })).status,
+    ).toBe(400);
+    expect((await call('GET', one, path)).status).toBe(401);
+  });
+
   it('answers health and node information', async () => {
     const check = await call('GET', '/system/health/check', '/system/health/check');
     expect([check.status, check.text]).toEqual([200, 'OK']);
