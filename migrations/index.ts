@@ -12,6 +12,7 @@ import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
 import { AddApiKeys1795710000000 } from './1795710000000-AddApiKeys';
 import { AddApplicationSettings1795711000000 } from './1795711000000-AddApplicationSettings';
+import { AddAuditTrail1795712000000 } from './1795712000000-AddAuditTrail';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -28,4 +29,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobTraceContext1795660000000,
   AddApiKeys1795710000000,
   AddApplicationSettings1795711000000,
+  AddAuditTrail1795712000000,
 ];

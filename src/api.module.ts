@@ -17,6 +17,7 @@ import { AdminModule } from './admin/admin.module';
 import { AdminController } from './admin/admin.controller';
 import { ApiKeysController } from './admin/api-keys.controller';
 import { ApplicationsController } from './admin/applications.controller';
+import { AuditController } from './admin/audit.controller';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
@@ -57,6 +58,7 @@ import { OpenApiModule } from './openapi/openapi.module';
     AdminController,
     ApiKeysController,
     ApplicationsController,
+    AuditController,
     PackagesController,
     SystemController,
     MetricsController,

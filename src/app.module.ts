@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { ApiModule } from './api.module';
 import { ApplicationsModule } from './applications/applications.module';
+import { AuditModule } from './audit/audit.module';
 import { CatalogModule } from './catalog/catalog.module';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -31,6 +32,7 @@ export class AppModule {
         CatalogModule,
         MetricsModule,
         ApplicationsModule,
+        AuditModule,
         // The drop directory is a front end like REST: it runs where jobs are taken in.
         ...(withApi ? [ApiModule, DropDirectoryModule] : []),
         ...(withWorker ? [WorkerModule] : []),

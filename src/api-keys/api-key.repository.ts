@@ -30,6 +30,11 @@ export class ApiKeyRepository {
     return this.events?.prefix ?? notificationPrefix('');
   }
 
+  /** Runs `work` in one transaction: a key's change and its audit row commit together. */
+  inTransaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.dataSource.transaction(work);
+  }
+
   /** Stores a new key; `manager` is the caller's transaction (the audit row goes with it). */
   async insert(key: ApiKeyEntity, manager: EntityManager = this.dataSource.manager): Promise<void> {
     await manager.query(

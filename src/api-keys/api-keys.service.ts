@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Injectable, Logger, OnModuleInit, Optional } from '@nestjs/common';
 import { fastSecretHash, fastSecretMatches, randomSecret } from '../common/secret-hash';
+import { AuditActor, AuditService } from '../audit/audit.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import type { ApiKeyEntity } from './api-key.entity';
 import type { NewApiKeyRequest } from './api-key-input';
@@ -41,6 +42,7 @@ export class ApiKeysService implements OnModuleInit {
   constructor(
     private readonly repository: ApiKeyRepository,
     @Optional() private readonly events?: DatabaseEvents,
+    @Optional() private readonly audit?: AuditService,
   ) {}
 
   onModuleInit(): void {
@@ -50,7 +52,12 @@ export class ApiKeysService implements OnModuleInit {
     this.events?.onLost(() => this.forget(null));
   }
 
-  async create(request: NewApiKeyRequest, createdBy: string | null): Promise<CreatedApiKey> {
+  /** `actor`: who acts outside of a request (the command line); null: the request's caller. */
+  async create(
+    request: NewApiKeyRequest,
+    createdBy: string | null,
+    actor: AuditActor | null = null,
+  ): Promise<CreatedApiKey> {
     const id = `k${randomBytes(8).toString('hex')}`;
     const secret = randomSecret();
     const listing: ApiKeyListing = {
@@ -62,7 +69,22 @@ export class ApiKeysService implements OnModuleInit {
       expiresAt: request.expiresAt,
       lastUsedAt: null,
     };
-    await this.repository.insert({ ...listing, secretHash: fastSecretHash(secret) });
+    await this.repository.inTransaction(async (manager) => {
+      await this.repository.insert({ ...listing, secretHash: fastSecretHash(secret) }, manager);
+      await this.audit?.record(
+        {
+          action: 'apiKey.created',
+          details: {
+            keyId: id,
+            principal: listing.principal,
+            roles: listing.roles,
+            expiresAt: listing.expiresAt?.toISOString() ?? null,
+          },
+        },
+        manager,
+        actor,
+      );
+    });
     return { key: `${id}.${secret}`, listing };
   }
 
@@ -71,8 +93,18 @@ export class ApiKeysService implements OnModuleInit {
   }
 
   /** Revokes a key on every node; false when there is no such key. */
-  async revoke(id: string): Promise<boolean> {
-    const deleted = await this.repository.delete(id);
+  async revoke(id: string, actor: AuditActor | null = null): Promise<boolean> {
+    const deleted = await this.repository.inTransaction(async (manager) => {
+      const key = await this.repository.delete(id, manager);
+      if (key !== null) {
+        await this.audit?.record(
+          { action: 'apiKey.revoked', details: { keyId: id, principal: key.principal } },
+          manager,
+          actor,
+        );
+      }
+      return key;
+    });
     if (deleted === null) {
       return false;
     }

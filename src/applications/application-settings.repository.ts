@@ -22,6 +22,11 @@ export class ApplicationSettingsRepository {
     return this.events?.prefix ?? notificationPrefix('');
   }
 
+  /** Runs `work` in one transaction: a change and its audit row commit together. */
+  inTransaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.dataSource.transaction(work);
+  }
+
   all(): Promise<ApplicationSettingsEntity[]> {
     return this.dataSource.getRepository(ApplicationSettingsEntity).find();
   }

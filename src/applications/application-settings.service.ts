@@ -10,6 +10,7 @@ import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import type { ApplicationSettings } from '../config/application-settings';
 import type { ApplicationSecurity } from '../config/security-settings';
+import { AuditService } from '../audit/audit.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { parseApplicationEntry } from './application-entry-input';
 import { ApplicationSettingsEntity, StoredApplicationEntry } from './application-settings.entity';
@@ -42,6 +43,15 @@ export function applicationEtag(version: number): string {
   return `"${version}"`;
 }
 
+/** An entry for the audit trail: the callback secret only as whether one is set. */
+function withoutSecret(entry: StoredApplicationEntry): StoredApplicationEntry {
+  const { callbackSecret, ...settings } = entry.settings;
+  return {
+    ...entry,
+    settings: { ...settings, callbackSecretSet: typeof callbackSecret === 'string' },
+  };
+}
+
 function clone<T>(value: T): T {
   return structuredClone(value);
 }
@@ -72,6 +82,7 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
     private readonly config: AppConfig,
     private readonly repository: ApplicationSettingsRepository,
     @Optional() private readonly events?: DatabaseEvents,
+    @Optional() private readonly audit?: AuditService,
   ) {
     this.configured = clone({
       security: config.applicationSecurity,
@@ -153,7 +164,20 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
           : undefined,
       configuredDropDirectory: this.configured.settings[app]?.dropDirectory,
     });
-    const saved = await this.repository.save(app, entry, version, updatedBy);
+    const saved = await this.repository.inTransaction(async (manager) => {
+      const row = await this.repository.save(app, entry, version, updatedBy, manager);
+      if (row !== null) {
+        await this.audit?.record(
+          {
+            action: 'application.changed',
+            applicationName: app,
+            details: { before: withoutSecret(before), after: withoutSecret(entry) },
+          },
+          manager,
+        );
+      }
+      return row;
+    });
     if (saved === null) {
       throw this.changedMeanwhile(app);
     }

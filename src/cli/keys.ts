@@ -1,4 +1,7 @@
+import { userInfo } from 'node:os';
 import { HttpException } from '@nestjs/common';
+import { AuditRepository } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { NewApiKeyRequest, parseNewApiKey } from '../api-keys/api-key-input';
 import { ApiKeyRepository } from '../api-keys/api-key.repository';
 import { ApiKeysService } from '../api-keys/api-keys.service';
@@ -83,13 +86,18 @@ async function keys(argv: string[]): Promise<number> {
       return 1;
     }
     // No DatabaseEvents here: a revocation notifies with no node id, so every node hears it.
-    const service = new ApiKeysService(new ApiKeyRepository(dataSource));
+    const service = new ApiKeysService(
+      new ApiKeyRepository(dataSource),
+      undefined,
+      new AuditService(new AuditRepository(dataSource), config),
+    );
+    const actor = { principal: `cli:${userInfo().username}`, authMethod: 'commandLine' };
     switch (parsed.command) {
       case 'create': {
         if (request === null) {
           return 2;
         }
-        const created = await service.create(request, null);
+        const created = await service.create(request, null, actor);
         console.log(created.key);
         console.error(
           `created API key ${created.listing.id} for ${created.listing.principal}` +
@@ -114,7 +122,7 @@ async function keys(argv: string[]): Promise<number> {
         }
         return 0;
       case 'revoke':
-        if (await service.revoke(parsed.keyId)) {
+        if (await service.revoke(parsed.keyId, actor)) {
           console.log(`revoked ${parsed.keyId}`);
           return 0;
         }

@@ -13,6 +13,11 @@ const RAW_CONTROLLERS = [
   // Renders the representation itself: it also answers CSV, which the interceptor does not know.
   'UsageStatisticsController',
   'OpenApiController',
+  // Admin JSON documents of their own (keys, application settings), and the audit trail's
+  // XML, JSON or CSV.
+  'ApiKeysController',
+  'ApplicationsController',
+  'AuditController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

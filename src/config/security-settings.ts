@@ -61,6 +61,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'apiKeys',
   'databaseUrl',
   'databaseListenUrl',
+  'auditPseudonymKey',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;

@@ -19,6 +19,9 @@ import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';
 import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
+import { auditRowJson } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
+import { currentRequestActor } from '../common/request-actor';
 
 /**
  * The callback a request asks for, not yet checked: the URL as given, and the public base URL
@@ -154,6 +157,7 @@ export class JobsService {
     private readonly notifier: QueueNotifier,
     private readonly callbackUrls: CallbackUrlPolicy,
     @Optional() private readonly metrics?: MetricsService,
+    @Optional() private readonly audit?: AuditService,
   ) {
     this.spillParent = config.formTempDir ?? tmpdir();
   }
@@ -337,6 +341,16 @@ export class JobsService {
       // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
       submittedAt: new Date(),
     };
+    // Written by the job's own statement: no job without its row, no row without the job.
+    row.audit = this.audit
+      ? auditRowJson(
+          this.audit.rowOf(
+            { action: 'job.submitted', details: { kind: job.kind, source: job.source } },
+            // Outside of a request (a drop directory) nobody authenticated: the source says how.
+            currentRequestActor() ? null : { principal: null, authMethod: job.source },
+          ),
+        )
+      : null;
     await this.queue.enqueue(row);
     this.notifier.jobQueued(job.kind);
     this.metrics?.jobSubmitted(job.applicationName, job.source);

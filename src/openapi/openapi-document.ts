@@ -1,3 +1,4 @@
+import { AUDIT_ACTIONS } from '../audit/audit.service';
 import { REST_PREFIX } from '../common/public-uri';
 import { REST_TYPES_NAMESPACE } from '../common/representation/rest-representation';
 import type {
@@ -246,6 +247,51 @@ const APPLICATION_ENTRY_SCHEMA: JsonSchema = {
     settings: { type: 'object', description: 'As an APPLICATION_SETTINGS entry; absent: {}.' },
     slots: { type: ['integer', 'null'], minimum: 1, maximum: 256 },
   },
+};
+
+/** One row of the audit trail as GET /admin/audit answers it in JSON (CSV has the same columns). */
+const AUDIT_EVENT_SCHEMA: JsonSchema = {
+  type: 'object',
+  required: [
+    'id',
+    'time',
+    'principal',
+    'authMethod',
+    'clientAddress',
+    'requestId',
+    'action',
+    'application',
+    'jobId',
+    'outcome',
+    'details',
+  ],
+  properties: {
+    id: { type: 'string' },
+    time: TIME_SCHEMA,
+    principal: {
+      type: ['string', 'null'],
+      description: 'The name, or `h:<hash>` with AUDIT_PSEUDONYMIZE.',
+    },
+    authMethod: { type: ['string', 'null'] },
+    clientAddress: { type: ['string', 'null'] },
+    requestId: { type: ['string', 'null'] },
+    action: { enum: [...AUDIT_ACTIONS] },
+    application: { type: ['string', 'null'] },
+    jobId: { type: ['string', 'null'] },
+    outcome: { enum: ['success', 'failure'] },
+    details: { type: ['string', 'null'], description: 'JSON text.' },
+  },
+  additionalProperties: false,
+};
+
+const AUDIT_PAGE_SCHEMA: JsonSchema = {
+  type: 'object',
+  required: ['auditEvents', 'more'],
+  properties: {
+    auditEvents: { type: 'array', items: AUDIT_EVENT_SCHEMA },
+    more: { type: 'boolean', description: 'Whether a next page exists.' },
+  },
+  additionalProperties: false,
 };
 
 const API_KEY_REQUEST_SCHEMA: JsonSchema = {
@@ -1254,6 +1300,105 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
             'If-Match is missing.',
             'If-Match is required: send the ETag of a GET of this application.',
           ),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/audit',
+      operation: {
+        operationId: 'listAuditEvents',
+        summary: 'The audit trail',
+        tags: ['admin'],
+        description:
+          'Who did what, newest first: jobs submitted and cancelled, results deleted, catalog files and packages changed, API keys created and revoked, application settings changed (before and after, without secrets), failed authentications counted per client address. Filters combine; `Link: <…>; rel="next"` when there are more. XML, JSON or CSV (`Accept: text/csv` or `format=csv`). Global admins only.',
+        parameters: [
+          {
+            name: 'from',
+            in: 'query',
+            required: false,
+            description: 'Rows at or after this time (ISO 8601 with a zone).',
+            schema: TIME_SCHEMA,
+          },
+          {
+            name: 'to',
+            in: 'query',
+            required: false,
+            description: 'Rows before this time (ISO 8601 with a zone).',
+            schema: TIME_SCHEMA,
+          },
+          {
+            name: 'principal',
+            in: 'query',
+            required: false,
+            description: 'Rows of this principal (its name, also with AUDIT_PSEUDONYMIZE).',
+            schema: { type: 'string', maxLength: 128 },
+          },
+          {
+            name: 'application',
+            in: 'query',
+            required: false,
+            description: 'Rows of this application.',
+            schema: { type: 'string', pattern: APPLICATION_NAME_PATTERN },
+          },
+          {
+            name: 'action',
+            in: 'query',
+            required: false,
+            description: 'Rows of this action.',
+            schema: { enum: [...AUDIT_ACTIONS] },
+          },
+          {
+            name: 'limit',
+            in: 'query',
+            required: false,
+            description: 'Rows per page, 1 to 1000; default 100.',
+            schema: { type: 'integer', minimum: 1, maximum: 1000 },
+          },
+          {
+            name: 'offset',
+            in: 'query',
+            required: false,
+            description: 'Rows to skip.',
+            schema: { type: 'integer', minimum: 0, maximum: 1000000 },
+          },
+          {
+            name: 'format',
+            in: 'query',
+            required: false,
+            description: 'Overrides Accept, for tools that cannot set headers.',
+            schema: { enum: ['xml', 'json', 'csv'] },
+          },
+        ],
+        responses: {
+          '200': r.plain(
+            'One page of rows.',
+            {
+              'application/vnd.svc+json': { schema: AUDIT_PAGE_SCHEMA },
+              'application/json': { schema: AUDIT_PAGE_SCHEMA },
+              'application/vnd.svc+xml': { schema: { type: 'string' } },
+              'application/xml': { schema: { type: 'string' } },
+              'text/csv': text(
+                'id,time,principal,authMethod,clientAddress,requestId,action,application,jobId,outcome,details\r\n41,2026-11-26T17:02:11.201Z,alice,user,127.0.0.1,3f0c…,job.submitted,demo,5b1e…,success,"{""kind"":""SCRIPT"",""source"":""rest""}"\r\n',
+              ),
+            },
+            {
+              Link: {
+                description: 'The next page, when there is one: `<…>; rel="next"`.',
+                schema: { type: 'string' },
+              },
+            },
+          ),
+          '400': r.error(
+            400,
+            'A bad time, action, application name, limit, offset or format; the message names it.',
+            'limit must be a whole number from 1 to 1000.',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          ...r.notAcceptable(),
           ...r.server(),
         },
         security: ADMIN,

@@ -14,6 +14,7 @@
  *
  * All of the queue's SQL is in this file. Each hot-path operation is one statement.
  */
+import { auditRowPerJobSql } from '../audit/audit.repository';
 import { readFile, stat } from 'node:fs/promises';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
@@ -157,7 +158,8 @@ async function insertJob(
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
                         callback_url, callback_links_base, traceparent, tracestate)
        VALUES ($1, $2, $3, 'QUEUED', 0, $4, $5, $6, $6, 0, $10, $11, $13, $14)
-       RETURNING id),
+       RETURNING id, application_name),
+     new_audit AS (${auditRowPerJobSql('$15', 'new_job')}),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
@@ -178,6 +180,7 @@ async function insertJob(
       sender,
       trace?.traceparent ?? null,
       tracestate,
+      job.audit ?? null,
     ],
   );
 }
@@ -495,6 +498,7 @@ export class QueueRepository {
     cancelledBy: string,
     cancelledAt: Date,
     result: ResultData,
+    audit: string | null = null,
   ): Promise<JobStateName | null> {
     const raw: unknown = await this.dataSource.query(
       `WITH target AS (
@@ -513,7 +517,8 @@ export class QueueRepository {
          ${usageInsert("'cancelled'", 'NULL', '$9')}),
        ${QUEUE_CALLBACK_CTE},
        inputs_removed AS (
-         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
+         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done)),
+       audited AS (${auditRowPerJobSql('$14', 'done')})
        SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified,
               ${callbackQueuedNotice('$13', '$12')} AS callbacks_queued FROM target`,
       [
@@ -530,6 +535,7 @@ export class QueueRepository {
         RESULT_READY_CHANNEL,
         this.sender,
         CALLBACK_QUEUED_CHANNEL,
+        audit,
       ],
     );
     return rowsOf<{ state: JobStateName }>(raw)[0]?.state ?? null;

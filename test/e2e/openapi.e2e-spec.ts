@@ -561,6 +561,23 @@ describe('the OpenAPI document against the running service', () => {
     expect((await call('GET', one, path)).status).toBe(401);
   });
 
+  it('answers the audit trail in XML, JSON and CSV, to admins only', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const audit = '/admin/audit';
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT, { Accept: 'text/csv' }]) {
+      const answer = await call('GET', audit, `${audit}?action=job.submitted&limit=2`, {
+        headers: { ...admin, ...headers },
+      });
+      expect(answer.status).toBe(200);
+      expect(answer.text).toContain('job.submitted');
+    }
+    expect((await call('GET', audit, `${audit}?limit=0`, { headers: admin })).status).toBe(400);
+    expect((await call('GET', audit, audit, { headers: JSON_ACCEPT })).status).toBe(401);
+    expect(
+      (await call('GET', audit, audit, { headers: { ...admin, Accept: 'text/html' } })).status,
+    ).toBe(406);
+  });
+
   it('answers health and node information', async () => {
     const check = await call('GET', '/system/health/check', '/system/health/check');
     expect([check.status, check.text]).toEqual([200, 'OK']);
