@@ -10,6 +10,9 @@ import { AddRPackages1795630000000 } from './1795630000000-AddRPackages';
 import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
 import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
+import { AddApiKeys1795710000000 } from './1795710000000-AddApiKeys';
+import { AddApplicationSettings1795711000000 } from './1795711000000-AddApplicationSettings';
+import { AddAuditTrail1795712000000 } from './1795712000000-AddAuditTrail';
 import { FairClaims1795720000000 } from './1795720000000-FairClaims';
 import { AddMailReply1795730000000 } from './1795730000000-AddMailReply';
 import { AddSchedules1795740000000 } from './1795740000000-AddSchedules';
@@ -27,6 +30,9 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddDropFile1795634587042,
   AddJobLostRuns1795650000000,
   AddJobTraceContext1795660000000,
+  AddApiKeys1795710000000,
+  AddApplicationSettings1795711000000,
+  AddAuditTrail1795712000000,
   FairClaims1795720000000,
   AddMailReply1795730000000,
   AddSchedules1795740000000,

@@ -15,6 +15,10 @@ import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
 import { AdminModule } from './admin/admin.module';
 import { AdminController } from './admin/admin.controller';
+import { ApiKeysController } from './admin/api-keys.controller';
+import { ApplicationsController } from './admin/applications.controller';
+import { AuditController } from './admin/audit.controller';
+import { ApiKeysModule } from './api-keys/api-keys.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
@@ -37,6 +41,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     ResultsModule,
     QueueModule,
     AdminModule,
+    ApiKeysModule,
     SystemModule,
     UploadModule,
     SecurityModule,
@@ -54,6 +59,9 @@ import { SchedulesModule } from './schedules/schedules.module';
     ProcessController,
     UsageStatisticsController,
     AdminController,
+    ApiKeysController,
+    ApplicationsController,
+    AuditController,
     PackagesController,
     SchedulesController,
     SystemController,

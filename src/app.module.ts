@@ -1,5 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { ApiModule } from './api.module';
+import { ApplicationsModule } from './applications/applications.module';
+import { AuditModule } from './audit/audit.module';
 import { CatalogModule } from './catalog/catalog.module';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -30,6 +32,8 @@ export class AppModule {
         QueueModule,
         CatalogModule,
         MetricsModule,
+        ApplicationsModule,
+        AuditModule,
         // The drop directory and the mailboxes are front ends like REST: they run where jobs are taken in.
         ...(withApi ? [ApiModule, DropDirectoryModule, MailModule] : []),
         ...(withWorker ? [WorkerModule] : []),

@@ -3,6 +3,8 @@ import { INestApplication, INestApplicationContext, LoggerService } from '@nestj
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
+import { ApplicationSettingsRepository } from './applications/application-settings.repository';
+import { applyStoredSlots } from './applications/application-settings.service';
 import { AppModule } from './app.module';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
@@ -50,6 +52,7 @@ async function prepareDatabase(
       await dataSource.runMigrations({ transaction: 'each' });
       logger.log(`applied migrations: ${pending.join(', ')}`, 'Database');
     }
+    await applyStoredSlots(config, new ApplicationSettingsRepository(dataSource));
     if (
       config.embeddedDatabase &&
       existsSync(config.catalogDir) &&

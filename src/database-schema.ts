@@ -1,4 +1,7 @@
 import { MIGRATIONS } from '../migrations';
+import { ApiKeyEntity } from './api-keys/api-key.entity';
+import { ApplicationSettingsEntity } from './applications/application-settings.entity';
+import { AuditEventEntity } from './audit/audit-event.entity';
 import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
@@ -38,6 +41,9 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     ScheduleEntity,
     ScheduleRunEntity,
     SubmissionBucketEntity,
+    ApiKeyEntity,
+    ApplicationSettingsEntity,
+    AuditEventEntity,
   ],
   migrations: MIGRATIONS,
 };

@@ -1,4 +1,6 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
+import { auditRowJson } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
 import { REST_PREFIX } from '../common/public-uri';
 import { CatalogView } from '../common/representation/rest-representation';
@@ -45,7 +47,17 @@ export function catalogFileUri(base: string, section: string, name: string): str
 export class CatalogAdminService {
   private readonly logger = new Logger('Catalog');
 
-  constructor(private readonly catalog: CatalogService) {}
+  constructor(
+    private readonly catalog: CatalogService,
+    @Optional() private readonly audit?: AuditService,
+  ) {}
+
+  /** The audit row of a change to a catalog file, for the changing statement. */
+  private auditRow(applicationName: string, details: Record<string, unknown>): string | null {
+    return this.audit
+      ? auditRowJson(this.audit.rowOf({ action: 'catalog.changed', applicationName, details }))
+      : null;
+  }
 
   async view(applicationName: string, base: string): Promise<CatalogView> {
     const files = await this.catalog.listFiles(applicationName);
@@ -85,6 +97,12 @@ export class CatalogAdminService {
       checkSection(section),
       checkFileName(name),
       content,
+      this.auditRow(applicationName, {
+        section,
+        file: name,
+        change: 'stored',
+        bytes: content.length,
+      }),
     );
     this.logger.log(
       `${created ? 'created' : 'updated'} ${applicationName}/${section}/${name} (${content.length} bytes)`,
@@ -97,6 +115,7 @@ export class CatalogAdminService {
       applicationName,
       checkSection(section),
       checkFileName(name),
+      this.auditRow(applicationName, { section, file: name, change: 'deleted' }),
     );
     if (!deleted) {
       throw ApiError.notFound(

@@ -1,6 +1,7 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { auditRowSql } from '../audit/audit.repository';
 import { notificationPrefix } from '../storage/database-events.service';
 import { CatalogFileEntity, CatalogSection } from './catalog-file.entity';
 import { CATALOG_CHANGED_CHANNEL, CatalogChanges } from './catalog-changes';
@@ -43,12 +44,16 @@ export class CatalogService {
     return file?.content ?? null;
   }
 
-  /** Inserts or replaces a file; returns true when it was new. */
+  /**
+   * Inserts or replaces a file; returns true when it was new. `audit`: the row recording it
+   * (auditRowJson), written by the same statement.
+   */
   async putFile(
     applicationName: string,
     section: CatalogSection,
     name: string,
     content: Buffer,
+    audit: string | null = null,
   ): Promise<boolean> {
     const rows = await this.dataSource.query<Array<{ inserted: boolean }>>(
       `WITH upserted AS (
@@ -56,28 +61,31 @@ export class CatalogService {
          VALUES ($1, $2, $3, $4, now())
          ON CONFLICT (application_name, section, name) DO UPDATE SET content = EXCLUDED.content, updated_at = now()
          RETURNING (xmax = 0) AS inserted
-       )
+       ),
+       audited AS (${auditRowSql('$6', 'upserted', '$1', 'NULL::uuid')})
        SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $5::text || $1 || '/' || $2) FROM upserted`,
-      [applicationName, section, name, content, this.sender],
+      [applicationName, section, name, content, this.sender, audit],
     );
     this.changes?.changed(applicationName, section);
     this.storedListeners.forEach((listener) => listener(applicationName));
     return rows[0]?.inserted ?? false;
   }
 
-  /** Deletes a file; returns false when there was none. */
+  /** Deletes a file; returns false when there was none. `audit`: as for putFile, only when deleted. */
   async deleteFile(
     applicationName: string,
     section: CatalogSection,
     name: string,
+    audit: string | null = null,
   ): Promise<boolean> {
     const rows = await this.dataSource.query<Array<{ deleted: boolean }>>(
       `WITH deleted AS (
          DELETE FROM catalog_file WHERE application_name = $1 AND section = $2 AND name = $3
          RETURNING 1
-       )
+       ),
+       audited AS (${auditRowSql('$5', 'deleted', '$1', 'NULL::uuid')})
        SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $4::text || $1 || '/' || $2) FROM deleted`,
-      [applicationName, section, name, this.sender],
+      [applicationName, section, name, this.sender, audit],
     );
     if (rows.length > 0) {
       this.changes?.changed(applicationName, section);

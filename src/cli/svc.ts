@@ -2,10 +2,11 @@ import 'reflect-metadata';
 import { catalogCommand } from './catalog';
 import { CliCommand, UsageError } from './cli-command';
 import { hashSecretCommand } from './hash-secret';
+import { keysCommand } from './keys';
 import { migrateCommand } from './migrate';
 import { runCommand } from './run-command';
 
-const COMMANDS: CliCommand[] = [migrateCommand, catalogCommand, hashSecretCommand];
+const COMMANDS: CliCommand[] = [migrateCommand, catalogCommand, hashSecretCommand, keysCommand];
 
 const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its arguments)
 ${COMMANDS.map((command) => `  ${command.name.padEnd(12)}${command.summary}`).join('\n')}

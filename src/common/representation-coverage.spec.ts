@@ -15,6 +15,11 @@ const RAW_CONTROLLERS = [
   'OpenApiController',
   // Plain JSON in and out: a schedule's job and meta are nested objects.
   'SchedulesController',
+  // Admin JSON documents of their own (keys, application settings), and the audit trail's
+  // XML, JSON or CSV.
+  'ApiKeysController',
+  'ApplicationsController',
+  'AuditController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

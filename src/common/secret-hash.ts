@@ -94,3 +94,24 @@ export function plainSecretsEqual(given: string, expected: string): boolean {
 export function randomSecret(): string {
   return randomBytes(32).toString('base64url');
 }
+
+const FAST_HASH_PREFIX = 'sha256$';
+
+/**
+ * The stored form of a generated key's secret (run-time API keys): `sha256$<base64>`. A secret of
+ * 32 random bytes cannot be guessed, so a slow hash would only cost every request without
+ * adding safety; configured keys, which a person may have chosen, stay scrypt.
+ */
+export function fastSecretHash(secret: string): string {
+  return FAST_HASH_PREFIX + createHash('sha256').update(secret, 'utf8').digest('base64');
+}
+
+/** Checks a secret against fastSecretHash's output in constant time; false for anything else. */
+export function fastSecretMatches(secret: string, encoded: string): boolean {
+  if (!encoded.startsWith(FAST_HASH_PREFIX)) {
+    return false;
+  }
+  const expected = Buffer.from(encoded.slice(FAST_HASH_PREFIX.length), 'base64');
+  const given = createHash('sha256').update(secret, 'utf8').digest();
+  return expected.length === given.length && timingSafeEqual(given, expected);
+}

@@ -82,6 +82,23 @@ describe('configuration', () => {
     }
   });
 
+  it('needs a long AUDIT_PSEUDONYM_KEY with AUDIT_PSEUDONYMIZE, and never echoes it', () => {
+    expect(problemsOf({ AUDIT_PSEUDONYMIZE: 'true' })).toEqual([
+      expect.stringMatching(
+        /^AUDIT_PSEUDONYM_KEY: AUDIT_PSEUDONYMIZE=true needs a key of at least 32/,
+      ),
+    ]);
+    const short = problemsOf({ AUDIT_PSEUDONYMIZE: 'true', AUDIT_PSEUDONYM_KEY: 'short-key' });
+    expect(short).toHaveLength(1);
+    expect(short[0]).not.toContain('short-key');
+    expect(
+      loadConfig({ AUDIT_PSEUDONYMIZE: 'true', AUDIT_PSEUDONYM_KEY: 'k'.repeat(32) }),
+    ).toMatchObject({ auditPseudonymize: true, auditRetentionDays: 400 });
+    expect(problemsOf({ AUDIT_RETENTION_DAYS: '-1' })).toEqual([
+      expect.stringMatching(/^AUDIT_RETENTION_DAYS/),
+    ]);
+  });
+
   it('reads the pooler and the direct LISTEN URL, and refuses them without DATABASE_URL', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://u@db/svc' })).toMatchObject({
       databaseListenUrl: null,

@@ -142,6 +142,12 @@ export class AppConfig implements SecuritySettings {
   @IsInt() @Min(1) @Max(3600) resultWaitMaxSeconds!: number;
   /** Days a finished job's usage record is kept for the usage statistics (0: kept). */
   @IsInt() @Min(0) usageRetentionDays!: number;
+  /** Days an audit row is kept (0: kept); deleted by the supervisor pass (docs/security.md#audit-trail). */
+  @IsInt() @Min(0) auditRetentionDays!: number;
+  /** Store a keyed hash of each principal in the audit trail instead of the name. */
+  @IsBoolean() auditPseudonymize!: boolean;
+  /** The key of that hash (HMAC-SHA256); required with auditPseudonymize. */
+  @IsOptional() @IsString() auditPseudonymKey!: string | null;
   @IsString() catalogDir!: string;
   // security (docs/security.md)
   @IsIn(AUTH_MODES) authMode!: AuthMode;
@@ -313,6 +319,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     }
   }
   problems.push(...applicationSettingsProblems(config.applicationSettings));
+  if (config.auditPseudonymize && (config.auditPseudonymKey ?? '').length < 32) {
+    problems.push(
+      'AUDIT_PSEUDONYM_KEY: AUDIT_PSEUDONYMIZE=true needs a key of at least 32 characters (e.g. openssl rand -base64 32)',
+    );
+  }
   problems.push(...securityConfigProblems(config));
   if (!config.databaseUrl && (config.databaseListenUrl || config.databasePooler !== 'none')) {
     problems.push(

@@ -62,6 +62,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'databaseUrl',
   'databaseListenUrl',
   'smtpPassword',
+  'auditPseudonymKey',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;
@@ -124,7 +125,19 @@ export function securityConfigProblems(config: SecuritySettings): string[] {
   if (!isNameList(admins.principals) || !isNameList(admins.roles)) {
     problems.push('GLOBAL_ADMINS: principals and roles must be lists of names');
   }
-  for (const [app, rules] of Object.entries(config.applicationSecurity ?? {})) {
+  problems.push(...applicationSecurityProblems(config.applicationSecurity ?? {}));
+  return problems;
+}
+
+/**
+ * Problems in APPLICATION_SECURITY entries, one line each naming the application: the start-up
+ * check and the run-time settings (PUT /admin/applications/{app}) use this one check.
+ */
+export function applicationSecurityProblems(
+  applicationSecurity: Record<string, unknown>,
+): string[] {
+  const problems: string[] = [];
+  for (const [app, rules] of Object.entries(applicationSecurity)) {
     if (!APPLICATION.test(app)) {
       problems.push(`APPLICATION_SECURITY: "${app.slice(0, 70)}" is not an application name`);
       continue;

@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { auditRowJson } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { JobState } from '../queue/job.entity';
@@ -37,6 +39,7 @@ export class JobCancellationService {
   constructor(
     private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
+    @Optional() private readonly audit?: AuditService,
   ) {}
 
   async cancel(
@@ -54,6 +57,8 @@ export class JobCancellationService {
       by,
       at,
       resultData(false, 'txt', 'text/plain; charset=utf-8', Buffer.from(text, 'utf8')),
+      // Written by the cancelling statement, only when it cancels.
+      this.audit ? auditRowJson(this.audit.rowOf({ action: 'job.cancelled' })) : null,
     );
     if (before === null) {
       return 'unknown';

@@ -21,6 +21,9 @@ import { QueueRepository } from '../queue/queue.repository';
 import type { EntityManager } from 'typeorm';
 import { SubmissionLimits } from './submission-limits';
 import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
+import { auditRowJson } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
+import { currentRequestActor } from '../common/request-actor';
 
 /**
  * The callback a request asks for, not yet checked: the URL as given, and the public base URL
@@ -177,6 +180,7 @@ export class JobsService {
     private readonly callbackUrls: CallbackUrlPolicy,
     private readonly limits: SubmissionLimits,
     @Optional() private readonly metrics?: MetricsService,
+    @Optional() private readonly audit?: AuditService,
   ) {
     this.spillParent = config.formTempDir ?? tmpdir();
   }
@@ -415,6 +419,16 @@ export class JobsService {
       // Taken here, not by the database, so the token shows exactly the stored time (ms precision).
       submittedAt: new Date(),
     };
+    // Written by the job's own statement: no job without its row, no row without the job.
+    row.audit = this.audit
+      ? auditRowJson(
+          this.audit.rowOf(
+            { action: 'job.submitted', details: { kind: job.kind, source: job.source } },
+            // Outside of a request (a drop directory) nobody authenticated: the source says how.
+            currentRequestActor() ? null : { principal: null, authMethod: job.source },
+          ),
+        )
+      : null;
     await this.queue.enqueue(row, transaction);
     const submitted: SubmittedJob = {
       jobId: row.id,

@@ -1,3 +1,4 @@
+import { AUDIT_ACTIONS } from '../audit/audit.service';
 import { REST_PREFIX } from '../common/public-uri';
 import { REST_TYPES_NAMESPACE } from '../common/representation/rest-representation';
 import type {
@@ -180,6 +181,133 @@ const text = (example: string): MediaTypeObject => ({
 });
 
 const BINARY: JsonSchema = { type: 'string', format: 'binary' };
+
+const NAME_SCHEMA: JsonSchema = { type: 'string', pattern: '^[^\\s:]{1,128}$' };
+const TIME_SCHEMA: JsonSchema = { type: 'string', format: 'date-time' };
+
+/** A run-time API key as the admin API shows it: never its secret or hash. */
+const API_KEY_SCHEMA = {
+  type: 'object',
+  required: ['id', 'principal', 'roles', 'createdAt', 'createdBy', 'expiresAt', 'lastUsedAt'],
+  properties: {
+    id: { type: 'string', description: 'The part of the key before the dot.' },
+    principal: NAME_SCHEMA,
+    roles: { type: 'array', items: NAME_SCHEMA },
+    createdAt: TIME_SCHEMA,
+    createdBy: { type: ['string', 'null'], description: 'Who made it; null: `svc keys`.' },
+    expiresAt: { oneOf: [TIME_SCHEMA, { type: 'null' }] },
+    lastUsedAt: { oneOf: [TIME_SCHEMA, { type: 'null' }] },
+  },
+  additionalProperties: false,
+} satisfies JsonSchema & { required: string[]; properties: Record<string, JsonSchema> };
+
+const APP_PATH_PARAMETER: ParameterObject = {
+  name: 'app',
+  in: 'path',
+  required: true,
+  description: 'The application.',
+  schema: { type: 'string', pattern: APPLICATION_NAME_PATTERN },
+};
+
+/** An application's rights and settings as the admin API shows them. */
+const APPLICATION_VIEW_SCHEMA = {
+  type: 'object',
+  required: [
+    'application',
+    'source',
+    'version',
+    'updatedAt',
+    'updatedBy',
+    'security',
+    'settings',
+    'slots',
+  ],
+  properties: {
+    application: { type: 'string' },
+    source: { enum: ['stored', 'configuration'] },
+    version: { type: 'integer', minimum: 0 },
+    updatedAt: { oneOf: [TIME_SCHEMA, { type: 'null' }] },
+    updatedBy: { type: ['string', 'null'] },
+    security: { type: 'object', description: 'As an APPLICATION_SECURITY entry.' },
+    settings: {
+      type: 'object',
+      description:
+        'As an APPLICATION_SETTINGS entry, without callbackSecret; callbackSecretSet says whether one is set.',
+      required: ['callbackSecretSet'],
+      properties: { callbackSecretSet: { type: 'boolean' } },
+    },
+    slots: { type: ['integer', 'null'], description: 'As an APPLICATION_SLOTS entry.' },
+  },
+  additionalProperties: false,
+} satisfies JsonSchema & { required: string[]; properties: Record<string, JsonSchema> };
+
+const APPLICATION_ENTRY_SCHEMA: JsonSchema = {
+  type: 'object',
+  properties: {
+    security: { type: 'object', description: 'As an APPLICATION_SECURITY entry; absent: {}.' },
+    settings: { type: 'object', description: 'As an APPLICATION_SETTINGS entry; absent: {}.' },
+    slots: { type: ['integer', 'null'], minimum: 1, maximum: 256 },
+  },
+};
+
+/** One row of the audit trail as GET /admin/audit answers it in JSON (CSV has the same columns). */
+const AUDIT_EVENT_SCHEMA: JsonSchema = {
+  type: 'object',
+  required: [
+    'id',
+    'time',
+    'principal',
+    'authMethod',
+    'clientAddress',
+    'requestId',
+    'action',
+    'application',
+    'jobId',
+    'outcome',
+    'details',
+  ],
+  properties: {
+    id: { type: 'string' },
+    time: TIME_SCHEMA,
+    principal: {
+      type: ['string', 'null'],
+      description: 'The name, or `h:<hash>` with AUDIT_PSEUDONYMIZE.',
+    },
+    authMethod: { type: ['string', 'null'] },
+    clientAddress: { type: ['string', 'null'] },
+    requestId: { type: ['string', 'null'] },
+    action: { enum: [...AUDIT_ACTIONS] },
+    application: { type: ['string', 'null'] },
+    jobId: { type: ['string', 'null'] },
+    outcome: { enum: ['success', 'failure'] },
+    details: { type: ['string', 'null'], description: 'JSON text.' },
+  },
+  additionalProperties: false,
+};
+
+const AUDIT_PAGE_SCHEMA: JsonSchema = {
+  type: 'object',
+  required: ['auditEvents', 'more'],
+  properties: {
+    auditEvents: { type: 'array', items: AUDIT_EVENT_SCHEMA },
+    more: { type: 'boolean', description: 'Whether a next page exists.' },
+  },
+  additionalProperties: false,
+};
+
+const API_KEY_REQUEST_SCHEMA: JsonSchema = {
+  type: 'object',
+  required: ['principal'],
+  properties: {
+    principal: NAME_SCHEMA,
+    roles: { type: 'array', items: NAME_SCHEMA, maxItems: 100 },
+    expiresAt: {
+      ...TIME_SCHEMA,
+      description: 'ISO 8601 with a zone, in the future; absent: never.',
+    },
+  },
+  additionalProperties: false,
+};
 
 function waitParameter(maxSeconds: number, what: string): ParameterObject {
   return {
@@ -997,6 +1125,310 @@ function operations(r: Responses, options: OpenApiDocumentOptions): OperationEnt
           }),
           ...r.authentication(),
           '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/api-keys',
+      operation: {
+        operationId: 'createApiKey',
+        summary: 'Create an API key',
+        tags: ['admin'],
+        description:
+          'Makes an API key kept in the database (AUTH_MODE=apiKey uses it at once on every node). The answer holds the key, `<keyId>.<secret>`, this once: only a hash of the secret is stored. Global admins only.',
+        requestBody: {
+          description: 'Who the key is for, its roles and when it expires.',
+          required: true,
+          content: { 'application/json': { schema: API_KEY_REQUEST_SCHEMA } },
+        },
+        responses: {
+          '201': r.plain(
+            'Created; `key` is shown this once.',
+            {
+              'application/json': {
+                schema: {
+                  ...API_KEY_SCHEMA,
+                  required: ['key', ...API_KEY_SCHEMA.required],
+                  properties: {
+                    key: { type: 'string', description: '`<keyId>.<secret>`, for the client.' },
+                    ...API_KEY_SCHEMA.properties,
+                  },
+                },
+              },
+            },
+            { Location: { description: 'The key, for DELETE.', schema: { type: 'string' } } },
+          ),
+          '400': r.error(
+            400,
+            'A field is missing or wrong; the message names it.',
+            'expiresAt: must be in the future',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          '413': r.error(413, 'The body is over 64 KiB.', 'The JSON body may have at most 64 KiB.'),
+          '415': r.error(
+            415,
+            'The body is not JSON.',
+            'The body must be JSON (Content-Type: application/json).',
+          ),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/api-keys',
+      operation: {
+        operationId: 'listApiKeys',
+        summary: 'List the API keys made at run time',
+        tags: ['admin'],
+        description:
+          'Every key made through this API or `svc keys create`, never its secret or hash (keys of API_KEYS are not listed). `lastUsedAt` is written at most once a minute per key and node. Global admins only.',
+        responses: {
+          '200': r.plain('The keys, oldest first.', {
+            'application/json': {
+              schema: {
+                type: 'object',
+                required: ['apiKeys'],
+                properties: { apiKeys: { type: 'array', items: API_KEY_SCHEMA } },
+                additionalProperties: false,
+              },
+            },
+          }),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'delete',
+      path: '/admin/api-keys/{keyId}',
+      operation: {
+        operationId: 'revokeApiKey',
+        summary: 'Revoke an API key',
+        tags: ['admin'],
+        description:
+          'Deletes the key; every node refuses it within a second. Keys of API_KEYS cannot be revoked here (404). Global admins only.',
+        parameters: [
+          {
+            name: 'keyId',
+            in: 'path',
+            required: true,
+            description: 'The part of the key before the dot.',
+            schema: { type: 'string' },
+          },
+        ],
+        responses: {
+          '204': r.empty('Revoked.'),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          '404': r.error(404, 'No such key in the database.', 'No API key k1234.'),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/applications/{app}',
+      operation: {
+        operationId: 'getApplicationSettings',
+        summary: "An application's rights and settings",
+        tags: ['admin'],
+        description:
+          'What is in force for the application: the stored entry (`source: stored`), else the configured APPLICATION_SECURITY, APPLICATION_SETTINGS and APPLICATION_SLOTS entries (`source: configuration`, version 0). The callback secret is never shown, only `callbackSecretSet`. The ETag is the version, for If-Match on PUT. Global admins only.',
+        parameters: [APP_PATH_PARAMETER],
+        responses: {
+          '200': r.plain(
+            'The rights and settings.',
+            { 'application/json': { schema: APPLICATION_VIEW_SCHEMA } },
+            { ETag: { description: 'The version, `"<n>"`.', schema: { type: 'string' } } },
+          ),
+          '400': r.error(
+            400,
+            'Not an application name.',
+            'The application name in the path "a-b" is invalid: use ASCII letters, digits and underscores only.',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/applications/{app}',
+      operation: {
+        operationId: 'putApplicationSettings',
+        summary: "Replace an application's rights and settings",
+        tags: ['admin'],
+        description:
+          'Stores the entry, which replaces the configured ones of the application on every node within a second. `settings.callbackSecret`: absent keeps the current secret, null removes it. Fields of the GET answer other than the three parts are ignored, so a GET answer can be changed and sent back. A changed `slots` applies when the worker nodes start again (`restartRequired`). Global admins only.',
+        parameters: [
+          APP_PATH_PARAMETER,
+          {
+            name: 'If-Match',
+            in: 'header',
+            required: true,
+            description: 'The ETag of the GET this change is based on.',
+            schema: { type: 'string' },
+          },
+        ],
+        requestBody: {
+          description: 'The three parts, each as its configuration entry.',
+          required: true,
+          content: { 'application/json': { schema: APPLICATION_ENTRY_SCHEMA } },
+        },
+        responses: {
+          '200': r.plain(
+            'Stored and in force.',
+            {
+              'application/json': {
+                schema: {
+                  ...APPLICATION_VIEW_SCHEMA,
+                  required: [...APPLICATION_VIEW_SCHEMA.required, 'restartRequired'],
+                  properties: {
+                    ...APPLICATION_VIEW_SCHEMA.properties,
+                    restartRequired: {
+                      type: 'array',
+                      items: { type: 'string' },
+                      description: 'Changes that apply only when the workers start again.',
+                    },
+                  },
+                },
+              },
+            },
+            { ETag: { description: 'The new version.', schema: { type: 'string' } } },
+          ),
+          '400': r.error(
+            400,
+            'A part or field is wrong; the message names it.',
+            'settings: networkAllowed must be true or false',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          '412': r.error(
+            412,
+            'The version changed since that ETag.',
+            'The settings of demo have changed since that ETag: GET them again, then repeat the change.',
+          ),
+          '413': r.error(413, 'The body is over 64 KiB.', 'The JSON body may have at most 64 KiB.'),
+          '415': r.error(
+            415,
+            'The body is not JSON.',
+            'The body must be JSON (Content-Type: application/json).',
+          ),
+          '428': r.error(
+            428,
+            'If-Match is missing.',
+            'If-Match is required: send the ETag of a GET of this application.',
+          ),
+          ...r.server(),
+        },
+        security: ADMIN,
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/audit',
+      operation: {
+        operationId: 'listAuditEvents',
+        summary: 'The audit trail',
+        tags: ['admin'],
+        description:
+          'Who did what, newest first: jobs submitted and cancelled, results deleted, catalog files and packages changed, API keys created and revoked, application settings changed (before and after, without secrets), failed authentications counted per client address. Filters combine; `Link: <…>; rel="next"` when there are more. XML, JSON or CSV (`Accept: text/csv` or `format=csv`). Global admins only.',
+        parameters: [
+          {
+            name: 'from',
+            in: 'query',
+            required: false,
+            description: 'Rows at or after this time (ISO 8601 with a zone).',
+            schema: TIME_SCHEMA,
+          },
+          {
+            name: 'to',
+            in: 'query',
+            required: false,
+            description: 'Rows before this time (ISO 8601 with a zone).',
+            schema: TIME_SCHEMA,
+          },
+          {
+            name: 'principal',
+            in: 'query',
+            required: false,
+            description: 'Rows of this principal (its name, also with AUDIT_PSEUDONYMIZE).',
+            schema: { type: 'string', maxLength: 128 },
+          },
+          {
+            name: 'application',
+            in: 'query',
+            required: false,
+            description: 'Rows of this application.',
+            schema: { type: 'string', pattern: APPLICATION_NAME_PATTERN },
+          },
+          {
+            name: 'action',
+            in: 'query',
+            required: false,
+            description: 'Rows of this action.',
+            schema: { enum: [...AUDIT_ACTIONS] },
+          },
+          {
+            name: 'limit',
+            in: 'query',
+            required: false,
+            description: 'Rows per page, 1 to 1000; default 100.',
+            schema: { type: 'integer', minimum: 1, maximum: 1000 },
+          },
+          {
+            name: 'offset',
+            in: 'query',
+            required: false,
+            description: 'Rows to skip.',
+            schema: { type: 'integer', minimum: 0, maximum: 1000000 },
+          },
+          {
+            name: 'format',
+            in: 'query',
+            required: false,
+            description: 'Overrides Accept, for tools that cannot set headers.',
+            schema: { enum: ['xml', 'json', 'csv'] },
+          },
+        ],
+        responses: {
+          '200': r.plain(
+            'One page of rows.',
+            {
+              'application/vnd.svc+json': { schema: AUDIT_PAGE_SCHEMA },
+              'application/json': { schema: AUDIT_PAGE_SCHEMA },
+              'application/vnd.svc+xml': { schema: { type: 'string' } },
+              'application/xml': { schema: { type: 'string' } },
+              'text/csv': text(
+                'id,time,principal,authMethod,clientAddress,requestId,action,application,jobId,outcome,details\r\n41,2026-11-26T17:02:11.201Z,alice,user,127.0.0.1,3f0c…,job.submitted,demo,5b1e…,success,"{""kind"":""SCRIPT"",""source"":""rest""}"\r\n',
+              ),
+            },
+            {
+              Link: {
+                description: 'The next page, when there is one: `<…>; rel="next"`.',
+                schema: { type: 'string' },
+              },
+            },
+          ),
+          '400': r.error(
+            400,
+            'A bad time, action, application name, limit, offset or format; the message names it.',
+            'limit must be a whole number from 1 to 1000.',
+          ),
+          ...r.authentication(),
+          '403': r.error(403, 'The caller is no global admin.', 'Access is denied.'),
+          ...r.notAcceptable(),
+          ...r.server(),
         },
         security: ADMIN,
       },

@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { auditRowJson, auditRowSql } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { CATALOG_CHANGED_CHANNEL, CatalogChanges } from '../catalog/catalog-changes';
@@ -73,7 +75,17 @@ export class PackageRepository {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly changes: CatalogChanges,
+    @Optional() private readonly audit?: AuditService,
   ) {}
+
+  /** The audit row of a package change, written by the changing statement. */
+  private auditRow(
+    action: 'package.installed' | 'package.removed',
+    applicationName: string,
+    details: Record<string, unknown>,
+  ): string | null {
+    return this.audit ? auditRowJson(this.audit.rowOf({ action, applicationName, details })) : null;
+  }
 
   /** Stores an upload (replacing the one of that name); returns true when the name was new. */
   async store(pkg: Omit<StoredPackage, 'installedAt'>, archive: Buffer): Promise<boolean> {
@@ -85,7 +97,8 @@ export class PackageRepository {
            sha256 = EXCLUDED.sha256, archive = EXCLUDED.archive,
            installed_by = EXCLUDED.installed_by, installed_at = now()
          RETURNING (xmax = 0) AS inserted
-       )
+       ),
+       audited AS (${auditRowSql('$8', 'upserted', '$1', 'NULL::uuid')})
        SELECT inserted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $7::text || $1 || '/${PACKAGES_SECTION}') FROM upserted`,
       [
         pkg.applicationName,
@@ -95,6 +108,11 @@ export class PackageRepository {
         archive,
         pkg.installedBy,
         this.changes.prefix,
+        this.auditRow('package.installed', pkg.applicationName, {
+          name: pkg.name,
+          version: pkg.version,
+          sha256: pkg.sha256,
+        }),
       ],
     );
     this.changes.changed(pkg.applicationName, PACKAGES_SECTION);
@@ -106,9 +124,15 @@ export class PackageRepository {
     const rows = await this.dataSource.query<Array<{ deleted: boolean }>>(
       `WITH deleted AS (
          DELETE FROM r_package WHERE application_name = $1 AND name = $2 RETURNING 1
-       )
+       ),
+       audited AS (${auditRowSql('$4', 'deleted', '$1', 'NULL::uuid')})
        SELECT true AS deleted, pg_notify('${CATALOG_CHANGED_CHANNEL}', $3::text || $1 || '/${PACKAGES_SECTION}') FROM deleted`,
-      [applicationName, name, this.changes.prefix],
+      [
+        applicationName,
+        name,
+        this.changes.prefix,
+        this.auditRow('package.removed', applicationName, { name }),
+      ],
     );
     if (rows.length > 0) {
       this.changes.changed(applicationName, PACKAGES_SECTION);

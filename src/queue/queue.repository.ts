@@ -18,6 +18,7 @@
  *
  * All of the queue's SQL is in this file. Each hot-path operation is one statement.
  */
+import { auditRowPerJobSql } from '../audit/audit.repository';
 import { readFile, stat } from 'node:fs/promises';
 import { Injectable, Optional } from '@nestjs/common';
 import type { PoolClient } from 'pg';
@@ -164,7 +165,8 @@ async function insertJob(
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
                         callback_url, callback_links_base, traceparent, tracestate)
        VALUES ($1, $2, $3, 'QUEUED', $15, $4, $5, $6, $6, 0, $10, $11, $13, $14)
-       RETURNING id),
+       RETURNING id, application_name),
+     new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
@@ -186,6 +188,7 @@ async function insertJob(
       trace?.traceparent ?? null,
       tracestate,
       job.priority ?? 0,
+      job.audit ?? null,
     ],
   );
 }
@@ -614,6 +617,7 @@ export class QueueRepository {
     cancelledBy: string,
     cancelledAt: Date,
     result: ResultData,
+    audit: string | null = null,
   ): Promise<JobStateName | null> {
     const raw: unknown = await this.dataSource.query(
       `WITH target AS (
@@ -632,7 +636,8 @@ export class QueueRepository {
          ${usageInsert("'cancelled'", 'NULL', '$9')}),
        ${QUEUE_CALLBACK_CTE},
        inputs_removed AS (
-         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
+         DELETE FROM job_file WHERE job_id IN (SELECT id FROM done)),
+       audited AS (${auditRowPerJobSql('$14', 'done')})
        SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified,
               ${callbackQueuedNotice('$13', '$12')} AS callbacks_queued FROM target`,
       [
@@ -649,6 +654,7 @@ export class QueueRepository {
         RESULT_READY_CHANNEL,
         this.sender,
         CALLBACK_QUEUED_CHANNEL,
+        audit,
       ],
     );
     return rowsOf<{ state: JobStateName }>(raw)[0]?.state ?? null;

@@ -53,6 +53,8 @@ export interface NewJobRow {
   files: JobFileInput[];
   /** Where the result is POSTed when the job ends, with the base of its links; null: nowhere. */
   callback?: JobCallbackTarget | null;
+  /** The audit row of the submission (auditRowJson), written by the same statement; null: none. */
+  audit?: string | null;
 }
 
 export interface ClaimedJob {

@@ -1,5 +1,7 @@
 import type { Readable } from 'node:stream';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { auditRowJson, auditRowPerJobSql } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ByteRange, readChunks, readInline, RESULT_CHUNKS } from '../storage/blob-chunks';
@@ -49,7 +51,10 @@ const METADATA_COLUMNS = {
 
 @Injectable()
 export class ResultRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Optional() private readonly audit?: AuditService,
+  ) {}
 
   async findMetadata(applicationName: string, jobId: string): Promise<ResultMetadata | null> {
     return this.dataSource
@@ -110,10 +115,18 @@ export class ResultRepository {
   /** Deletes the result and its job together; false when there was no result. */
   async delete(applicationName: string, jobId: string): Promise<boolean> {
     const raw: unknown = await this.dataSource.query(
-      `DELETE FROM job USING result
-        WHERE job.id = result.job_id AND job.id = $1 AND job.application_name = $2
-        RETURNING job.id`,
-      [jobId, applicationName],
+      `WITH deleted AS (
+         DELETE FROM job USING result
+          WHERE job.id = result.job_id AND job.id = $1 AND job.application_name = $2
+          RETURNING job.id, job.application_name),
+       audited AS (${auditRowPerJobSql('$3', 'deleted')})
+       SELECT id FROM deleted`,
+      [
+        jobId,
+        applicationName,
+        // Written by the deleting statement, only when it deletes.
+        this.audit ? auditRowJson(this.audit.rowOf({ action: 'result.deleted' })) : null,
+      ],
     );
     return rowsOf(raw).length > 0;
   }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
 import type { Request } from 'express';
 import { AppConfig } from '../config/app-config';
 import { rawHeaderValues } from '../common/application-name';
@@ -7,6 +7,7 @@ import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 import type { Principal } from './principal';
 import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from '../common/secret-hash';
 import type { SecuritySettings } from '../config/security-settings';
+import { ApiKeysService } from '../api-keys/api-keys.service';
 
 /** The header that carries an API key (or `Authorization: Bearer <key>`). Never a query parameter: URLs end up in logs. */
 export const API_KEY_HEADER = 'X-SVC-API-Key';
@@ -41,7 +42,11 @@ export class AuthenticationService {
   private readonly verified = new Map<string, { principal: Principal; expires: number }>();
   private dummyHash: Promise<string> | undefined;
 
-  constructor(config: AppConfig) {
+  constructor(
+    config: AppConfig,
+    /** Keys made at run time (ApiKeysModule, API nodes only): looked up when API_KEYS lacks the id. */
+    @Optional() private readonly storedKeys?: ApiKeysService,
+  ) {
     this.settings = config;
     this.limiter = new AuthFailureLimiter(
       config.authMaxFailures,
@@ -112,6 +117,20 @@ export class AuthenticationService {
   }
 
   private async verifyCached(credentials: Credentials): Promise<Principal | string> {
+    if (
+      credentials.scheme === 'apiKey' &&
+      this.storedKeys !== undefined &&
+      !Object.hasOwn(this.settings.apiKeys, credentials.id)
+    ) {
+      // Not cached here: a revoked key must be refused at once, and ApiKeysService caches
+      // under the revocation notifications.
+      const stored = await this.storedKeys.check(credentials.id, credentials.secret);
+      return stored === null
+        ? 'unknown or wrong API key'
+        : 'refused' in stored
+          ? stored.refused
+          : { name: stored.principal, roles: stored.roles, source: 'apiKey' };
+    }
     const cacheKey = createHash('sha256')
       .update(
         credentials.scheme === 'basic'

@@ -1,4 +1,4 @@
-import { HttpStatus, Injectable } from '@nestjs/common';
+import { HttpStatus, Injectable, Optional } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
@@ -6,6 +6,8 @@ import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-po
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
 import { Principal, principalOf, rememberPrincipal } from './principal';
 import type { AuthMode } from '../config/security-settings';
+import { identifyRequestActor } from '../common/request-actor';
+import { AuditService } from '../audit/audit.service';
 
 const REALM = 'realm="svc"';
 
@@ -23,6 +25,8 @@ export class RequestAccessService {
     config: AppConfig,
     private readonly policy: AccessPolicyService,
     private readonly authentication: AuthenticationService,
+    /** Failed authentications are counted per client address in the audit trail. */
+    @Optional() private readonly audit?: AuditService,
   ) {
     this.authMode = config.authMode;
     this.adminUserConfigured = config.adminUser !== null;
@@ -46,12 +50,14 @@ export class RequestAccessService {
           { 'Retry-After': String(outcome.retryAfterSeconds) },
         );
       case 'failed':
+        this.audit?.authenticationFailed(req.socket.remoteAddress ?? 'unknown');
         throw this.unauthorized('The credentials sent are not valid.');
       case 'anonymous':
         rememberPrincipal(req, null);
         return null;
       case 'authenticated':
         rememberPrincipal(req, outcome.principal);
+        identifyRequestActor(outcome.principal.name, outcome.principal.source);
         return outcome.principal;
     }
   }

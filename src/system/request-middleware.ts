@@ -1,7 +1,8 @@
 import { Injectable, Logger, NestMiddleware } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import type { NextFunction, Request, Response } from 'express';
-import { requestIdMiddleware } from '../common/log-context';
+import { currentLogContext, requestIdMiddleware } from '../common/log-context';
+import { runAsRequest } from '../common/request-actor';
 import { HttpMetricsMiddleware } from '../metrics/http-metrics.middleware';
 import { followRequest } from './access-log';
 
@@ -24,7 +25,10 @@ export class RequestMiddleware implements NestMiddleware {
       if (this.config.accessLog) {
         followRequest(req, res, (fields) => this.accessLog.log(fields));
       }
-      this.metrics.use(req, res, next);
+      // The audit trail's who and from where (the principal is added once authenticated).
+      runAsRequest(currentLogContext().requestId ?? null, req.socket.remoteAddress ?? null, () =>
+        this.metrics.use(req, res, next),
+      );
     });
   }
 }

@@ -3,9 +3,9 @@ import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
 import { methodNotAllowed } from '../common/method-not-allowed';
-import { preferredMediaType } from '../common/negotiation';
+import { tableFormatOf } from '../common/table-format';
 import { RawData } from '../common/negotiation.guard';
-import { renderRepresentation, RestFormat } from '../common/representation/rest-representation';
+import { renderRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
 import { MonthlyUsage, UsageRepository } from './usage.repository';
 
@@ -33,21 +33,6 @@ const CSV_COLUMNS: Array<keyof MonthlyUsage> = [
   'bytesOut',
 ];
 
-type StatisticsFormat = RestFormat | 'csv';
-
-const MEDIA_TYPES: Record<string, StatisticsFormat> = {
-  'application/vnd.svc+xml': 'xml',
-  'application/vnd.svc+json': 'json',
-  'application/xml': 'xml',
-  'application/json': 'json',
-  'text/csv': 'csv',
-};
-const FORMAT_MEDIA_TYPES: Record<StatisticsFormat, string> = {
-  xml: 'application/vnd.svc+xml',
-  json: 'application/vnd.svc+json',
-  csv: 'text/csv',
-};
-
 /** Months are counted as year * 12 + month - 1. */
 function monthIndex(value: string, name: string): number {
   const match = MONTH.exec(value);
@@ -63,30 +48,6 @@ function monthText(index: number): string {
 
 function monthStart(index: number): Date {
   return new Date(Date.UTC(Math.floor(index / 12), index % 12, 1));
-}
-
-/** `?format=` first (spreadsheet tools cannot set Accept), then Accept; XML by default. */
-function formatOf(
-  req: Request,
-  format: string | undefined,
-): { format: StatisticsFormat; type: string } {
-  if (format !== undefined) {
-    if (format !== 'xml' && format !== 'json' && format !== 'csv') {
-      throw ApiError.badRequest(`format must be xml, json or csv (got "${format.slice(0, 40)}").`);
-    }
-    return { format, type: FORMAT_MEDIA_TYPES[format] };
-  }
-  const accept = req.headers.accept;
-  if (accept === undefined || accept.trim() === '') {
-    return { format: 'xml', type: FORMAT_MEDIA_TYPES.xml };
-  }
-  const type = preferredMediaType(accept, Object.keys(MEDIA_TYPES));
-  if (!type) {
-    throw ApiError.notAcceptable(
-      `Cannot answer in any type that Accept allows (${accept}); use application/vnd.svc+xml, application/vnd.svc+json or text/csv.`,
-    );
-  }
-  return { format: MEDIA_TYPES[type], type };
 }
 
 function csvOf(months: MonthlyUsage[]): string {
@@ -117,7 +78,7 @@ export class UsageStatisticsController {
     @Query('to') to: string | undefined,
     @Query('format') format: string | undefined,
   ): Promise<void> {
-    const answer = formatOf(req, typeof format === 'string' ? format : undefined);
+    const answer = tableFormatOf(req, typeof format === 'string' ? format : undefined);
     const now = new Date();
     const last =
       typeof to === 'string' ? monthIndex(to, 'to') : now.getUTCFullYear() * 12 + now.getUTCMonth();

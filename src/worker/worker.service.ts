@@ -1,3 +1,4 @@
+import { AuditService } from '../audit/audit.service';
 import { rm } from 'node:fs/promises';
 import {
   Inject,
@@ -80,6 +81,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     @Inject(JOB_EXECUTOR) private readonly executor: JobExecutor,
     node: NodeIdentity,
     @Optional() private readonly metrics?: MetricsService,
+    @Optional() private readonly audit?: AuditService,
   ) {
     this.owner = node.id;
     this.pools = [
@@ -446,6 +448,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
       if (this.config.usageRetentionDays > 0) {
         await this.queue.deleteExpiredUsage(this.config.usageRetentionDays);
+      }
+      if (this.config.auditRetentionDays > 0) {
+        await this.audit?.deleteExpired(this.config.auditRetentionDays);
       }
     } catch (error) {
       this.logger.warn(`supervisor pass failed: ${(error as Error).message}`);

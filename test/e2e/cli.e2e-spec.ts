@@ -199,6 +199,14 @@ describe('the svc command line', () => {
     [['hash-secret', 'extra'], 2],
     [['hash-secret', '--api-key'], 2],
     [['hash-secret', '--roles', 'admin'], 2],
+    [['keys', '--help'], 0],
+    [['keys'], 2],
+    [['keys', 'rotate'], 2],
+    [['keys', 'create'], 2],
+    [['keys', 'create', 'a b'], 2],
+    [['keys', 'create', 'p', '--expires', 'tomorrow'], 2],
+    [['keys', 'list', '--roles', 'a'], 2],
+    [['keys', 'revoke'], 2],
   ])('svc %j exits with %i and touches no database', async (args, status) => {
     const answer = await runSvc(args, env);
     expect({ args, code: answer.code }).toEqual({ args, code: status });

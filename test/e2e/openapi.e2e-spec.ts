@@ -568,6 +568,76 @@ describe('the OpenAPI document against the running service', () => {
     ).toBe(406);
   });
 
+  it('creates, lists and revokes API keys as documented', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const keys = '/admin/api-keys';
+    const json = { ...admin, 'Content-Type': 'application/json' };
+    const created = await call('POST', keys, keys, {
+      headers: json,
+      body: JSON.stringify({ principal: 'reporter', roles: ['analyst'] }),
+    });
+    expect(created.status).toBe(201);
+    const { id } = JSON.parse(created.text) as { id: string };
+    const bad = { principal: 'reporter', expiresAt: '2001-01-01T00:00:00Z' };
+    for (const [headers, body, status] of [
+      [json, JSON.stringify(bad), 400],
+      [{ ...admin, 'Content-Type': 'text/plain' }, 'reporter', 415],
+      [json, JSON.stringify({ principal: 'p'.repeat(70000) }), 413],
+      [{ 'Content-Type': 'application/json' }, '{}', 401],
+    ] as const) {
+      expect((await call('POST', keys, keys, { headers, body })).status).toBe(status);
+    }
+    expect((await call('GET', keys, keys, { headers: admin })).status).toBe(200);
+    expect((await call('GET', keys, keys)).status).toBe(401);
+    const one = '/admin/api-keys/{keyId}';
+    expect((await call('DELETE', one, `${keys}/${id}`, { headers: admin })).status).toBe(204);
+    expect((await call('DELETE', one, `${keys}/${id}`, { headers: admin })).status).toBe(404);
+  });
+
+  it("reads and replaces an application's rights and settings as documented", async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const one = '/admin/applications/{app}';
+    const path = '/admin/applications/documented';
+    const read = await call('GET', one, path, { headers: admin });
+    expect(read.status).toBe(200);
+    const etag = read.headers.get('etag') ?? '';
+    const json = { ...admin, 'Content-Type': 'application/json' };
+    const body = JSON.stringify({ security: { userPrincipals: ['alice'] }, slots: 1 });
+    expect((await call('PUT', one, path, { headers: json, body })).status).toBe(428);
+    const changed = await call('PUT', one, path, { headers: { ...json, 'If-Match': etag }, body });
+    expect(changed.status).toBe(200);
+    for (const [headers, sent, status] of [
+      [{ ...json, 'If-Match': etag }, body, 412],
+      [{ ...json, 'If-Match': '"1"' }, '{"slots":0}', 400],
+      [{ ...admin, 'Content-Type': 'text/plain', 'If-Match': '"1"' }, 'x', 415],
+      [{ ...json, 'If-Match': '"1"' }, JSON.stringify({ settings: { x: 'p'.repeat(70000) } }), 413],
+      [{ 'Content-Type': 'application/json', 'If-Match': '"1"' }, body, 401],
+    ] as const) {
+      expect((await call('PUT', one, path, { headers, body: sent })).status).toBe(status);
+    }
+    expect(
+      (await call('GET', one, '/admin/applications/bad-name', { headers: admin })).status,
+    ).toBe(400);
+    expect((await call('GET', one, path)).status).toBe(401);
+  });
+
+  it('answers the audit trail in XML, JSON and CSV, to admins only', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION };
+    const audit = '/admin/audit';
+    for (const headers of [JSON_ACCEPT, XML_ACCEPT, { Accept: 'text/csv' }]) {
+      const answer = await call('GET', audit, `${audit}?action=job.submitted&limit=2`, {
+        headers: { ...admin, ...headers },
+      });
+      expect(answer.status).toBe(200);
+      expect(answer.text).toContain('job.submitted');
+    }
+    expect((await call('GET', audit, `${audit}?limit=0`, { headers: admin })).status).toBe(400);
+    expect((await call('GET', audit, audit, { headers: JSON_ACCEPT })).status).toBe(401);
+    expect(
+      (await call('GET', audit, audit, { headers: { ...admin, Accept: 'text/html' } })).status,
+    ).toBe(406);
+  });
+
   it('answers health and node information', async () => {
     const check = await call('GET', '/system/health/check', '/system/health/check');
     expect([check.status, check.text]).toEqual([200, 'OK']);

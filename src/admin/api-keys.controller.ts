@@ -1,0 +1,88 @@
+import {
+  All,
+  Controller,
+  Delete,
+  Get,
+  Header,
+  HttpCode,
+  Param,
+  Post,
+  Req,
+  Res,
+} from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { ApiError } from '../common/api-error';
+import { readJsonBody } from '../common/json-body';
+import { methodNotAllowed } from '../common/method-not-allowed';
+import { RawData } from '../common/negotiation.guard';
+import { parseNewApiKey } from '../api-keys/api-key-input';
+import type { ApiKeyListing } from '../api-keys/api-key.repository';
+import { ApiKeysService } from '../api-keys/api-keys.service';
+import { Access } from '../security/access.decorator';
+import { principalOf } from '../security/principal';
+
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A key as the API shows it: times in ISO 8601, never a secret or a hash. */
+function keyView(key: ApiKeyListing): Record<string, unknown> {
+  return {
+    id: key.id,
+    principal: key.principal,
+    roles: key.roles,
+    createdAt: key.createdAt.toISOString(),
+    createdBy: key.createdBy,
+    expiresAt: key.expiresAt?.toISOString() ?? null,
+    lastUsedAt: key.lastUsedAt?.toISOString() ?? null,
+  };
+}
+
+/** API keys made at run time (docs/api.md#api-keys): global admins only, JSON. */
+@Controller('svc/api/rest/admin/api-keys')
+export class ApiKeysController {
+  constructor(private readonly keys: ApiKeysService) {}
+
+  @Post()
+  @Access('globalAdmin')
+  @RawData()
+  async create(@Req() req: Request, @Res() res: Response): Promise<void> {
+    const request = parseNewApiKey(await readJsonBody(req), new Date());
+    const created = await this.keys.create(request, principalOf(req)?.name ?? null);
+    res
+      .status(201)
+      .setHeader('Cache-Control', 'no-store')
+      .setHeader('Location', `/svc/api/rest/admin/api-keys/${created.listing.id}`)
+      .json({ key: created.key, ...keyView(created.listing) });
+  }
+
+  @Get()
+  @Access('globalAdmin')
+  @RawData()
+  @Header('Cache-Control', 'no-store')
+  async list(@Res() res: Response): Promise<void> {
+    res.status(200).json({ apiKeys: (await this.keys.list()).map(keyView) });
+  }
+
+  @All()
+  @Access('public')
+  other(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['GET', 'HEAD', 'POST']);
+  }
+
+  @Delete(':keyId')
+  @Access('globalAdmin')
+  @RawData()
+  @HttpCode(204)
+  async revoke(@Param('keyId') keyId: string): Promise<void> {
+    if (!KEY_ID.test(keyId) || !(await this.keys.revoke(keyId))) {
+      throw ApiError.notFound(
+        `No API key ${keyId.slice(0, 64)} (keys of API_KEYS cannot be revoked here).`,
+      );
+    }
+  }
+
+  @All(':keyId')
+  @Access('public')
+  otherOnKey(@Req() req: Request): never {
+    throw methodNotAllowed(req, ['DELETE']);
+  }
+}

@@ -1,0 +1,99 @@
+import { applicationSettingsProblems } from '../config/application-settings';
+import { applicationSecurityProblems } from '../config/security-settings';
+import { ApiError } from '../common/api-error';
+import type { StoredApplicationEntry } from './application-settings.entity';
+
+/** Fields of the GET answer a client may send back unchanged in a PUT: they are ignored. */
+const READ_ONLY = new Set(['application', 'source', 'version', 'updatedAt', 'updatedBy']);
+const PARTS = ['security', 'settings', 'slots'];
+/** The same bound as a slot count of the configuration (SCRIPT_SLOTS). */
+const MAX_SLOTS = 256;
+
+/** What a replacement keeps from before: the secret when none is sent, the configured drop directory. */
+export interface EntryContext {
+  currentCallbackSecret: string | undefined;
+  configuredDropDirectory: string | undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The configuration's own checks, with their prefix (`APPLICATION_SETTINGS: "app": `) turned into
+ * the part of the body that holds the field (`settings: networkAllowed must be …`).
+ */
+function firstProblem(problems: string[], variable: string, app: string, part: string): void {
+  if (problems.length > 0) {
+    const message = problems[0]
+      .replace(`${variable}: "${app}": `, `${part}: `)
+      .replace(`${variable}: `, `${part}: `);
+    throw ApiError.badRequest(message);
+  }
+}
+
+/**
+ * A PUT body, `{"security": {…}, "settings": {…}, "slots": n}`, checked by the same checks as
+ * APPLICATION_SECURITY, APPLICATION_SETTINGS and APPLICATION_SLOTS at start-up (so a setting
+ * added there is accepted here too); 400 naming the part and field.
+ */
+export function parseApplicationEntry(
+  app: string,
+  body: unknown,
+  context: EntryContext,
+): StoredApplicationEntry {
+  if (!isObject(body)) {
+    throw ApiError.badRequest(
+      'The body must be a JSON object: {"security": {…}, "settings": {…}, "slots": …}.',
+    );
+  }
+  for (const field of Object.keys(body)) {
+    if (!PARTS.includes(field) && !READ_ONLY.has(field)) {
+      throw ApiError.badRequest(
+        `${field.slice(0, 64)}: unknown field (known: ${PARTS.join(', ')})`,
+      );
+    }
+  }
+  const { security = {}, settings = {}, slots = null } = body;
+  if (!isObject(security)) {
+    throw ApiError.badRequest('security: must be an object, as an APPLICATION_SECURITY entry');
+  }
+  if (!isObject(settings)) {
+    throw ApiError.badRequest('settings: must be an object, as an APPLICATION_SETTINGS entry');
+  }
+  firstProblem(
+    applicationSecurityProblems({ [app]: security }),
+    'APPLICATION_SECURITY',
+    app,
+    'security',
+  );
+  // Shown by GET in place of the secret; sent back unchanged, it changes nothing.
+  const sent: Record<string, unknown> = { ...settings };
+  delete sent.callbackSecretSet;
+  if (sent.dropDirectory !== undefined && sent.dropDirectory !== context.configuredDropDirectory) {
+    throw ApiError.badRequest(
+      'settings: dropDirectory is set in APPLICATION_SETTINGS only (a node watches it from its start)',
+    );
+  }
+  delete sent.dropDirectory;
+  if (sent.callbackSecret === undefined && context.currentCallbackSecret !== undefined) {
+    sent.callbackSecret = context.currentCallbackSecret;
+  } else if (sent.callbackSecret === null) {
+    delete sent.callbackSecret;
+  }
+  firstProblem(
+    applicationSettingsProblems({ [app]: sent }),
+    'APPLICATION_SETTINGS',
+    app,
+    'settings',
+  );
+  if (
+    slots !== null &&
+    !(typeof slots === 'number' && Number.isInteger(slots) && slots >= 1 && slots <= MAX_SLOTS)
+  ) {
+    throw ApiError.badRequest(
+      `slots: must be a whole number from 1 to ${MAX_SLOTS} (extra slots of this application), or null`,
+    );
+  }
+  return { security, settings: sent, slots: slots };
+}

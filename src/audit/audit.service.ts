@@ -1,0 +1,151 @@
+import { createHmac } from 'node:crypto';
+import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { currentRequestActor, type RequestActor } from '../common/request-actor';
+import { AppConfig } from '../config/app-config';
+import { AuditFilter, AuditRepository, AuditRow } from './audit.repository';
+import type { AuditEventEntity } from './audit-event.entity';
+
+/** What the trail records. */
+export const AUDIT_ACTIONS = [
+  'job.submitted',
+  'job.cancelled',
+  'result.deleted',
+  'catalog.changed',
+  'package.installed',
+  'package.removed',
+  'apiKey.created',
+  'apiKey.revoked',
+  'application.changed',
+  'authentication.failed',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export interface AuditRecord {
+  action: AuditAction;
+  applicationName?: string | null;
+  jobId?: string | null;
+  outcome?: 'success' | 'failure';
+  details?: Record<string, unknown> | null;
+}
+
+/** Who acts outside of an HTTP request: a command line, a drop directory. */
+export type AuditActor = Pick<RequestActor, 'principal' | 'authMethod'>;
+
+/** Failed authentications are written as one row per client address per this period. */
+const FAILURE_FLUSH_MS = 60_000;
+const MAX_FAILURE_ADDRESSES = 10_000;
+
+/**
+ * The audit trail (docs/security.md#audit-trail). Callers hand `record` the transaction of the
+ * change (its EntityManager), so the row commits with the change or not at all; who, how and
+ * from where come from the request (request-actor.ts) unless an actor is given. With
+ * AUDIT_PSEUDONYMIZE the principal is stored as a keyed hash, and filters hash it the same way.
+ */
+@Injectable()
+export class AuditService implements OnApplicationShutdown {
+  private readonly logger = new Logger('Audit');
+  private readonly failures = new Map<string, number>();
+  private flushTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly repository: AuditRepository,
+    private readonly config: AppConfig,
+  ) {}
+
+  /** The stored form of a principal: the name, or `h:` and its HMAC with AUDIT_PSEUDONYMIZE. */
+  storedPrincipal(name: string | null): string | null {
+    if (name === null || !this.config.auditPseudonymize) {
+      return name;
+    }
+    const key = this.config.auditPseudonymKey ?? '';
+    return `h:${createHmac('sha256', key).update(name, 'utf8').digest('hex')}`;
+  }
+
+  /** The row `record` would write, for statements that write it themselves (job intake). */
+  rowOf(record: AuditRecord, actor: AuditActor | null = null): AuditRow {
+    const request = currentRequestActor();
+    const who = actor ?? request;
+    return {
+      principal: this.storedPrincipal(who?.principal ?? null),
+      authMethod: who?.authMethod ?? null,
+      clientAddress: request?.clientAddress ?? null,
+      requestId: request?.requestId ?? null,
+      action: record.action,
+      applicationName: record.applicationName ?? null,
+      jobId: record.jobId ?? null,
+      outcome: record.outcome ?? 'success',
+      details: record.details ?? null,
+    };
+  }
+
+  /** Writes a row in `manager`'s transaction (the change's), or on its own without one. */
+  async record(
+    record: AuditRecord,
+    manager?: EntityManager,
+    actor: AuditActor | null = null,
+  ): Promise<void> {
+    await this.repository.insert([this.rowOf(record, actor)], manager);
+  }
+
+  /**
+   * Counts a failed authentication from `address`; the counts are written once a minute, one row
+   * per address (a row per failure would let a guesser fill the table and load the database).
+   */
+  authenticationFailed(address: string): void {
+    if (this.failures.size >= MAX_FAILURE_ADDRESSES && !this.failures.has(address)) {
+      return;
+    }
+    this.failures.set(address, (this.failures.get(address) ?? 0) + 1);
+    if (this.flushTimer === null) {
+      this.flushTimer = setTimeout(() => void this.flushFailures(), FAILURE_FLUSH_MS);
+      this.flushTimer.unref();
+    }
+  }
+
+  /** Writes the counted failures now (also at shutdown). */
+  async flushFailures(): Promise<void> {
+    if (this.flushTimer) {
+      clearTimeout(this.flushTimer);
+      this.flushTimer = null;
+    }
+    const counted = [...this.failures];
+    this.failures.clear();
+    const rows = counted.map(([address, count]) => ({
+      ...this.rowOf(
+        { action: 'authentication.failed', outcome: 'failure', details: { count } },
+        {
+          principal: null,
+          authMethod: null,
+        },
+      ),
+      clientAddress: address.slice(0, 64),
+      requestId: null,
+    }));
+    try {
+      await this.repository.insert(rows);
+    } catch (error) {
+      this.logger.warn(
+        `could not write ${rows.length} failed-authentication row(s): ${(error as Error).message}`,
+      );
+    }
+  }
+
+  /** Newest first, after writing this node's pending failure counts (so the answer has them). */
+  async list(filter: AuditFilter): Promise<AuditEventEntity[]> {
+    if (this.failures.size > 0) {
+      await this.flushFailures();
+    }
+    return this.repository.list({ ...filter, principal: this.storedPrincipal(filter.principal) });
+  }
+
+  deleteExpired(days: number): Promise<number> {
+    return this.repository.deleteExpired(days);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.failures.size > 0) {
+      await this.flushFailures();
+    }
+  }
+}

@@ -1,0 +1,142 @@
+import { userInfo } from 'node:os';
+import { HttpException } from '@nestjs/common';
+import { AuditRepository } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
+import { NewApiKeyRequest, parseNewApiKey } from '../api-keys/api-key-input';
+import { ApiKeyRepository } from '../api-keys/api-key.repository';
+import { ApiKeysService } from '../api-keys/api-keys.service';
+import { loadConfig } from '../config/app-config';
+import { DATABASE_SCHEMA } from '../database-schema';
+import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
+
+const USAGE = `usage: svc keys create <principal> [--roles a,b] [--expires <time>] | list | revoke <keyId>
+  create <principal>   make an API key in the database: prints the key (<keyId>.<secret>, shown
+                       once, for the client), then its id; --expires takes ISO 8601 with a zone,
+                       e.g. 2027-01-31T00:00:00Z
+  list                 the keys made at run time (id, principal, roles, created, expires, last used)
+  revoke <keyId>       delete a key: every node refuses it within a second
+Keys of API_KEYS (the configuration) are not listed or revoked here.`;
+
+type KeysCommand =
+  | { command: 'create'; principal: string; roles: string[]; expires: string | null }
+  | { command: 'list' }
+  | { command: 'revoke'; keyId: string };
+
+function parseKeysArgs(argv: string[]): KeysCommand {
+  const { positionals, values } = parseCommandArgs(argv, {
+    roles: { type: 'string' },
+    expires: { type: 'string' },
+  });
+  const [command, argument, ...extra] = positionals;
+  if (extra.length > 0) {
+    throw new UsageError('too many arguments');
+  }
+  if (command !== 'create' && (values.roles !== undefined || values.expires !== undefined)) {
+    throw new UsageError('--roles and --expires are options of keys create');
+  }
+  switch (command) {
+    case 'create':
+      if (!argument) {
+        throw new UsageError('keys create needs a principal');
+      }
+      return {
+        command,
+        principal: argument,
+        roles: values.roles ? values.roles.split(',').filter((role) => role !== '') : [],
+        expires: values.expires ?? null,
+      };
+    case 'list':
+      if (argument) {
+        throw new UsageError('too many arguments');
+      }
+      return { command };
+    case 'revoke':
+      if (!argument) {
+        throw new UsageError('keys revoke needs a key id');
+      }
+      return { command, keyId: argument };
+    default:
+      throw new UsageError(command ? `unknown keys command "${command}"` : 'missing command');
+  }
+}
+
+/** The create command's key as the admin API would take it; its complaints are usage errors. */
+function createRequest(parsed: Extract<KeysCommand, { command: 'create' }>): NewApiKeyRequest {
+  try {
+    return parseNewApiKey(
+      { principal: parsed.principal, roles: parsed.roles, expiresAt: parsed.expires },
+      new Date(),
+    );
+  } catch (error) {
+    throw new UsageError(error instanceof HttpException ? error.message : String(error));
+  }
+}
+
+async function keys(argv: string[]): Promise<number> {
+  const parsed = parseKeysArgs(argv);
+  const request = parsed.command === 'create' ? createRequest(parsed) : null;
+  const config = loadConfig();
+  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
+  try {
+    if (config.embeddedDatabase) {
+      await dataSource.runMigrations({ transaction: 'each' });
+    } else if ((await pendingMigrations(dataSource)).length > 0) {
+      console.error('keys: the database has pending migrations; run `svc migrate run` first');
+      return 1;
+    }
+    // No DatabaseEvents here: a revocation notifies with no node id, so every node hears it.
+    const service = new ApiKeysService(
+      new ApiKeyRepository(dataSource),
+      undefined,
+      new AuditService(new AuditRepository(dataSource), config),
+    );
+    const actor = { principal: `cli:${userInfo().username}`, authMethod: 'commandLine' };
+    switch (parsed.command) {
+      case 'create': {
+        if (request === null) {
+          return 2;
+        }
+        const created = await service.create(request, null, actor);
+        console.log(created.key);
+        console.error(
+          `created API key ${created.listing.id} for ${created.listing.principal}` +
+            (created.listing.expiresAt
+              ? `, expires ${created.listing.expiresAt.toISOString()}`
+              : ''),
+        );
+        return 0;
+      }
+      case 'list':
+        for (const key of await service.list()) {
+          console.log(
+            [
+              key.id,
+              key.principal,
+              key.roles.join(',') || '-',
+              key.createdAt.toISOString(),
+              key.expiresAt?.toISOString() ?? 'never',
+              key.lastUsedAt?.toISOString() ?? 'unused',
+            ].join('\t'),
+          );
+        }
+        return 0;
+      case 'revoke':
+        if (await service.revoke(parsed.keyId, actor)) {
+          console.log(`revoked ${parsed.keyId}`);
+          return 0;
+        }
+        console.error(`keys: no API key ${parsed.keyId} in the database`);
+        return 1;
+    }
+  } finally {
+    await close();
+  }
+}
+
+export const keysCommand: CliCommand = {
+  name: 'keys',
+  summary: 'create, list or revoke API keys kept in the database',
+  usage: USAGE,
+  run: keys,
+};
