@@ -1,4 +1,5 @@
 import { ROOT, ALICE, BOB, basicUsersEnvironment } from '../support/admin-auth';
+import { postZip } from '../support/rest-client';
 import { ServiceProcess, spawnNodes, stopServices } from '../support/service-process';
 import {
   createTestDatabase,
@@ -9,6 +10,7 @@ import {
   TestService,
   waitFor,
 } from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
 
 const APPLICATIONS = '/svc/api/rest/admin/applications';
 const SECRET = 'callback-secret-0123456789';
@@ -155,6 +157,35 @@ describe('application rights and settings at run time', () => {
     );
     expect(again.map((answer) => answer.status).sort()).toEqual([200, 412]);
     expect((await read(service.url, 'race')).headers.get('etag')).toBe('"2"');
+  });
+
+  it('a limit set at run time holds at once and a raised one lets jobs in again, without a restart', async () => {
+    const zip = await makeZip([{ name: 'main.R', content: 'writeLines("hi", "out.txt")\n' }]);
+    const submit = () => postZip(service.url, zip, { ...ALICE, 'X-SVC-Application-Name': 'quota' });
+    const rights = { userPrincipals: ['alice'], scriptSubmissionAllowed: true };
+    const limited = await put(
+      service.url,
+      'quota',
+      { security: rights, settings: { maxQueuedJobs: 1 } },
+      '"0"',
+    );
+    expect(limited.status).toBe(200);
+    // ROLE=api runs no jobs: what is queued stays queued.
+    expect((await submit()).status).toBe(202);
+    const refused = await submit();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(messageOf(refused.text)).toContain('maxQueuedJobs');
+
+    const raised = await put(
+      service.url,
+      'quota',
+      { security: rights, settings: { maxQueuedJobs: 2 } },
+      '"1"',
+    );
+    expect(raised.status).toBe(200);
+    expect((await submit()).status).toBe(202);
+    expect((await submit()).status).toBe(429);
   });
 
   it('says that a changed slot count needs a restart', async () => {
