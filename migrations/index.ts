@@ -12,6 +12,7 @@ import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
 import { AddMailReply1795730000000 } from './1795730000000-AddMailReply';
 import { AddSchedules1795740000000 } from './1795740000000-AddSchedules';
+import { AddScheduleEmail1795750000000 } from './1795750000000-AddScheduleEmail';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -28,4 +29,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobTraceContext1795660000000,
   AddMailReply1795730000000,
   AddSchedules1795740000000,
+  AddScheduleEmail1795750000000,
 ];

@@ -3,7 +3,7 @@ import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
 import { JobLogLineEntity } from './jobs/job-log-line.entity';
-import { MailReplyEntity } from './mail/mail-reply.entity';
+import { MailReplyEntity } from './mail-replies/mail-reply.entity';
 import { RPackageNodeEntity } from './packages/r-package-node.entity';
 import { RPackageEntity } from './packages/r-package.entity';
 import { JobFileChunkEntity } from './queue/job-file-chunk.entity';
