@@ -16,6 +16,7 @@ import { AddAuditTrail1795712000000 } from './1795712000000-AddAuditTrail';
 import { FairClaims1795720000000 } from './1795720000000-FairClaims';
 import { AddMailReply1795730000000 } from './1795730000000-AddMailReply';
 import { AddSchedules1795740000000 } from './1795740000000-AddSchedules';
+import { AddScheduleEmail1795750000000 } from './1795750000000-AddScheduleEmail';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -36,4 +37,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   FairClaims1795720000000,
   AddMailReply1795730000000,
   AddSchedules1795740000000,
+  AddScheduleEmail1795750000000,
 ];

@@ -215,6 +215,8 @@ export class AppConfig implements SecuritySettings {
   @IsOptional() @IsString() smtpPassword!: string | null;
   /** Told when a reply cannot be delivered. */
   @IsOptional() @IsString() adminEmail!: string | null;
+  /** The From of results sent at other modules' request (a schedule's `email`); unset: none sent. */
+  @IsOptional() @IsString() emailFrom!: string | null;
   /** Results larger than this are linked in the reply instead of attached (an account may differ). */
   @IsInt() @Min(0) emailAttachMaxBytes!: number;
   /** EMAIL_ACCOUNTS checked, with their passwords read: set by loadConfig. */

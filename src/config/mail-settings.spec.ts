@@ -16,7 +16,13 @@ function source(
   accounts: unknown,
   smtpUrl: string | null = 'smtp://smtp.example.com',
 ): MailSettingsSource {
-  return { emailAccounts: accounts, smtpUrl, adminEmail: null, emailAttachMaxBytes: 1000 };
+  return {
+    emailAccounts: accounts,
+    smtpUrl,
+    adminEmail: null,
+    emailFrom: null,
+    emailAttachMaxBytes: 1000,
+  };
 }
 
 describe('EMAIL_ACCOUNTS', () => {
@@ -105,6 +111,20 @@ describe('EMAIL_ACCOUNTS', () => {
   it('refuses a name given twice', () => {
     const { problems } = emailAccountsOf(source([ACCOUNT, ACCOUNT]), { MAIL_PASSWORD: 'pw' });
     expect(problems).toEqual(['EMAIL_ACCOUNTS[1] "reports": the name "reports" is given twice']);
+  });
+
+  it("checks EMAIL_FROM, the sender of results sent at other modules' request", () => {
+    expect(loadConfig({ EMAIL_FROM: 'reports@example.com' }).emailFrom).toBe('reports@example.com');
+    expect(loadConfig({}).emailFrom).toBeNull();
+    for (const bad of [
+      'reports',
+      'Reports <reports@example.com>',
+      'a@example.com, b@example.com',
+    ]) {
+      expect(() => loadConfig({ EMAIL_FROM: bad })).toThrow(
+        'EMAIL_FROM: must be an e-mail address such as jobs@example.com',
+      );
+    }
   });
 
   it('stops the start-up with the problems, the environment read like every setting', () => {

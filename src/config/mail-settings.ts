@@ -68,12 +68,24 @@ const FIELDS = new Set([
   'allowedSenders',
 ]);
 const ADDRESS = /^[^\s@<>]+@[^\s@<>]+$/;
+/**
+ * A plain address (no display name, no list): the local part's usual characters, a host name.
+ * Strict because such an address becomes a header and a recipient: no comma, quote or space.
+ */
+const PLAIN_ADDRESS =
+  /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** Whether `value` is one plain e-mail address such as jobs@example.com (at most 254 characters). */
+export function isEmailAddress(value: string): boolean {
+  return value.length <= 254 && PLAIN_ADDRESS.test(value);
+}
 const CATALOG_NAME = /^[^/\\\s][^/\\]{0,254}$/;
 
 export interface MailSettingsSource {
   emailAccounts: unknown;
   smtpUrl: string | null;
   adminEmail: string | null;
+  emailFrom: string | null;
   emailAttachMaxBytes: number;
 }
 
@@ -226,6 +238,9 @@ export function emailAccountsOf(
   }
   if (source.adminEmail !== null && !ADDRESS.test(source.adminEmail)) {
     problems.push('ADMIN_EMAIL: must be an e-mail address such as ops@example.com');
+  }
+  if (source.emailFrom !== null && !isEmailAddress(source.emailFrom)) {
+    problems.push('EMAIL_FROM: must be an e-mail address such as jobs@example.com');
   }
   return { problems, accounts };
 }

@@ -14,9 +14,9 @@ import { isDuplicateKey } from '../storage/query-rows';
 import { CONFIGURATION_FILE, JobMeta } from '../jobs/job-input';
 import { parseConfigurationFile } from '../jobs/job-meta';
 import { IntakePart, JobsService } from '../jobs/jobs.service';
-import { MailReplyState } from './mail-reply.entity';
-import { MailReplyRepository, ReplyAddressing } from './mail-reply.repository';
-import { MailReplyService } from './mail-reply.service';
+import { MailReplyState } from '../mail-replies/mail-reply.entity';
+import { MailReplyRepository, ReplyAddressing } from '../mail-replies/mail-reply.repository';
+import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { MailboxSession, openMailbox, WaitingMessage } from './mailbox';
 
 /** Marks jobs that came by e-mail (the job's `source`). */

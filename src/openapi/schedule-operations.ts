@@ -51,6 +51,39 @@ export const SCHEDULE_SCHEMAS: Record<string, JsonSchema> = {
       },
     ],
   },
+  ScheduleEmail: {
+    description:
+      "Where each run's result goes by e-mail, from the service's EMAIL_FROM: the result files attached (linked when larger than EMAIL_ATTACH_MAX_BYTES), or a failed job's error text. At most 10 addresses in to and cc together; plain addresses only (no display name).",
+    type: 'object',
+    properties: {
+      to: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 10,
+        items: { type: 'string', format: 'email' },
+        examples: [['team@example.com']],
+      },
+      cc: { type: 'array', maxItems: 10, items: { type: 'string', format: 'email' } },
+      subject: {
+        type: 'string',
+        minLength: 1,
+        maxLength: 200,
+        description: 'Default: "Result of schedule <name>".',
+      },
+    },
+    required: ['to'],
+    additionalProperties: false,
+  },
+  ScheduleEmailView: {
+    type: 'object',
+    properties: {
+      to: { type: 'array', items: { type: 'string', format: 'email' } },
+      cc: { type: 'array', items: { type: 'string', format: 'email' } },
+      subject: { type: 'string' },
+    },
+    required: ['to', 'cc', 'subject'],
+    additionalProperties: false,
+  },
   ScheduleDefinition: {
     type: 'object',
     properties: {
@@ -76,6 +109,11 @@ export const SCHEDULE_SCHEMAS: Record<string, JsonSchema> = {
         type: ['string', 'null'],
         description: "Each job's callback, under the rules of X-SVC-Callback-Url.",
       },
+      email: {
+        oneOf: [{ type: 'null' }, ref('ScheduleEmail')],
+        description:
+          "Each job's result by e-mail; refused (400) when the service has no SMTP_URL or EMAIL_FROM. Default null.",
+      },
       paused: { type: 'boolean', description: 'Default false.' },
     },
     required: ['name', 'cron', 'job'],
@@ -92,6 +130,7 @@ export const SCHEDULE_SCHEMAS: Record<string, JsonSchema> = {
       job: ref('ScheduledJob'),
       catchUp: { enum: ['runOnce', 'skip'] },
       callbackUrl: { type: ['string', 'null'] },
+      email: { oneOf: [{ type: 'null' }, ref('ScheduleEmailView')] },
       paused: { type: 'boolean' },
       nextRunTime: { type: ['string', 'null'], format: 'date-time' },
       lastRun: {
@@ -124,6 +163,7 @@ export const SCHEDULE_SCHEMAS: Record<string, JsonSchema> = {
       'job',
       'catchUp',
       'callbackUrl',
+      'email',
       'paused',
       'nextRunTime',
       'lastRun',
@@ -162,6 +202,7 @@ function example(baseUrl: string): Record<string, unknown> {
     job: { rScript: 'report.R', meta: { region: 'north' } },
     catchUp: 'runOnce',
     callbackUrl: null,
+    email: { to: ['team@example.com'], cc: [], subject: 'Morning report' },
     paused: false,
     nextRunTime: '2026-11-27T05:30:00.000Z',
     lastRun: {
@@ -213,11 +254,12 @@ export function scheduleOperations(
       timeZone: 'Europe/Berlin',
       job: { rScript: 'report.R', meta: { region: 'north' } },
       catchUp: 'runOnce',
+      email: { to: ['team@example.com'], subject: 'Morning report' },
     }),
   };
   const badDefinition = parts.error(
     400,
-    'A body that is not JSON or not a schedule: an unknown or missing field, a bad cron expression or time zone (named), a catalog script the application does not have, a callback URL the application does not take.',
+    'A body that is not JSON or not a schedule: an unknown or missing field, a bad cron expression or time zone (named), a catalog script the application does not have, a callback URL the application does not take, an e-mail address that is not one or too many (named), `email` on a service that sends no e-mail.',
     'cron "61 * * * *" is not a valid cron expression: Invalid value for minute: 61.',
   );
   const definitionErrors = {

@@ -1,8 +1,9 @@
 import { ApiError } from '../common/api-error';
+import { isEmailAddress } from '../config/mail-settings';
 import { parseMetaParameters } from '../jobs/job-meta';
 import type { FunctionCallKind } from '../jobs/function-call-result';
 import { cronOf } from './schedule-plan';
-import { CatchUp } from './schedule.entity';
+import { CatchUp, ScheduleEmail } from './schedule.entity';
 
 /** Meta parameters every scheduled job gets (docs/api.md#schedules); a schedule may not set them. */
 export const SCHEDULE_ID_META = 'scheduleId';
@@ -19,6 +20,9 @@ const MAX_CRON_LENGTH = 200;
 const MAX_TIME_ZONE_LENGTH = 64;
 const MAX_SCRIPT_NAME_LENGTH = 255;
 const MAX_META_PARAMETERS = 200;
+/** Recipients of a schedule's e-mail (to and cc together): a team, not a mailing list. */
+export const MAX_EMAIL_RECIPIENTS = 10;
+const MAX_SUBJECT_LENGTH = 200;
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
@@ -35,6 +39,8 @@ export interface ScheduleDefinition {
   job: ScheduledJob;
   catchUp: CatchUp;
   callbackUrl: string | null;
+  /** Where each run's result is sent by e-mail; null: not by e-mail. */
+  email: ScheduleEmail | null;
   paused: boolean;
 }
 
@@ -46,8 +52,10 @@ const FIELDS = new Set([
   'job',
   'catchUp',
   'callbackUrl',
+  'email',
   'paused',
 ]);
+const EMAIL_FIELDS = new Set(['to', 'cc', 'subject']);
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -131,6 +139,57 @@ function metaOf(value: unknown): Record<string, string> {
   return meta;
 }
 
+function addresses(value: unknown, field: string, required: boolean): string[] {
+  if (value === undefined || value === null) {
+    if (required) {
+      throw ApiError.badRequest(`${field} is required: a list of e-mail addresses.`);
+    }
+    return [];
+  }
+  const list = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(list) || (required && list.length === 0)) {
+    throw ApiError.badRequest(`${field} must be a non-empty list of e-mail addresses.`);
+  }
+  return list.map((address: unknown, index) => {
+    if (typeof address !== 'string' || !isEmailAddress(address.trim())) {
+      throw ApiError.badRequest(
+        `${field}[${index}] ${JSON.stringify(address)?.slice(0, 80) ?? ''} is not an e-mail address such as jobs@example.com.`,
+      );
+    }
+    return address.trim();
+  });
+}
+
+/** A schedule's `email`: to (one or more), cc, subject; recipients bounded, addresses plain. */
+function emailOf(value: unknown, scheduleName: string): ScheduleEmail | null {
+  if (value === undefined || value === null) {
+    return null;
+  }
+  if (!isObject(value)) {
+    throw ApiError.badRequest(
+      'email must be an object such as {"to": ["a@example.com"], "cc": [], "subject": "..."} or null.',
+    );
+  }
+  const unknown = Object.keys(value).filter((key) => !EMAIL_FIELDS.has(key));
+  if (unknown.length > 0) {
+    throw ApiError.badRequest(
+      `email has unknown fields: ${unknown.map((key) => key.slice(0, 40)).join(', ')} (known: to, cc, subject).`,
+    );
+  }
+  const to = addresses(value.to, 'email.to', true);
+  const cc = addresses(value.cc, 'email.cc', false);
+  if (to.length + cc.length > MAX_EMAIL_RECIPIENTS) {
+    throw ApiError.badRequest(
+      `email.to and email.cc have ${to.length + cc.length} addresses; at most ${MAX_EMAIL_RECIPIENTS} are allowed.`,
+    );
+  }
+  const subject =
+    value.subject === undefined || value.subject === null
+      ? `Result of schedule ${scheduleName}`.slice(0, MAX_SUBJECT_LENGTH)
+      : text({ 'email.subject': value.subject }, 'email.subject', MAX_SUBJECT_LENGTH);
+  return { to, cc, subject };
+}
+
 /**
  * Reads a POST or PUT body (JSON already parsed) for `applicationName`: every field checked,
  * unknown fields refused, the cron expression and time zone parsed. 400s name the field.
@@ -167,5 +226,15 @@ export function readScheduleDefinition(body: unknown, applicationName: string): 
   if (typeof paused !== 'boolean') {
     throw ApiError.badRequest('paused must be true or false.');
   }
-  return { name, cron, timeZone, job: scheduledJob(body.job), catchUp, callbackUrl, paused };
+  const email = emailOf(body.email, name);
+  return {
+    name,
+    cron,
+    timeZone,
+    job: scheduledJob(body.job),
+    catchUp,
+    callbackUrl,
+    email,
+    paused,
+  };
 }

@@ -1,5 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import type { JobsService, Submission, SubmittedJob } from '../jobs/jobs.service';
+import type { AppConfig } from '../config/app-config';
+import type { MailReplyService, ResultMailRequest } from '../mail-replies/mail-reply.service';
 import type { DatabaseEvents } from '../storage/database-events.service';
 import { ScheduleTicker } from './schedule-ticker.service';
 import { ScheduleEntity } from './schedule.entity';
@@ -21,6 +23,7 @@ function scheduleRow(fields: Partial<ScheduleEntity>): ScheduleEntity {
     catchUp: 'runOnce',
     callbackUrl: null,
     callbackLinksBase: null,
+    email: null,
     paused: false,
     coveredUntil: new Date('2026-01-01T10:00:00Z'),
     ...fields,
@@ -63,18 +66,65 @@ function tickerWith(row: ScheduleEntity, claimed = true) {
     },
     announce: (job: SubmittedJob) => stored.announced.push(job.jobId),
   };
+  const mailed: Array<{ jobId: string; request: ResultMailRequest; transaction?: EntityManager }> =
+    [];
+  const mail = {
+    sendResult: (
+      jobId: string,
+      _application: string,
+      request: ResultMailRequest,
+      transaction?: EntityManager,
+    ) => {
+      mailed.push({ jobId, request, transaction });
+      return Promise.resolve();
+    },
+    wake: () => undefined,
+  };
   const ticker = new ScheduleTicker(
     repository as unknown as ScheduleRepository,
     jobs as unknown as JobsService,
     {} as DatabaseEvents,
     { id: 'node-a' },
+    mail as unknown as MailReplyService,
+    { emailFrom: 'jobs@example.com' } as AppConfig,
   );
-  return { ticker, stored, submissions, manager };
+  return { ticker, stored, submissions, manager, mailed };
 }
 
 describe('ScheduleTicker', () => {
   beforeEach(() => jest.useFakeTimers({ now: NOW }));
   afterEach(() => jest.useRealTimers());
+
+  it("owes a schedule's e-mail for each job in the run's transaction", async () => {
+    const row = scheduleRow({
+      coveredUntil: new Date('2026-01-01T09:59:59Z'),
+      email: { to: ['a@example.com', 'b@example.com'], cc: [], subject: 'Nightly' },
+    });
+    const { ticker, manager, mailed } = tickerWith(row);
+    await ticker.fire(row.id);
+    expect(mailed).toEqual([
+      {
+        jobId: 'job-1',
+        request: {
+          to: 'a@example.com, b@example.com',
+          cc: null,
+          subject: 'Nightly',
+          from: 'jobs@example.com',
+        },
+        transaction: manager,
+      },
+    ]);
+  });
+
+  it('owes no e-mail for a planned time another node has', async () => {
+    const row = scheduleRow({
+      coveredUntil: new Date('2026-01-01T09:59:59Z'),
+      email: { to: ['a@example.com'], cc: [], subject: 'Nightly' },
+    });
+    const { ticker, mailed } = tickerWith(row, false);
+    await ticker.fire(row.id);
+    expect(mailed).toEqual([]);
+  });
 
   it('sleeps until the next planned time, and at most a minute', async () => {
     const hourly = tickerWith(scheduleRow({ cron: '0 0 * * * *' }));

@@ -7,7 +7,9 @@ import {
 import type { Cron } from 'croner';
 import type { EntityManager } from 'typeorm';
 import { ApiError } from '../common/api-error';
+import { AppConfig } from '../config/app-config';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
+import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
 import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule-definition';
@@ -35,7 +37,8 @@ const CLEANUP_EVERY_MS = 3_600_000;
  * when a schedule changes anywhere: SCHEDULES_CHANGED_CHANNEL), then fires what is due. A planned
  * time becomes one job across the cluster: the node holds the schedule's row lock while it inserts
  * the time's schedule_run key and the job (through the intake) in one transaction, so a second
- * node's insert conflicts, or it finds the clock moved past the time, and makes none.
+ * node's insert conflicts, or it finds the clock moved past the time, and makes none. A schedule
+ * with `email` owes its job's result by e-mail in that same transaction (MailReplyService).
  */
 @Injectable()
 export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -53,6 +56,8 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
     private readonly jobs: JobsService,
     private readonly events: DatabaseEvents,
     private readonly node: NodeIdentity,
+    private readonly mail: MailReplyService,
+    private readonly config: AppConfig,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -178,6 +183,9 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
       },
     );
     submitted.forEach((job) => this.jobs.announce(job));
+    if (submitted.length > 0) {
+      this.mail.wake(); // a result owed by e-mail may be due already (results come later)
+    }
     return coveredUntil;
   }
 
@@ -219,6 +227,7 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
           schedule.jobKind === 'json' || schedule.jobKind === 'xml' ? schedule.jobKind : undefined,
         transaction,
       });
+      await this.oweEmail(schedule, job.jobId, transaction);
       submitted.push(job);
       return { plannedAt, jobId: job.jobId, error: null };
     } catch (error) {
@@ -229,6 +238,41 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
       this.logger.warn(`schedule ${schedule.id} at ${plannedAt.toISOString()}: ${error.message}`);
       return { plannedAt, jobId: null, error: error.message };
     }
+  }
+
+  /**
+   * The run's e-mail, owed in the run's transaction: stored with the job and its schedule_run
+   * key or not at all, so a node dying after the commit leaves it to be sent by another node,
+   * and a planned time (one job) owes one e-mail.
+   */
+  private async oweEmail(
+    schedule: ScheduleEntity,
+    jobId: string,
+    transaction: EntityManager,
+  ): Promise<void> {
+    const email = schedule.email;
+    if (email === null) {
+      return;
+    }
+    const from = this.config.emailFrom;
+    if (from === null) {
+      // Checked when the schedule was stored; the setting was removed since.
+      this.logger.warn(
+        `schedule ${schedule.id}: EMAIL_FROM is not set; job ${jobId} is not sent by e-mail`,
+      );
+      return;
+    }
+    await this.mail.sendResult(
+      jobId,
+      schedule.applicationName,
+      {
+        to: email.to.join(', '),
+        cc: email.cc.length === 0 ? null : email.cc.join(', '),
+        subject: email.subject,
+        from,
+      },
+      transaction,
+    );
   }
 
   private cronOf(schedule: Pick<ActiveSchedule, 'cron' | 'timeZone'>): Cron {

@@ -9,6 +9,13 @@ export const CatchUp = Object.freeze({
 } as const);
 export type CatchUp = (typeof CatchUp)[keyof typeof CatchUp];
 
+/** A schedule's `email` (docs/api.md#schedules): its results' recipients and subject. */
+export interface ScheduleEmail {
+  to: string[];
+  cc: string[];
+  subject: string;
+}
+
 /**
  * A job that runs on a cron expression in a time zone: a catalog script with meta parameters, or
  * a function call with its payload. `covered_until` is the schedule's clock: every planned time
@@ -49,6 +56,9 @@ export class ScheduleEntity {
   /** The public base URL the schedule was made under: its jobs' callbacks link to it. */
   @Column({ name: 'callback_links_base', type: 'varchar', length: 2048, nullable: true })
   callbackLinksBase!: string | null;
+
+  /** Where each run's result is sent by e-mail; null: not by e-mail. */
+  @Column({ type: 'jsonb', nullable: true }) email!: ScheduleEmail | null;
 
   @Column({ type: 'boolean', default: false }) paused!: boolean;
 

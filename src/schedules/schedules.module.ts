@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { CatalogModule } from '../catalog/catalog.module';
 import { JobsModule } from '../jobs/jobs.module';
+import { MailRepliesModule } from '../mail-replies/mail-replies.module';
 import { ScheduleRepository } from './schedule.repository';
 import { ScheduleTicker } from './schedule-ticker.service';
 import { SchedulesService } from './schedules.service';
@@ -11,7 +12,7 @@ import { SchedulesService } from './schedules.service';
  * take jobs in (roles api and all); SchedulesController is declared in ApiModule.
  */
 @Module({
-  imports: [JobsModule, CatalogModule],
+  imports: [JobsModule, CatalogModule, MailRepliesModule],
   providers: [ScheduleRepository, SchedulesService, ScheduleTicker],
   exports: [SchedulesService],
 })

@@ -6,9 +6,10 @@ import { KnownApplications } from '../catalog/known-applications';
 import { ApiError } from '../common/api-error';
 import { isJobId } from '../common/application-name';
 import { REST_PREFIX, RestLinks } from '../common/public-uri';
+import { AppConfig } from '../config/app-config';
 import { readScheduleDefinition, ScheduleDefinition, ScheduledJob } from './schedule-definition';
 import { cronOf } from './schedule-plan';
-import { ScheduleEntity } from './schedule.entity';
+import { ScheduleEmail, ScheduleEntity } from './schedule.entity';
 import { ScheduleRepository } from './schedule.repository';
 
 /** A schedule as the admin API shows it (docs/api.md#schedules). */
@@ -23,6 +24,7 @@ export interface ScheduleView {
     | { functionCall: 'json' | 'xml'; payload: string };
   catchUp: string;
   callbackUrl: string | null;
+  email: ScheduleEmail | null;
   paused: boolean;
   /** The next planned time from now on; null while paused. */
   nextRunTime: string | null;
@@ -66,6 +68,7 @@ export class SchedulesService {
     private readonly catalog: CatalogService,
     private readonly applications: KnownApplications,
     private readonly callbackUrls: CallbackUrlPolicy,
+    private readonly config: AppConfig,
   ) {}
 
   async list(applicationName: string, base: string): Promise<ScheduleView[]> {
@@ -172,7 +175,24 @@ export class SchedulesService {
         'callbackUrl',
       );
     }
+    if (definition.email !== null) {
+      this.checkCanSendMail();
+    }
     return definition;
+  }
+
+  /** A schedule's `email` needs SMTP_URL and EMAIL_FROM: refused rather than never sent. */
+  private checkCanSendMail(): void {
+    const missing = [
+      ...(this.config.smtpUrl === null ? ['SMTP_URL'] : []),
+      ...(this.config.emailFrom === null ? ['EMAIL_FROM'] : []),
+    ];
+    if (missing.length > 0) {
+      throw ApiError.badRequest(
+        `email: this service sends no e-mail (${missing.join(' and ')} not configured); ` +
+          'leave email out or ask the operator to configure it.',
+      );
+    }
   }
 
   private columnsOf(definition: ScheduleDefinition, base: string): Partial<ScheduleEntity> {
@@ -194,6 +214,7 @@ export class SchedulesService {
       catchUp: definition.catchUp,
       callbackUrl: definition.callbackUrl,
       callbackLinksBase: definition.callbackUrl === null ? null : base,
+      email: definition.email,
       paused: definition.paused,
     };
   }
@@ -211,6 +232,7 @@ export class SchedulesService {
       job: jobView(schedule),
       catchUp: schedule.catchUp,
       callbackUrl: schedule.callbackUrl,
+      email: schedule.email,
       paused: schedule.paused,
       nextRunTime: next?.toISOString() ?? null,
       lastRun:

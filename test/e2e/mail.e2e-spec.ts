@@ -11,8 +11,8 @@ import { PinoLoggerService } from '../../src/common/pino-logger';
 import { loadConfig } from '../../src/config/app-config';
 import { JobsService } from '../../src/jobs/jobs.service';
 import { EMAIL_SOURCE } from '../../src/mail/mail-intake.service';
-import { MailReplyRepository } from '../../src/mail/mail-reply.repository';
-import { MailReplyService } from '../../src/mail/mail-reply.service';
+import { MailReplyRepository } from '../../src/mail-replies/mail-reply.repository';
+import { MailReplyService } from '../../src/mail-replies/mail-reply.service';
 import { Dovecot, startDovecot } from '../support/dovecot';
 import { ReceivedMail, SmtpRecorder, startSmtpRecorder } from '../support/smtp-recorder';
 import {

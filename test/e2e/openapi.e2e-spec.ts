@@ -505,6 +505,8 @@ describe('the OpenAPI document against the running service', () => {
     const path = `${list}/${id}`;
     const refused: Array<[string, Record<string, string>, string, number]> = [
       [list, asJson, JSON.stringify({ ...definition, cron: '61 * * * *' }), 400],
+      // No SMTP_URL here: a schedule's email is refused.
+      [list, asJson, JSON.stringify({ ...definition, email: { to: ['team@example.com'] } }), 400],
       [list, { ...asJson, 'Content-Type': 'text/plain' }, 'x', 415],
       [list, { ...asJson, 'X-SVC-Application-Name': 'nowhere' }, JSON.stringify(definition), 404],
       [

@@ -13,6 +13,7 @@ import {
   BOB,
 } from '../support/admin-auth';
 import { Receiver } from '../support/callback-receiver';
+import { ReceivedMail, SmtpRecorder, startSmtpRecorder } from '../support/smtp-recorder';
 import { Answer, request, REST, waitForResult } from '../support/rest-client';
 import { ServiceProcess, spawnNodes } from '../support/service-process';
 import {
@@ -39,6 +40,7 @@ interface ScheduleView {
   job: Record<string, unknown>;
   catchUp: string;
   callbackUrl: string | null;
+  email: { to: string[]; cc: string[]; subject: string } | null;
   paused: boolean;
   nextRunTime: string | null;
   lastRun: {
@@ -197,6 +199,24 @@ describe('schedules: the admin API', () => {
     expect(rows[0].n).toBe(0);
   });
 
+  it('refuses email with a 400 that says why when the service sends no e-mail', async () => {
+    const answer = await admin(
+      service.url,
+      'POST',
+      '',
+      definition({ email: { to: ['team@example.com'] } }),
+    );
+    expect(answer.status).toBe(400);
+    expect(messageOf(answer)).toBe(
+      'email: this service sends no e-mail (SMTP_URL and EMAIL_FROM not configured); ' +
+        'leave email out or ask the operator to configure it.',
+    );
+    const rows = await dataSource.query<Array<{ n: number }>>(
+      'SELECT count(*)::int AS n FROM schedule',
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
   it('needs an admin: no credentials is a 401', async () => {
     const answer = await request(`${service.url}${REST}/admin/schedules`, { headers: APP });
     expect(answer.status).toBe(401);
@@ -212,6 +232,7 @@ describe('schedules: the admin API', () => {
       job: { rScript: 'tick.R', meta: { region: 'north' } },
       catchUp: 'skip',
       callbackUrl: null,
+      email: null,
       paused: false,
       lastRun: null,
     });
@@ -542,6 +563,214 @@ describe('schedules: catch-up after the nodes were down', () => {
     const skipView = await scheduleOf(base, skip.id);
     expect(skipView.lastRun).toBeNull();
     expect(new Date(skipView.nextRunTime!).getTime()).toBeGreaterThan(Date.now());
+  });
+});
+
+const REPORTS_FROM = 'reports@svc.example.com';
+
+/** The job a result e-mail is about (its text names it). */
+function jobOfMail(mail: ReceivedMail): string | undefined {
+  return /Job ([0-9a-f-]{36}) of application planner/.exec(mail.mail.text ?? '')?.[1];
+}
+
+describe("schedules: a run's result by e-mail", () => {
+  let smtp: SmtpRecorder;
+  let database: TestDatabase;
+  let service: RunningService | null = null;
+  let base = '';
+
+  const start = async (): Promise<void> => {
+    const config = loadConfig(
+      testEnvironment(database, {
+        ...ADMIN_ENV,
+        SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
+        EMAIL_FROM: REPORTS_FROM,
+        CALLBACK_FIRST_RETRY_MS: '300',
+        CALLBACK_MAX_RETRY_DELAY_SECONDS: '1',
+      }),
+    );
+    service = await startService(config, new PinoLoggerService(config.logLevel));
+    base = service.url ?? '';
+  };
+  const query = <T>(sql: string, params: unknown[] = []): Promise<T[]> =>
+    service!.app.get(DataSource).query<T[]>(sql, params);
+  const mailsWith = (subject: string): ReceivedMail[] =>
+    smtp.received.filter((r) => r.mail.subject === subject);
+
+  beforeAll(async () => {
+    smtp = await startSmtpRecorder();
+    database = await createTestDatabase();
+    await start();
+    await putCatalogScript(base, 'tick.R', TICK_SCRIPT);
+  });
+  afterAll(async () => {
+    await service?.close();
+    await database.drop();
+    await smtp.stop();
+  });
+
+  const definition = (email: unknown): Record<string, unknown> => ({
+    name: 'mailed report',
+    cron: '0 0 5 * * *',
+    job: { rScript: 'tick.R' },
+    email,
+  });
+
+  it('validates email: addresses, their number, its fields; a 400 names the field', async () => {
+    const eleven = Array.from({ length: 11 }, (_, i) => `member${i}@example.com`);
+    const cases: Array<[unknown, RegExp]> = [
+      [
+        { to: ['team@example.com', 'not an address'] },
+        /^email\.to\[1\] "not an address" is not an e-mail address/,
+      ],
+      [{ to: ['a@example.com, b@example.com'] }, /^email\.to\[0\] .* is not an e-mail address/],
+      [{ to: ['Team <team@example.com>'] }, /^email\.to\[0\] .* is not an e-mail address/],
+      [
+        { to: ['team@example.com\r\nBcc: x@evil.example'] },
+        /^email\.to\[0\] .* is not an e-mail address/,
+      ],
+      [
+        { to: ['team@example.com'], cc: ['@example.com'] },
+        /^email\.cc\[0\] "@example\.com" is not/,
+      ],
+      [{ to: [] }, /^email\.to must be a non-empty list/],
+      [{ cc: ['team@example.com'] }, /^email\.to is required/],
+      [{ to: eleven }, /^email\.to and email\.cc have 11 addresses; at most 10 are allowed/],
+      [{ to: ['team@example.com'], bcc: ['x@example.com'] }, /^email has unknown fields: bcc/],
+      [
+        { to: ['team@example.com'], subject: 'Report\r\nBcc: x@evil.example' },
+        /^email\.subject must have at most 200 characters and no control characters/,
+      ],
+      ['team@example.com', /^email must be an object/],
+    ];
+    for (const [email, message] of cases) {
+      const answer = await admin(base, 'POST', '', definition(email));
+      expect({ email, status: answer.status }).toEqual({ email, status: 400 });
+      expect(messageOf(answer)).toMatch(message);
+    }
+    expect((await query<{ n: number }>('SELECT count(*)::int AS n FROM schedule'))[0].n).toBe(0);
+  });
+
+  it('stores email: shown by GET, changed and removed by PUT; the subject has a default', async () => {
+    const schedule = await created(base, definition({ to: ['team@example.com'] }));
+    expect(schedule.email).toEqual({
+      to: ['team@example.com'],
+      cc: [],
+      subject: 'Result of schedule mailed report',
+    });
+    const email = { to: ['lead@example.com'], cc: ['audit@example.com'], subject: 'Daily' };
+    const changed = await admin(base, 'PUT', `/${schedule.id}`, definition(email));
+    expect(changed.status).toBe(200);
+    expect((await scheduleOf(base, schedule.id)).email).toEqual(email);
+    const removed = await admin(base, 'PUT', `/${schedule.id}`, definition(null));
+    expect(removed.status).toBe(200);
+    expect((await scheduleOf(base, schedule.id)).email).toBeNull();
+    expect((await admin(base, 'DELETE', `/${schedule.id}`)).status).toBe(204);
+  });
+
+  it("sends each run's result once: the result files attached, the configured subject and recipients", async () => {
+    const subject = 'Planner report every 2 s';
+    const schedule = await created(base, {
+      name: 'mailed ticker',
+      cron: '*/2 * * * * *',
+      job: { rScript: 'tick.R', meta: { region: 'south' } },
+      email: { to: ['team@example.com', 'lead@example.com'], cc: ['audit@example.com'], subject },
+    });
+    const first = await waitFor(
+      () => Promise.resolve(mailsWith(subject)[0]),
+      90000,
+      'the e-mail of the first run',
+    );
+    await admin(base, 'POST', `/${schedule.id}/pause`);
+    expect(first.mail.from?.value[0].address).toBe(REPORTS_FROM);
+    expect(first.mail.to).toMatchObject({
+      value: [{ address: 'team@example.com' }, { address: 'lead@example.com' }],
+    });
+    expect(first.mail.cc).toMatchObject({ value: [{ address: 'audit@example.com' }] });
+    expect([...first.envelopeTo].sort()).toEqual([
+      'audit@example.com',
+      'lead@example.com',
+      'team@example.com',
+    ]);
+    const jobId = jobOfMail(first);
+    const seen = first.mail.attachments.find((a) => a.filename === 'seen.txt');
+    expect(seen?.content.toString('utf8')).toContain(`scheduleId = ${schedule.id}`);
+    expect(seen?.content.toString('utf8')).toContain('region = south');
+    const [job] = await query<{ meta: Record<string, string> }>(
+      'SELECT meta FROM job WHERE id = $1',
+      [jobId],
+    );
+    expect(job.meta.scheduleId).toBe(schedule.id);
+
+    // Every run (paused now) owes one e-mail, and each is sent once.
+    const runs = await query<{ job_id: string }>(
+      'SELECT job_id FROM schedule_run WHERE schedule_id = $1 AND job_id IS NOT NULL',
+      [schedule.id],
+    );
+    const runJobs = runs.map((run) => run.job_id).sort();
+    expect(runJobs.length).toBeGreaterThanOrEqual(1);
+    await waitFor(
+      async () => {
+        const sent = await query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM mail_reply
+            WHERE source = 'job' AND state = 'sent' AND job_id = ANY($1::uuid[])`,
+          [runJobs],
+        );
+        return sent[0].n === runJobs.length;
+      },
+      120000,
+      "every run's e-mail to be sent",
+    );
+    await sleep(1000); // a second message for a job would come now
+    expect(mailsWith(subject).map(jobOfMail).sort()).toEqual(runJobs);
+  });
+
+  it("a run's e-mail owed by a node that stops before sending it is sent by the next node", async () => {
+    const subject = 'Handed over';
+    smtp.refusing = true;
+    const schedule = await created(base, {
+      name: 'handed over',
+      cron: '* * * * * *',
+      job: { rScript: 'tick.R' },
+      email: { to: ['team@example.com'], subject },
+    });
+    const ran = await waitFor(
+      async () => (await scheduleOf(base, schedule.id)).lastRun?.jobId,
+      30000,
+      'the first run',
+    );
+    await admin(base, 'POST', `/${schedule.id}/pause`);
+    // Its result is stored and the server refused the e-mail: still owed when the node stops.
+    await waitForResult(`${base}${REST}/results/planner/${ran}`, { Accept: 'application/json' });
+    await waitFor(
+      async () =>
+        (
+          await query<{ attempts: number }>(
+            `SELECT attempts FROM mail_reply WHERE source = 'job' AND job_id = $1 AND state = 'pending'`,
+            [ran],
+          )
+        )[0]?.attempts > 0,
+      60000,
+      'a refused attempt',
+    );
+    await service!.close();
+    service = null;
+    expect(mailsWith(subject)).toEqual([]);
+
+    smtp.refusing = false;
+    await start();
+    const runs = await query<{ job_id: string }>(
+      'SELECT job_id FROM schedule_run WHERE schedule_id = $1 AND job_id IS NOT NULL',
+      [schedule.id],
+    );
+    const runJobs = runs.map((run) => run.job_id).sort();
+    await waitFor(
+      () => Promise.resolve(mailsWith(subject).length >= runJobs.length),
+      120000,
+      'the e-mails the stopped node owed',
+    );
+    await sleep(1000);
+    expect(mailsWith(subject).map(jobOfMail).sort()).toEqual(runJobs);
   });
 });
 

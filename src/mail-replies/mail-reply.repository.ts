@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { RESULT_MAIL_SOURCE } from '../config/mail-settings';
 import { rowsOf } from '../storage/query-rows';
 import { MailReplyState } from './mail-reply.entity';
@@ -113,9 +113,17 @@ export class MailReplyRepository {
     );
   }
 
-  /** A reply owed for a job that is not a message's (MailReplyService.sendResult); once per job. */
-  async owe(jobId: string, applicationName: string, addressing: ReplyAddressing): Promise<void> {
-    await this.dataSource.query(
+  /**
+   * A reply owed for a job that is not a message's (MailReplyService.sendResult); once per job.
+   * Given `transaction`, it is stored with what the transaction stores (a schedule's job).
+   */
+  async owe(
+    jobId: string,
+    applicationName: string,
+    addressing: ReplyAddressing,
+    transaction?: EntityManager,
+  ): Promise<void> {
+    await (transaction ?? this.dataSource.manager).query(
       `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
                                reply_to, reply_cc, reply_subject, reply_from, in_reply_to,
                                attach_max_bytes, next_attempt_at)

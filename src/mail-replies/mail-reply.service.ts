@@ -1,6 +1,7 @@
 import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { createTransport, Transporter } from 'nodemailer';
 import type { Attachment } from 'nodemailer/lib/mailer';
+import type { EntityManager } from 'typeorm';
 import { CallbackRetryPolicy } from '../callbacks/callback-retry.policy';
 import { CatalogService } from '../catalog/catalog.service';
 import { RestLinks } from '../common/public-uri';
@@ -78,22 +79,32 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
 
   /**
    * Sends job `jobId`'s result to `request.to` once it is stored (at once if it is), with the
-   * same retries as a reply; a second request for the same job is ignored.
+   * same retries as a reply; a second request for the same job is ignored. Given `transaction`
+   * (the one that stores the job), the e-mail is owed only if it commits, and the caller calls
+   * `wake` after the commit (until then no node can see it; the poll finds it otherwise).
    */
   async sendResult(
     jobId: string,
     applicationName: string,
     request: ResultMailRequest,
+    transaction?: EntityManager,
   ): Promise<void> {
-    await this.replies.owe(jobId, applicationName, {
-      replyTo: request.to,
-      cc: request.cc ?? null,
-      subject: request.subject,
-      from: request.from,
-      inReplyTo: null,
-      attachMaxBytes: request.attachMaxBytes ?? this.config.emailAttachMaxBytes,
-    });
-    this.wake();
+    await this.replies.owe(
+      jobId,
+      applicationName,
+      {
+        replyTo: request.to,
+        cc: request.cc ?? null,
+        subject: request.subject,
+        from: request.from,
+        inReplyTo: null,
+        attachMaxBytes: request.attachMaxBytes ?? this.config.emailAttachMaxBytes,
+      },
+      transaction,
+    );
+    if (transaction === undefined) {
+      this.wake();
+    }
   }
 
   onApplicationBootstrap(): void {
