@@ -5,9 +5,14 @@ import { AppConfig } from '../config/app-config';
 import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-policy.service';
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
 import { Principal, principalOf, rememberPrincipal } from './principal';
-import type { AuthMode } from '../config/security-settings';
+import { authMethodsOf, type AuthMethod, type AuthMode } from '../config/security-settings';
 
 const REALM = 'realm="svc"';
+
+/** A string as an RFC 7230 quoted-string value (error_description allows no `"` or `\\`). */
+function quoted(text: string): string {
+  return `"${text.replace(/[^\x20-\x7e]|["\\]/g, '')}"`;
+}
 
 /**
  * The HTTP side of access control: authenticates a request once (remembering the principal on
@@ -17,6 +22,7 @@ const REALM = 'realm="svc"';
 @Injectable()
 export class RequestAccessService {
   private readonly authMode: AuthMode;
+  private readonly methods: ReadonlySet<AuthMethod>;
   private readonly adminUserConfigured: boolean;
 
   constructor(
@@ -25,6 +31,7 @@ export class RequestAccessService {
     private readonly authentication: AuthenticationService,
   ) {
     this.authMode = config.authMode;
+    this.methods = authMethodsOf(config.authMode);
     this.adminUserConfigured = config.adminUser !== null;
   }
 
@@ -46,7 +53,13 @@ export class RequestAccessService {
           { 'Retry-After': String(outcome.retryAfterSeconds) },
         );
       case 'failed':
-        throw this.unauthorized('The credentials sent are not valid.');
+        // RFC 6750 §3.1: a bearer token that is expired, malformed or otherwise not valid.
+        throw outcome.bearer
+          ? this.unauthorized(
+              `The bearer token is not valid: ${outcome.reason}.`,
+              `error="invalid_token", error_description=${quoted(outcome.reason)}`,
+            )
+          : this.unauthorized('The credentials sent are not valid.');
       case 'anonymous':
         rememberPrincipal(req, null);
         return null;
@@ -78,11 +91,7 @@ export class RequestAccessService {
       case 'allow':
         return;
       case 'authenticate':
-        throw this.unauthorized(
-          this.authMode === 'apiKey'
-            ? `Authentication required: send an API key in ${API_KEY_HEADER} or Authorization: Bearer.`
-            : 'Authentication required: send HTTP Basic credentials.',
-        );
+        throw this.unauthorized(`Authentication required: send ${this.acceptedCredentials()}.`);
       case 'forbid':
         throw new ApiError(HttpStatus.FORBIDDEN, decision.message);
       case 'hide':
@@ -90,13 +99,33 @@ export class RequestAccessService {
     }
   }
 
-  /** 401 with the challenges this mode answers: Basic for users and ADMIN_USER, Bearer for API keys. */
-  private unauthorized(message: string): ApiError {
+  private acceptedCredentials(): string {
+    const accepted: string[] = [];
+    if (this.methods.has('oidc')) {
+      accepted.push('an access token from the identity provider in Authorization: Bearer');
+    }
+    if (this.methods.has('apiKey')) {
+      accepted.push(`an API key in ${API_KEY_HEADER} or Authorization: Bearer`);
+    }
+    if (this.methods.has('basic') || accepted.length === 0) {
+      accepted.push('HTTP Basic credentials');
+    }
+    return accepted.join(', or ');
+  }
+
+  /**
+   * 401 with the challenges this mode answers: Bearer for API keys and tokens (with `bearerError`
+   * when a bearer token was refused), Basic for users and ADMIN_USER.
+   */
+  private unauthorized(message: string, bearerError?: string): ApiError {
     const basic = `Basic ${REALM}, charset="UTF-8"`;
-    const challenge =
-      this.authMode === 'apiKey'
-        ? `Bearer ${REALM}${this.adminUserConfigured ? `, ${basic}` : ''}`
-        : basic;
-    return new ApiError(HttpStatus.UNAUTHORIZED, message, { 'WWW-Authenticate': challenge });
+    const bearer = this.methods.has('apiKey') || this.methods.has('oidc');
+    const challenges = [
+      ...(bearer ? [`Bearer ${REALM}${bearerError ? `, ${bearerError}` : ''}`] : []),
+      ...(!bearer || this.methods.has('basic') || this.adminUserConfigured ? [basic] : []),
+    ];
+    return new ApiError(HttpStatus.UNAUTHORIZED, message, {
+      'WWW-Authenticate': challenges.join(', '),
+    });
   }
 }

@@ -3,6 +3,7 @@ import { AccessGuard } from './access.guard';
 import { AccessPolicyService } from './access-policy.service';
 import { AuthenticationService } from './authentication.service';
 import { RequestAccessService } from './request-access.service';
+import { OidcTokenVerifier } from './oidc-token.verifier';
 
 /**
  * Authentication, the access policy and the global guard (docs/security.md). Global, so the
@@ -11,7 +12,13 @@ import { RequestAccessService } from './request-access.service';
  */
 @Global()
 @Module({
-  providers: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
+  providers: [
+    AccessPolicyService,
+    AuthenticationService,
+    OidcTokenVerifier,
+    RequestAccessService,
+    AccessGuard,
+  ],
   exports: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
 })
 export class SecurityModule {}
