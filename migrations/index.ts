@@ -10,6 +10,7 @@ import { AddRPackages1795630000000 } from './1795630000000-AddRPackages';
 import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
 import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
+import { AddWebSession1795700000000 } from './1795700000000-AddWebSession';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -24,4 +25,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddDropFile1795634587042,
   AddJobLostRuns1795650000000,
   AddJobTraceContext1795660000000,
+  AddWebSession1795700000000,
 ];

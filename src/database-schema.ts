@@ -11,6 +11,7 @@ import { JobEntity } from './queue/job.entity';
 import { ResultChunkEntity } from './results/result-chunk.entity';
 import { ResultEntity } from './results/result.entity';
 import { JobUsageEntity } from './usage/job-usage.entity';
+import { WebSessionEntity } from './security/web-session.entity';
 import type { DatabaseSchema } from './storage/database-options';
 
 /**
@@ -31,6 +32,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     JobCallbackEntity,
     RPackageEntity,
     RPackageNodeEntity,
+    WebSessionEntity,
   ],
   migrations: MIGRATIONS,
 };

@@ -159,6 +159,10 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   @IsString() oidcAlgorithms!: string;
   @IsInt() @Min(0) @Max(600) oidcClockToleranceSeconds!: number;
   @IsInt() @Min(1) oidcJwksCooldownSeconds!: number;
+  @IsOptional() @IsString() oidcClientId!: string | null;
+  @IsOptional() @IsString() oidcClientSecret!: string | null;
+  @IsString() oidcScope!: string;
+  @IsInt() @Min(1) @Max(720) oidcSessionHours!: number;
 
   // upload: multipart form submissions (the upload page). Files are limited by maxRequestBytes.
   @IsInt() @Min(1) formMaxFiles!: number;

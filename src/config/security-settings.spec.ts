@@ -112,6 +112,29 @@ describe('security configuration', () => {
       expect(problemsOf({ AUTH_MODE: 'basic', OIDC_ALGORITHMS: 'HS256' })).toEqual([]);
     });
 
+    it('the page sign-in: a secret needs its client id (never echoed), the scope openid', () => {
+      const problems = problemsOf({
+        AUTH_MODE: 'oidc',
+        ...OIDC,
+        OIDC_CLIENT_SECRET: 'p4ge-s3cret',
+      });
+      expect(problems).toEqual([expect.stringMatching(/^OIDC_CLIENT_SECRET: set OIDC_CLIENT_ID/)]);
+      expect(problems.join('\n')).not.toContain('p4ge-s3cret');
+      expect(
+        problemsOf({
+          AUTH_MODE: 'oidc',
+          ...OIDC,
+          OIDC_CLIENT_ID: 'svc-page',
+          OIDC_SCOPE: 'profile',
+        }),
+      ).toEqual([expect.stringMatching(/^OIDC_SCOPE=profile: must include openid/)]);
+      expect(loadConfig({ AUTH_MODE: 'oidc', ...OIDC, OIDC_CLIENT_ID: 'svc-page' })).toMatchObject({
+        oidcClientId: 'svc-page',
+        oidcScope: 'openid profile',
+        oidcSessionHours: 8,
+      });
+    });
+
     it.each(['HS256', 'RS256,none', 'RS256,HS512', ','])(
       'refuses OIDC_ALGORITHMS=%p: asymmetric algorithms only',
       (algorithms) => {

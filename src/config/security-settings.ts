@@ -100,6 +100,14 @@ export interface OidcSettings {
   oidcClockToleranceSeconds: number;
   /** Least time between two fetches of the issuer's keys caused by tokens naming an unknown key. */
   oidcJwksCooldownSeconds: number;
+  /** The upload page's client at the provider (authorization code with PKCE); null: no sign-in. */
+  oidcClientId: string | null;
+  /** Its secret (a confidential client); null for a public client. */
+  oidcClientSecret: string | null;
+  /** Scopes the page asks for: its access token must be one for OIDC_AUDIENCE. */
+  oidcScope: string;
+  /** How long a sign-in on the page lasts. */
+  oidcSessionHours: number;
 }
 
 /** A comma-separated setting as its non-empty items. */
@@ -139,6 +147,12 @@ function oidcProblems(config: OidcSettings): string[] {
   if (!config.oidcPrincipalClaim) {
     problems.push('OIDC_PRINCIPAL_CLAIM: must name a claim (default preferred_username)');
   }
+  if (config.oidcClientSecret && !config.oidcClientId) {
+    problems.push('OIDC_CLIENT_SECRET: set OIDC_CLIENT_ID too (the client the secret belongs to)');
+  }
+  if (config.oidcClientId && !/(^|\s)openid(\s|$)/.test(config.oidcScope ?? '')) {
+    problems.push(`OIDC_SCOPE=${config.oidcScope}: must include openid`);
+  }
   const algorithms = listSetting(config.oidcAlgorithms ?? '');
   const refused = algorithms.filter(
     (alg) => !(OIDC_ASYMMETRIC_ALGORITHMS as readonly string[]).includes(alg),
@@ -161,6 +175,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'apiKeys',
   'databaseUrl',
   'databaseListenUrl',
+  'oidcClientSecret',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;

@@ -5,6 +5,28 @@ import { AppConfig } from '../config/app-config';
 import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-policy.service';
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
 import { Principal, principalOf, rememberPrincipal } from './principal';
+import { rawHeaderValues } from '../common/application-name';
+import { WebSessionRepository } from './web-session.repository';
+import { publicBaseUrl } from '../common/public-uri';
+
+/** The cookie of a signed-in browser (the upload page's sign-in, AUTH_MODE with oidc). */
+export const SESSION_COOKIE = 'svc_session';
+
+/** The session cookie's value in a request, if any. */
+export function sessionCookieOf(req: Request): string | null {
+  for (const header of rawHeaderValues(req, 'cookie')) {
+    for (const pair of header.split(';')) {
+      const eq = pair.indexOf('=');
+      if (eq > 0 && pair.slice(0, eq).trim() === SESSION_COOKIE) {
+        const value = pair.slice(eq + 1).trim();
+        return /^[\w-]{20,100}$/.test(value) ? value : null;
+      }
+    }
+  }
+  return null;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 import { authMethodsOf, type AuthMethod, type AuthMode } from '../config/security-settings';
 
 const REALM = 'realm="svc"';
@@ -24,12 +46,17 @@ export class RequestAccessService {
   private readonly authMode: AuthMode;
   private readonly methods: ReadonlySet<AuthMethod>;
   private readonly adminUserConfigured: boolean;
+  private readonly sessionsEnabled: boolean;
+  private readonly configuredBaseUrl: string | null;
 
   constructor(
     config: AppConfig,
     private readonly policy: AccessPolicyService,
     private readonly authentication: AuthenticationService,
+    private readonly sessions: WebSessionRepository,
   ) {
+    this.configuredBaseUrl = config.publicBaseUrl;
+    this.sessionsEnabled = authMethodsOf(config.authMode).has('oidc') && !!config.oidcClientId;
     this.authMode = config.authMode;
     this.methods = authMethodsOf(config.authMode);
     this.adminUserConfigured = config.adminUser !== null;
@@ -43,6 +70,11 @@ export class RequestAccessService {
     const known = principalOf(req);
     if (known !== undefined) {
       return known;
+    }
+    const session = await this.sessionPrincipal(req);
+    if (session !== undefined) {
+      rememberPrincipal(req, session);
+      return session;
     }
     const outcome = await this.authentication.authenticate(req);
     switch (outcome.kind) {
@@ -67,6 +99,38 @@ export class RequestAccessService {
         rememberPrincipal(req, outcome.principal);
         return outcome.principal;
     }
+  }
+
+  /**
+   * The principal of a signed-in browser: undefined when the request carries credentials of its
+   * own or no session cookie (then they decide), null for a cookie of no live session. A request
+   * that changes something must come from the service's own pages: a browser says where it
+   * comes from (Sec-Fetch-Site, Origin), and a cross-site form post or fetch is refused (403),
+   * besides the cookie being SameSite=Lax.
+   */
+  private async sessionPrincipal(req: Request): Promise<Principal | null | undefined> {
+    if (!this.sessionsEnabled) {
+      return undefined;
+    }
+    const id = sessionCookieOf(req);
+    const credentials =
+      rawHeaderValues(req, 'authorization').length + rawHeaderValues(req, API_KEY_HEADER).length;
+    if (id === null || credentials > 0) {
+      return undefined;
+    }
+    if (
+      !SAFE_METHODS.has(req.method) &&
+      !isSameOrigin(req, publicBaseUrl(req, this.configuredBaseUrl))
+    ) {
+      throw new ApiError(
+        HttpStatus.FORBIDDEN,
+        'Refused: a request signed in by cookie that changes something must come from the page of this service, not from another site.',
+      );
+    }
+    const session = await this.sessions.find(id);
+    return session === null
+      ? null
+      : { name: session.principal, roles: session.roles, source: 'oidc' };
   }
 
   /**
@@ -127,5 +191,27 @@ export class RequestAccessService {
     return new ApiError(HttpStatus.UNAUTHORIZED, message, {
       'WWW-Authenticate': challenges.join(', '),
     });
+  }
+}
+
+/**
+ * Whether a browser's request comes from this service's own origin: Sec-Fetch-Site (every
+ * current browser sends it) must be same-origin or none (typed by the user), and Origin, when
+ * sent, must name the host the request was sent to or the public base URL's. A request without either is no browser's.
+ */
+function isSameOrigin(req: Request, baseUrl: string): boolean {
+  const [site] = rawHeaderValues(req, 'sec-fetch-site');
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    return false;
+  }
+  const [origin] = rawHeaderValues(req, 'origin');
+  if (origin === undefined) {
+    return true;
+  }
+  try {
+    const host = new URL(origin).host;
+    return host === req.headers.host || host === new URL(baseUrl).host;
+  } catch {
+    return false;
   }
 }

@@ -4,6 +4,7 @@ import { AccessPolicyService } from './access-policy.service';
 import { AuthenticationService } from './authentication.service';
 import { RequestAccessService } from './request-access.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
+import { WebSessionRepository } from './web-session.repository';
 
 /**
  * Authentication, the access policy and the global guard (docs/security.md). Global, so the
@@ -18,7 +19,15 @@ import { OidcTokenVerifier } from './oidc-token.verifier';
     OidcTokenVerifier,
     RequestAccessService,
     AccessGuard,
+    WebSessionRepository,
   ],
-  exports: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
+  exports: [
+    AccessPolicyService,
+    AuthenticationService,
+    OidcTokenVerifier,
+    RequestAccessService,
+    AccessGuard,
+    WebSessionRepository,
+  ],
 })
 export class SecurityModule {}
