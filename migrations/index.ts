@@ -10,6 +10,7 @@ import { AddRPackages1795630000000 } from './1795630000000-AddRPackages';
 import { AddDropFile1795634587042 } from './1795634587042-AddDropFile';
 import { AddJobLostRuns1795650000000 } from './1795650000000-AddJobLostRuns';
 import { AddJobTraceContext1795660000000 } from './1795660000000-AddJobTraceContext';
+import { AddWebSession1795700000000 } from './1795700000000-AddWebSession';
 import { AddApiKeys1795710000000 } from './1795710000000-AddApiKeys';
 import { AddApplicationSettings1795711000000 } from './1795711000000-AddApplicationSettings';
 import { AddAuditTrail1795712000000 } from './1795712000000-AddAuditTrail';
@@ -31,6 +32,7 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddDropFile1795634587042,
   AddJobLostRuns1795650000000,
   AddJobTraceContext1795660000000,
+  AddWebSession1795700000000,
   AddApiKeys1795710000000,
   AddApplicationSettings1795711000000,
   AddAuditTrail1795712000000,

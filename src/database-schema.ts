@@ -17,6 +17,7 @@ import { ResultChunkEntity } from './results/result-chunk.entity';
 import { ResultEntity } from './results/result.entity';
 import { JobUsageEntity } from './usage/job-usage.entity';
 import { ScheduleEntity, ScheduleRunEntity } from './schedules/schedule.entity';
+import { WebSessionEntity } from './security/web-session.entity';
 import type { DatabaseSchema } from './storage/database-options';
 
 /**
@@ -44,6 +45,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     ApiKeyEntity,
     ApplicationSettingsEntity,
     AuditEventEntity,
+    WebSessionEntity,
   ],
   migrations: MIGRATIONS,
 };

@@ -18,13 +18,13 @@ import {
   ValidationError,
 } from 'class-validator';
 import {
-  AUTH_MODES,
   SECRET_CONFIG_KEYS,
   securityConfigProblems,
   type ApiKeyEntry,
   type ApplicationSecurity,
   type AuthMode,
   type GlobalAdmins,
+  type OidcSettings,
   type SecuritySettings,
   type UserEntry,
 } from './security-settings';
@@ -59,7 +59,7 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
  * then environment variables. Every key has one environment name, the key in UPPER_SNAKE_CASE
  * (`jobTimeoutSeconds` -> `JOB_TIMEOUT_SECONDS`); SPEC §11 fixes the names of the first few.
  */
-export class AppConfig implements SecuritySettings {
+export class AppConfig implements SecuritySettings, OidcSettings {
   @IsInt() @Min(0) @Max(65535) port!: number;
   @IsOptional()
   @Matches(/^postgres(ql)?:\/\//, { message: 'must be a postgres:// URL' })
@@ -150,7 +150,8 @@ export class AppConfig implements SecuritySettings {
   @IsOptional() @IsString() auditPseudonymKey!: string | null;
   @IsString() catalogDir!: string;
   // security (docs/security.md)
-  @IsIn(AUTH_MODES) authMode!: AuthMode;
+  /** none, or a comma-separated list of basic, apiKey, oidc (checked by securityConfigProblems). */
+  @IsString() authMode!: AuthMode;
   @IsOptional() @IsString() adminUser!: string | null;
   @IsOptional() @IsString() adminPassword!: string | null;
   @IsObject() users!: Record<string, UserEntry>;
@@ -159,6 +160,17 @@ export class AppConfig implements SecuritySettings {
   @IsObject() applicationSecurity!: Record<string, ApplicationSecurity>;
   @IsInt() @Min(1) authMaxFailures!: number;
   @IsInt() @Min(1) authFailureWindowSeconds!: number;
+  @IsOptional() @IsString() oidcIssuer!: string | null;
+  @IsOptional() @IsString() oidcAudience!: string | null;
+  @IsString() oidcPrincipalClaim!: string;
+  @IsString() oidcRolesClaims!: string;
+  @IsString() oidcAlgorithms!: string;
+  @IsInt() @Min(0) @Max(600) oidcClockToleranceSeconds!: number;
+  @IsInt() @Min(1) oidcJwksCooldownSeconds!: number;
+  @IsOptional() @IsString() oidcClientId!: string | null;
+  @IsOptional() @IsString() oidcClientSecret!: string | null;
+  @IsString() oidcScope!: string;
+  @IsInt() @Min(1) @Max(720) oidcSessionHours!: number;
 
   // upload: multipart form submissions (the upload page). Files are limited by maxRequestBytes.
   @IsInt() @Min(1) formMaxFiles!: number;

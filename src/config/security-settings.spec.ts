@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from '../config/app-config';
+import { authMethodsOf } from './security-settings';
 
 /** The problems loadConfig reports for `env` (none: it loaded). */
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
@@ -74,5 +75,73 @@ describe('security configuration', () => {
     const problems = problemsOf({ USERS: '{"alice": hunter2}', API_KEYS: '[not json' });
     expect(problems).toHaveLength(2);
     expect(problems.join('\n')).not.toMatch(/hunter2|not json/);
+  });
+
+  describe('AUTH_MODE as a list, and the OpenID Connect settings', () => {
+    const OIDC = {
+      OIDC_ISSUER: 'https://keycloak.example.com/realms/company',
+      OIDC_AUDIENCE: 'svc-api',
+    };
+
+    it('takes none alone, or basic, apiKey and oidc in any combination', () => {
+      for (const mode of ['none', 'basic', 'apiKey', 'basic,apiKey', 'apiKey, oidc', 'oidc']) {
+        expect(problemsOf({ AUTH_MODE: mode, ...OIDC })).toEqual([]);
+      }
+      expect(authMethodsOf('apiKey, oidc')).toEqual(new Set(['apiKey', 'oidc']));
+      expect(authMethodsOf('none')).toEqual(new Set());
+    });
+
+    it.each(['none,basic', 'basic,basic', 'basic,ldap', ','])('refuses AUTH_MODE=%p', (mode) => {
+      expect(problemsOf({ AUTH_MODE: mode })).toEqual([
+        expect.stringMatching(/^AUTH_MODE=.*: must be none, or a comma-separated list/),
+      ]);
+    });
+
+    it('oidc needs an issuer (https, or http on localhost) and an audience', () => {
+      expect(problemsOf({ AUTH_MODE: 'oidc' })).toEqual([
+        expect.stringMatching(/^OIDC_ISSUER: AUTH_MODE includes oidc/),
+        expect.stringMatching(/^OIDC_AUDIENCE: AUTH_MODE includes oidc/),
+      ]);
+      expect(
+        problemsOf({ AUTH_MODE: 'oidc', ...OIDC, OIDC_ISSUER: 'http://idp.example.com/realms/x' }),
+      ).toEqual([expect.stringMatching(/^OIDC_ISSUER=.*must be an https:\/\/ URL/)]);
+      expect(
+        problemsOf({ AUTH_MODE: 'oidc', ...OIDC, OIDC_ISSUER: 'http://127.0.0.1:8080/realms/x' }),
+      ).toEqual([]);
+      // Without oidc in AUTH_MODE the settings are not looked at.
+      expect(problemsOf({ AUTH_MODE: 'basic', OIDC_ALGORITHMS: 'HS256' })).toEqual([]);
+    });
+
+    it('the page sign-in: a secret needs its client id (never echoed), the scope openid', () => {
+      const problems = problemsOf({
+        AUTH_MODE: 'oidc',
+        ...OIDC,
+        OIDC_CLIENT_SECRET: 'p4ge-s3cret',
+      });
+      expect(problems).toEqual([expect.stringMatching(/^OIDC_CLIENT_SECRET: set OIDC_CLIENT_ID/)]);
+      expect(problems.join('\n')).not.toContain('p4ge-s3cret');
+      expect(
+        problemsOf({
+          AUTH_MODE: 'oidc',
+          ...OIDC,
+          OIDC_CLIENT_ID: 'svc-page',
+          OIDC_SCOPE: 'profile',
+        }),
+      ).toEqual([expect.stringMatching(/^OIDC_SCOPE=profile: must include openid/)]);
+      expect(loadConfig({ AUTH_MODE: 'oidc', ...OIDC, OIDC_CLIENT_ID: 'svc-page' })).toMatchObject({
+        oidcClientId: 'svc-page',
+        oidcScope: 'openid profile',
+        oidcSessionHours: 8,
+      });
+    });
+
+    it.each(['HS256', 'RS256,none', 'RS256,HS512', ','])(
+      'refuses OIDC_ALGORITHMS=%p: asymmetric algorithms only',
+      (algorithms) => {
+        expect(problemsOf({ AUTH_MODE: 'oidc', ...OIDC, OIDC_ALGORITHMS: algorithms })).toEqual([
+          expect.stringMatching(/^OIDC_ALGORITHMS=.*list asymmetric algorithms only/),
+        ]);
+      },
+    );
   });
 });

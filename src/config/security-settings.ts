@@ -1,7 +1,40 @@
 import { isSecretHash } from '../common/secret-hash';
 
-export const AUTH_MODES = ['none', 'basic', 'apiKey'] as const;
-export type AuthMode = (typeof AUTH_MODES)[number];
+/** The ways a caller can prove who they are; AUTH_MODE lists those accepted, or is `none`. */
+export const AUTH_METHODS = ['basic', 'apiKey', 'oidc'] as const;
+export type AuthMethod = (typeof AUTH_METHODS)[number];
+
+/**
+ * The AUTH_MODE setting as written: `none`, or a comma-separated list of AUTH_METHODS
+ * (`apiKey,oidc` lets clients move from keys to tokens one at a time).
+ */
+export type AuthMode = string;
+
+/** The methods AUTH_MODE accepts (empty for `none`); unknown names are dropped (validated at start-up). */
+export function authMethodsOf(authMode: AuthMode): ReadonlySet<AuthMethod> {
+  return new Set(
+    authMode
+      .split(',')
+      .map((method) => method.trim())
+      .filter((method): method is AuthMethod =>
+        (AUTH_METHODS as readonly string[]).includes(method),
+      ),
+  );
+}
+
+/** Algorithms a token may be signed with: asymmetric only (an HMAC key would be a shared secret). */
+export const OIDC_ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+] as const;
 
 /** A configured user (AUTH_MODE=basic): `USERS={"alice":{"passwordHash":"scrypt$…","roles":["analyst"]}}`. */
 export interface UserEntry {
@@ -51,6 +84,87 @@ export interface SecuritySettings {
   authFailureWindowSeconds: number;
 }
 
+/** The OpenID Connect part of the configuration (AUTH_MODE with oidc; docs/security.md). */
+export interface OidcSettings {
+  authMode: AuthMode;
+  /** AUTH_MODE with oidc: the issuer URL; its discovery document names the keys. */
+  oidcIssuer: string | null;
+  /** The audience (`aud`) a token must name: the API's client id or resource URI. */
+  oidcAudience: string | null;
+  /** The claim that names the caller; tokens without it are named by their `sub`. */
+  oidcPrincipalClaim: string;
+  /** Comma-separated dotted paths to claims that hold roles (lists of names, or one name). */
+  oidcRolesClaims: string;
+  /** Comma-separated signing algorithms accepted (asymmetric only). */
+  oidcAlgorithms: string;
+  oidcClockToleranceSeconds: number;
+  /** Least time between two fetches of the issuer's keys caused by tokens naming an unknown key. */
+  oidcJwksCooldownSeconds: number;
+  /** The upload page's client at the provider (authorization code with PKCE); null: no sign-in. */
+  oidcClientId: string | null;
+  /** Its secret (a confidential client); null for a public client. */
+  oidcClientSecret: string | null;
+  /** Scopes the page asks for: its access token must be one for OIDC_AUDIENCE. */
+  oidcScope: string;
+  /** How long a sign-in on the page lasts. */
+  oidcSessionHours: number;
+}
+
+/** A comma-separated setting as its non-empty items. */
+export function listSetting(value: string): string[] {
+  return value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+function oidcProblems(config: OidcSettings): string[] {
+  const problems: string[] = [];
+  let issuer: URL | null = null;
+  try {
+    issuer = config.oidcIssuer ? new URL(config.oidcIssuer) : null;
+  } catch {
+    problems.push(`OIDC_ISSUER=${config.oidcIssuer}: must be a URL`);
+  }
+  if (config.oidcIssuer === null) {
+    problems.push('OIDC_ISSUER: AUTH_MODE includes oidc; set the URL of the token issuer');
+  } else if (
+    issuer !== null &&
+    issuer.protocol !== 'https:' &&
+    !(issuer.protocol === 'http:' && LOOPBACK_HOSTS.has(issuer.hostname))
+  ) {
+    problems.push(
+      `OIDC_ISSUER=${config.oidcIssuer}: must be an https:// URL (http only on localhost)`,
+    );
+  }
+  if (!config.oidcAudience) {
+    problems.push(
+      "OIDC_AUDIENCE: AUTH_MODE includes oidc; set the audience the issuer writes into this API's tokens (its client id or resource URI)",
+    );
+  }
+  if (!config.oidcPrincipalClaim) {
+    problems.push('OIDC_PRINCIPAL_CLAIM: must name a claim (default preferred_username)');
+  }
+  if (config.oidcClientSecret && !config.oidcClientId) {
+    problems.push('OIDC_CLIENT_SECRET: set OIDC_CLIENT_ID too (the client the secret belongs to)');
+  }
+  if (config.oidcClientId && !/(^|\s)openid(\s|$)/.test(config.oidcScope ?? '')) {
+    problems.push(`OIDC_SCOPE=${config.oidcScope}: must include openid`);
+  }
+  const algorithms = listSetting(config.oidcAlgorithms ?? '');
+  const refused = algorithms.filter(
+    (alg) => !(OIDC_ASYMMETRIC_ALGORITHMS as readonly string[]).includes(alg),
+  );
+  if (algorithms.length === 0 || refused.length > 0) {
+    problems.push(
+      `OIDC_ALGORITHMS=${config.oidcAlgorithms}: ${refused.length > 0 ? `${refused.join(', ')} not accepted; ` : ''}list asymmetric algorithms only, from ${OIDC_ASYMMETRIC_ALGORITHMS.join(', ')} (HMAC and none are refused: a shared secret or no signature)`,
+    );
+  }
+  return problems;
+}
+
 /**
  * Configuration keys whose values are secrets or hashes of secrets: never echoed in
  * configuration errors, masked wherever the configuration is shown.
@@ -63,6 +177,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'databaseListenUrl',
   'smtpPassword',
   'auditPseudonymKey',
+  'oidcClientSecret',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;
@@ -81,8 +196,20 @@ function isNameList(value: unknown): boolean {
  * Problems in the security block, one line each, naming the variable and the entry but never
  * the value (hashes and passwords stay out of logs). Empty when the block is sound.
  */
-export function securityConfigProblems(config: SecuritySettings): string[] {
+export function securityConfigProblems(config: SecuritySettings & OidcSettings): string[] {
   const problems: string[] = [];
+  const modes = listSetting(String(config.authMode ?? ''));
+  const unknownModes = modes.filter((mode) => !(AUTH_METHODS as readonly string[]).includes(mode));
+  if (
+    !(modes.length === 1 && modes[0] === 'none') &&
+    (modes.length === 0 || unknownModes.length > 0 || new Set(modes).size !== modes.length)
+  ) {
+    problems.push(
+      `AUTH_MODE=${String(config.authMode)}: must be none, or a comma-separated list of ${AUTH_METHODS.join(', ')} (each once)`,
+    );
+  } else if (modes.includes('oidc')) {
+    problems.push(...oidcProblems(config));
+  }
   if ((config.adminUser === null) !== (config.adminPassword === null)) {
     problems.push('ADMIN_USER and ADMIN_PASSWORD: set both or neither');
   }

@@ -94,6 +94,45 @@ describe('the OpenAPI document of the REST API', () => {
     expect(verdict).toEqual({ valid: true, version: '3.1' });
   });
 
+  it('declares the credentials per operation; openIdConnect where an issuer is configured', () => {
+    const issuer = 'https://keycloak.example.com/realms/company';
+    const withOidc = buildOpenApiDocument({
+      baseUrl: BASE_URL,
+      version: '0.1.0',
+      waitMaxSeconds: 60,
+      oidcIssuer: issuer,
+    });
+    expect(validateOpenApiDocument(withOidc)).toEqual({ valid: true, version: '3.1' });
+    expect(withOidc.components.securitySchemes.openIdConnect).toEqual({
+      type: 'openIdConnect',
+      openIdConnectUrl: `${issuer}/.well-known/openid-configuration`,
+      description: expect.stringContaining('Authorization: Bearer'),
+    });
+    expect(document.components.securitySchemes.openIdConnect).toBeUndefined();
+    const securityOf = (doc: OpenApiDocument, path: string, method: string) =>
+      (doc.paths[path] as Record<string, { security?: unknown }>)[method].security;
+    const jobs = '/jobs';
+    expect(securityOf(withOidc, jobs, 'post')).toEqual([
+      {},
+      { basic: [] },
+      { apiKey: [] },
+      { bearerApiKey: [] },
+      { openIdConnect: [] },
+    ]);
+    expect(securityOf(document, jobs, 'post')).toEqual([
+      {},
+      { basic: [] },
+      { apiKey: [] },
+      { bearerApiKey: [] },
+    ]);
+    expect(securityOf(withOidc, '/admin/catalog', 'get')).toEqual([
+      { basic: [] },
+      { apiKey: [] },
+      { bearerApiKey: [] },
+      { openIdConnect: [] },
+    ]);
+  });
+
   it('has only schemas that compile as strict JSON Schema 2020-12', () => {
     const checker = new OpenApiChecker(
       JSON.parse(JSON.stringify(document)) as Record<string, unknown>,

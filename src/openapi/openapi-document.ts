@@ -38,6 +38,8 @@ export interface OpenApiDocumentOptions {
   version: string;
   /** RESULT_WAIT_MAX_SECONDS: the largest `wait` this node takes. */
   waitMaxSeconds: number;
+  /** OIDC_ISSUER when AUTH_MODE includes oidc: the openIdConnect scheme points at its discovery. */
+  oidcIssuer?: string | null;
 }
 
 /** One REST operation: where it is, and its OpenAPI operation object. */
@@ -54,9 +56,19 @@ const componentRef = (kind: 'headers' | 'parameters' | 'responses', name: string
   $ref: `#/components/${kind}/${name}`,
 });
 
+/** Any of the credentials an admin can send; openIdConnect only where an issuer is configured. */
+function adminSecurity(options: OpenApiDocumentOptions): SecurityRequirement[] {
+  return [
+    { basic: [] },
+    { apiKey: [] },
+    { bearerApiKey: [] },
+    ...(options.oidcIssuer ? [{ openIdConnect: [] }] : []),
+  ];
+}
 /** Anonymous callers are let in with AUTH_MODE=none; otherwise any of the credentials. */
-const CALLER: SecurityRequirement[] = [{}, { basic: [] }, { apiKey: [] }, { bearerApiKey: [] }];
-const ADMIN: SecurityRequirement[] = [{ basic: [] }, { apiKey: [] }, { bearerApiKey: [] }];
+function callerSecurity(options: OpenApiDocumentOptions): SecurityRequirement[] {
+  return [{}, ...adminSecurity(options)];
+}
 const PUBLIC: SecurityRequirement[] = [];
 
 /** Builds the responses of the operations; the examples carry the request's base URL. */
@@ -107,7 +119,7 @@ class Responses {
     return {
       Unauthorized: this.error(
         401,
-        'Missing or wrong credentials (AUTH_MODE basic or apiKey).',
+        'Missing or wrong credentials (AUTH_MODE with basic, apiKey or oidc). A refused bearer token (API key or access token) says why: `WWW-Authenticate: Bearer realm="svc", error="invalid_token", error_description="…"` (RFC 6750).',
         'Authentication is required.',
         { 'WWW-Authenticate': componentRef('headers', 'WWWAuthenticate') },
       ),
@@ -136,7 +148,7 @@ class Responses {
     };
   }
 
-  /** 401 and 429: only when AUTH_MODE is basic or apiKey. */
+  /** 401 and 429: only when AUTH_MODE is not none. */
   authentication(): Record<string, Reference> {
     return {
       '401': componentRef('responses', 'Unauthorized'),
@@ -378,6 +390,8 @@ const LOG_EVENTS_EXAMPLE = [
 /** Every REST operation, one entry each, in the order of docs/api.md. */
 function operations(r: Responses, options: OpenApiDocumentOptions): OperationEntry[] {
   const x = r.examples;
+  const CALLER = callerSecurity(options);
+  const ADMIN = adminSecurity(options);
   const badJobPath = r.error(
     400,
     '`{app}` is not `^\\w{1,64}$`, or `{jobId}` is not a UUID.',
@@ -1607,7 +1621,7 @@ const INFO_DESCRIPTION = `The REST API of svc, a durable job service for R analy
 
 **Links** are absolute: PUBLIC_BASE_URL, else the scheme and host of X-Forwarded-Proto/-Host or the request. Follow them; do not build them.
 
-**Authentication** depends on AUTH_MODE: none (jobs and results open to all), basic, or apiKey (\`X-SVC-API-Key\` or \`Authorization: Bearer <keyId>.<secret>\`). The admin API always needs an admin. Results and job states of an application the caller may not see are 404, as for a job that does not exist.`;
+**Authentication** depends on AUTH_MODE: none (jobs and results open to all), or any of basic, apiKey (\`X-SVC-API-Key\` or \`Authorization: Bearer <keyId>.<secret>\`) and oidc (\`Authorization: Bearer <access token>\` from the OpenID Connect provider, the openIdConnect scheme). The admin API always needs an admin. Results and job states of an application the caller may not see are 404, as for a job that does not exist.`;
 
 /** Builds the OpenAPI 3.1 document of the REST API. */
 export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDocument {
@@ -1772,6 +1786,16 @@ export function buildOpenApiDocument(options: OpenApiDocumentOptions): OpenApiDo
           bearerFormat: '<keyId>.<secret>',
           description: 'AUTH_MODE=apiKey: the API key as a bearer token.',
         },
+        ...(options.oidcIssuer
+          ? {
+              openIdConnect: {
+                type: 'openIdConnect' as const,
+                openIdConnectUrl: `${options.oidcIssuer.replace(/\/$/, '')}/.well-known/openid-configuration`,
+                description:
+                  "AUTH_MODE=oidc: an access token (JWT) of this issuer for the API's audience, as `Authorization: Bearer <token>`; roles from its claims (docs/security.md).",
+              },
+            }
+          : {}),
       },
     },
   };

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { dump } from 'js-yaml';
 import { AppConfig } from '../config/app-config';
+import { authMethodsOf } from '../config/security-settings';
 import { SERVICE_VERSION } from '../config/app-config';
 import { buildOpenApiDocument } from './openapi-document';
 import type { OpenApiDocument } from './openapi-objects';
@@ -15,6 +16,7 @@ export class OpenApiService {
       baseUrl,
       version: SERVICE_VERSION,
       waitMaxSeconds: this.config.resultWaitMaxSeconds,
+      oidcIssuer: authMethodsOf(this.config.authMode).has('oidc') ? this.config.oidcIssuer : null,
     });
   }
 

@@ -1,6 +1,7 @@
 import type { Request } from 'express';
 import type { AppConfig } from '../config/app-config';
 import { AuthenticationService } from './authentication.service';
+import { OidcTokenVerifier } from './oidc-token.verifier';
 import { hashSecret } from '../common/secret-hash';
 import type { SecuritySettings } from '../config/security-settings';
 
@@ -30,7 +31,10 @@ async function service(overrides: Partial<SecuritySettings> = {}): Promise<Authe
     authFailureWindowSeconds: 60,
     ...overrides,
   };
-  return new AuthenticationService(settings as AppConfig);
+  return new AuthenticationService(
+    settings as AppConfig,
+    new OidcTokenVerifier(settings as AppConfig),
+  );
 }
 
 describe('AuthenticationService', () => {

@@ -6,8 +6,9 @@ import { rawHeaderValues } from '../common/application-name';
 import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 import type { Principal } from './principal';
 import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from '../common/secret-hash';
-import type { SecuritySettings } from '../config/security-settings';
+import { authMethodsOf, type AuthMethod, type SecuritySettings } from '../config/security-settings';
 import { ApiKeysService } from '../api-keys/api-keys.service';
+import { OidcTokenVerifier } from './oidc-token.verifier';
 
 /** The header that carries an API key (or `Authorization: Bearer <key>`). Never a query parameter: URLs end up in logs. */
 export const API_KEY_HEADER = 'X-SVC-API-Key';
@@ -16,8 +17,11 @@ export type Authentication =
   /** No credentials were sent. */
   | { kind: 'anonymous' }
   | { kind: 'authenticated'; principal: Principal }
-  /** Credentials were sent and are wrong, malformed or of a kind this mode does not take. */
-  | { kind: 'failed'; reason: string }
+  /**
+   * Credentials were sent and are wrong, malformed or of a kind this mode does not take;
+   * `bearer`: they came as `Authorization: Bearer` (the 401 then says error="invalid_token").
+   */
+  | { kind: 'failed'; reason: string; bearer: boolean }
   /** Too many failures from this address: not even checked. */
   | { kind: 'throttled'; retryAfterSeconds: number };
 
@@ -27,11 +31,16 @@ const MAX_VERIFIED = 10_000;
 
 type Credentials =
   | { scheme: 'basic'; name: string; secret: string }
-  | { scheme: 'apiKey'; id: string; secret: string };
+  | { scheme: 'apiKey'; id: string; secret: string }
+  | { scheme: 'oidc'; token: string };
+
+/** A JWS in compact form: three base64url parts (an API key `<id>.<secret>` has two). */
+const COMPACT_JWS = /^[\w-]+\.[\w-]*\.[\w-]*$/;
 
 /**
  * Turns a request's credentials into a principal: HTTP Basic for configured users (basic mode)
- * and for ADMIN_USER (every mode), API keys in apiKey mode. Failed attempts count against the
+ * and for ADMIN_USER (every mode), API keys in apiKey mode, OpenID Connect access tokens in oidc
+ * mode (OidcTokenVerifier). Failed attempts count against the
  * client's address (AuthFailureLimiter); hashes are checked in constant time.
  */
 @Injectable()
@@ -41,13 +50,16 @@ export class AuthenticationService {
   private readonly limiter: AuthFailureLimiter;
   private readonly verified = new Map<string, { principal: Principal; expires: number }>();
   private dummyHash: Promise<string> | undefined;
+  private readonly methods: ReadonlySet<AuthMethod>;
 
   constructor(
     config: AppConfig,
+    private readonly tokens: OidcTokenVerifier,
     /** Keys made at run time (ApiKeysModule, API nodes only): looked up when API_KEYS lacks the id. */
     @Optional() private readonly storedKeys?: ApiKeysService,
   ) {
     this.settings = config;
+    this.methods = authMethodsOf(config.authMode);
     this.limiter = new AuthFailureLimiter(
       config.authMaxFailures,
       config.authFailureWindowSeconds * 1000,
@@ -66,12 +78,16 @@ export class AuthenticationService {
       return { kind: 'throttled', retryAfterSeconds };
     }
     const outcome =
-      typeof credentials === 'string' ? credentials : await this.verifyCached(credentials);
+      typeof credentials === 'string'
+        ? credentials
+        : credentials.scheme === 'oidc'
+          ? await this.verifyToken(credentials.token)
+          : await this.verifyCached(credentials);
     if (typeof outcome === 'string') {
       this.limiter.recordFailure(bucket);
       // The address and the reason only: never the name typed (it may be a password) or the secret.
       this.logger.warn(`authentication failed from ${address}: ${outcome}`);
-      return { kind: 'failed', reason: outcome };
+      return { kind: 'failed', reason: outcome, bearer: this.sentBearer(req) };
     }
     return { kind: 'authenticated', principal: outcome };
   }
@@ -100,15 +116,20 @@ export class AuthenticationService {
           : 'malformed Basic credentials';
       }
       case 'bearer':
-        return this.apiKeyCredentials(value);
+        // Both may be accepted at once (AUTH_MODE=apiKey,oidc): the shape tells them apart.
+        return this.methods.has('oidc') && COMPACT_JWS.test(value)
+          ? { scheme: 'oidc', token: value }
+          : this.apiKeyCredentials(value);
       default:
         return 'unsupported authorization scheme';
     }
   }
 
   private apiKeyCredentials(key: string): Credentials | string {
-    if (this.settings.authMode !== 'apiKey') {
-      return 'API keys are not accepted in this authentication mode';
+    if (!this.methods.has('apiKey')) {
+      return this.methods.has('oidc')
+        ? 'the bearer token is not a JWT'
+        : 'API keys are not accepted in this authentication mode';
     }
     const dot = key.indexOf('.');
     return dot > 0
@@ -116,7 +137,20 @@ export class AuthenticationService {
       : 'malformed API key';
   }
 
-  private async verifyCached(credentials: Credentials): Promise<Principal | string> {
+  /** Not cached: a signature check costs microseconds, and a token's validity changes with time. */
+  private async verifyToken(token: string): Promise<Principal | string> {
+    const outcome = await this.tokens.verify(token);
+    return 'principal' in outcome ? outcome.principal : outcome.refused;
+  }
+
+  private sentBearer(req: Request): boolean {
+    const [authorization] = rawHeaderValues(req, 'authorization');
+    return authorization !== undefined && /^\s*bearer\s/i.test(authorization);
+  }
+
+  private async verifyCached(
+    credentials: Exclude<Credentials, { scheme: 'oidc' }>,
+  ): Promise<Principal | string> {
     if (
       credentials.scheme === 'apiKey' &&
       this.storedKeys !== undefined &&
@@ -153,8 +187,10 @@ export class AuthenticationService {
     return outcome;
   }
 
-  private async verify(credentials: Credentials): Promise<Principal | string> {
-    const { adminUser, adminPassword, authMode } = this.settings;
+  private async verify(
+    credentials: Exclude<Credentials, { scheme: 'oidc' }>,
+  ): Promise<Principal | string> {
+    const { adminUser, adminPassword } = this.settings;
     if (credentials.scheme === 'apiKey') {
       const entry = Object.hasOwn(this.settings.apiKeys, credentials.id)
         ? this.settings.apiKeys[credentials.id]
@@ -170,7 +206,7 @@ export class AuthenticationService {
         : 'wrong user name or password';
     }
     const user =
-      authMode === 'basic' && Object.hasOwn(this.settings.users, credentials.name)
+      this.methods.has('basic') && Object.hasOwn(this.settings.users, credentials.name)
         ? this.settings.users[credentials.name]
         : undefined;
     // An unknown name costs the same hash as a known one: timing does not tell which names exist.

@@ -4,8 +4,11 @@ import type { Request } from 'express';
 export interface Principal {
   name: string;
   roles: readonly string[];
-  /** How the caller proved it: a configured user, an API key, or the ADMIN_USER of the environment. */
-  source: 'user' | 'apiKey' | 'adminUser';
+  /**
+   * How the caller proved it: a configured user, an API key, the ADMIN_USER of the environment,
+   * or an access token from the OpenID Connect issuer.
+   */
+  source: 'user' | 'apiKey' | 'adminUser' | 'oidc';
 }
 
 const PRINCIPAL = Symbol('principal');

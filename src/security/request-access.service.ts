@@ -5,11 +5,38 @@ import { AppConfig } from '../config/app-config';
 import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-policy.service';
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
 import { Principal, principalOf, rememberPrincipal } from './principal';
-import type { AuthMode } from '../config/security-settings';
+import { authMethodsOf, type AuthMethod, type AuthMode } from '../config/security-settings';
 import { identifyRequestActor } from '../common/request-actor';
 import { AuditService } from '../audit/audit.service';
+import { rawHeaderValues } from '../common/application-name';
+import { WebSessionRepository } from './web-session.repository';
+import { publicBaseUrl } from '../common/public-uri';
+
+/** The cookie of a signed-in browser (the upload page's sign-in, AUTH_MODE with oidc). */
+export const SESSION_COOKIE = 'svc_session';
+
+/** The session cookie's value in a request, if any. */
+export function sessionCookieOf(req: Request): string | null {
+  for (const header of rawHeaderValues(req, 'cookie')) {
+    for (const pair of header.split(';')) {
+      const eq = pair.indexOf('=');
+      if (eq > 0 && pair.slice(0, eq).trim() === SESSION_COOKIE) {
+        const value = pair.slice(eq + 1).trim();
+        return /^[\w-]{20,100}$/.test(value) ? value : null;
+      }
+    }
+  }
+  return null;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 const REALM = 'realm="svc"';
+
+/** A string as an RFC 7230 quoted-string value (error_description allows no `"` or `\\`). */
+function quoted(text: string): string {
+  return `"${text.replace(/[^\x20-\x7e]|["\\]/g, '')}"`;
+}
 
 /**
  * The HTTP side of access control: authenticates a request once (remembering the principal on
@@ -19,16 +46,23 @@ const REALM = 'realm="svc"';
 @Injectable()
 export class RequestAccessService {
   private readonly authMode: AuthMode;
+  private readonly methods: ReadonlySet<AuthMethod>;
   private readonly adminUserConfigured: boolean;
+  private readonly sessionsEnabled: boolean;
+  private readonly configuredBaseUrl: string | null;
 
   constructor(
     config: AppConfig,
     private readonly policy: AccessPolicyService,
     private readonly authentication: AuthenticationService,
+    private readonly sessions: WebSessionRepository,
     /** Failed authentications are counted per client address in the audit trail. */
     @Optional() private readonly audit?: AuditService,
   ) {
+    this.configuredBaseUrl = config.publicBaseUrl;
+    this.sessionsEnabled = authMethodsOf(config.authMode).has('oidc') && !!config.oidcClientId;
     this.authMode = config.authMode;
+    this.methods = authMethodsOf(config.authMode);
     this.adminUserConfigured = config.adminUser !== null;
   }
 
@@ -41,6 +75,14 @@ export class RequestAccessService {
     if (known !== undefined) {
       return known;
     }
+    const session = await this.sessionPrincipal(req);
+    if (session !== undefined) {
+      rememberPrincipal(req, session);
+      if (session !== null) {
+        identifyRequestActor(session.name, session.source);
+      }
+      return session;
+    }
     const outcome = await this.authentication.authenticate(req);
     switch (outcome.kind) {
       case 'throttled':
@@ -51,7 +93,13 @@ export class RequestAccessService {
         );
       case 'failed':
         this.audit?.authenticationFailed(req.socket.remoteAddress ?? 'unknown');
-        throw this.unauthorized('The credentials sent are not valid.');
+        // RFC 6750 §3.1: a bearer token that is expired, malformed or otherwise not valid.
+        throw outcome.bearer
+          ? this.unauthorized(
+              `The bearer token is not valid: ${outcome.reason}.`,
+              `error="invalid_token", error_description=${quoted(outcome.reason)}`,
+            )
+          : this.unauthorized('The credentials sent are not valid.');
       case 'anonymous':
         rememberPrincipal(req, null);
         return null;
@@ -60,6 +108,38 @@ export class RequestAccessService {
         identifyRequestActor(outcome.principal.name, outcome.principal.source);
         return outcome.principal;
     }
+  }
+
+  /**
+   * The principal of a signed-in browser: undefined when the request carries credentials of its
+   * own or no session cookie (then they decide), null for a cookie of no live session. A request
+   * that changes something must come from the service's own pages: a browser says where it
+   * comes from (Sec-Fetch-Site, Origin), and a cross-site form post or fetch is refused (403),
+   * besides the cookie being SameSite=Lax.
+   */
+  private async sessionPrincipal(req: Request): Promise<Principal | null | undefined> {
+    if (!this.sessionsEnabled) {
+      return undefined;
+    }
+    const id = sessionCookieOf(req);
+    const credentials =
+      rawHeaderValues(req, 'authorization').length + rawHeaderValues(req, API_KEY_HEADER).length;
+    if (id === null || credentials > 0) {
+      return undefined;
+    }
+    if (
+      !SAFE_METHODS.has(req.method) &&
+      !isSameOrigin(req, publicBaseUrl(req, this.configuredBaseUrl))
+    ) {
+      throw new ApiError(
+        HttpStatus.FORBIDDEN,
+        'Refused: a request signed in by cookie that changes something must come from the page of this service, not from another site.',
+      );
+    }
+    const session = await this.sessions.find(id);
+    return session === null
+      ? null
+      : { name: session.principal, roles: session.roles, source: 'oidc' };
   }
 
   /**
@@ -84,11 +164,7 @@ export class RequestAccessService {
       case 'allow':
         return;
       case 'authenticate':
-        throw this.unauthorized(
-          this.authMode === 'apiKey'
-            ? `Authentication required: send an API key in ${API_KEY_HEADER} or Authorization: Bearer.`
-            : 'Authentication required: send HTTP Basic credentials.',
-        );
+        throw this.unauthorized(`Authentication required: send ${this.acceptedCredentials()}.`);
       case 'forbid':
         throw new ApiError(HttpStatus.FORBIDDEN, decision.message);
       case 'hide':
@@ -96,13 +172,55 @@ export class RequestAccessService {
     }
   }
 
-  /** 401 with the challenges this mode answers: Basic for users and ADMIN_USER, Bearer for API keys. */
-  private unauthorized(message: string): ApiError {
+  private acceptedCredentials(): string {
+    const accepted: string[] = [];
+    if (this.methods.has('oidc')) {
+      accepted.push('an access token from the identity provider in Authorization: Bearer');
+    }
+    if (this.methods.has('apiKey')) {
+      accepted.push(`an API key in ${API_KEY_HEADER} or Authorization: Bearer`);
+    }
+    if (this.methods.has('basic') || accepted.length === 0) {
+      accepted.push('HTTP Basic credentials');
+    }
+    return accepted.join(', or ');
+  }
+
+  /**
+   * 401 with the challenges this mode answers: Bearer for API keys and tokens (with `bearerError`
+   * when a bearer token was refused), Basic for users and ADMIN_USER.
+   */
+  private unauthorized(message: string, bearerError?: string): ApiError {
     const basic = `Basic ${REALM}, charset="UTF-8"`;
-    const challenge =
-      this.authMode === 'apiKey'
-        ? `Bearer ${REALM}${this.adminUserConfigured ? `, ${basic}` : ''}`
-        : basic;
-    return new ApiError(HttpStatus.UNAUTHORIZED, message, { 'WWW-Authenticate': challenge });
+    const bearer = this.methods.has('apiKey') || this.methods.has('oidc');
+    const challenges = [
+      ...(bearer ? [`Bearer ${REALM}${bearerError ? `, ${bearerError}` : ''}`] : []),
+      ...(!bearer || this.methods.has('basic') || this.adminUserConfigured ? [basic] : []),
+    ];
+    return new ApiError(HttpStatus.UNAUTHORIZED, message, {
+      'WWW-Authenticate': challenges.join(', '),
+    });
+  }
+}
+
+/**
+ * Whether a browser's request comes from this service's own origin: Sec-Fetch-Site (every
+ * current browser sends it) must be same-origin or none (typed by the user), and Origin, when
+ * sent, must name the host the request was sent to or the public base URL's. A request without either is no browser's.
+ */
+function isSameOrigin(req: Request, baseUrl: string): boolean {
+  const [site] = rawHeaderValues(req, 'sec-fetch-site');
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    return false;
+  }
+  const [origin] = rawHeaderValues(req, 'origin');
+  if (origin === undefined) {
+    return true;
+  }
+  try {
+    const host = new URL(origin).host;
+    return host === req.headers.host || host === new URL(baseUrl).host;
+  } catch {
+    return false;
   }
 }

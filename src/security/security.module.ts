@@ -3,6 +3,8 @@ import { AccessGuard } from './access.guard';
 import { AccessPolicyService } from './access-policy.service';
 import { AuthenticationService } from './authentication.service';
 import { RequestAccessService } from './request-access.service';
+import { OidcTokenVerifier } from './oidc-token.verifier';
+import { WebSessionRepository } from './web-session.repository';
 
 /**
  * Authentication, the access policy and the global guard (docs/security.md). Global, so the
@@ -11,7 +13,21 @@ import { RequestAccessService } from './request-access.service';
  */
 @Global()
 @Module({
-  providers: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
-  exports: [AccessPolicyService, AuthenticationService, RequestAccessService, AccessGuard],
+  providers: [
+    AccessPolicyService,
+    AuthenticationService,
+    OidcTokenVerifier,
+    RequestAccessService,
+    AccessGuard,
+    WebSessionRepository,
+  ],
+  exports: [
+    AccessPolicyService,
+    AuthenticationService,
+    OidcTokenVerifier,
+    RequestAccessService,
+    AccessGuard,
+    WebSessionRepository,
+  ],
 })
 export class SecurityModule {}

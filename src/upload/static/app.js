@@ -27,6 +27,31 @@
 
   addMetaButton.hidden = false;
   resultsPanel.hidden = false;
+  showAccount();
+
+  // ---- signing in -------------------------------------------------------------------------
+
+  /** Shows who is signed in (the session cookie is HttpOnly: the service says), or a sign-in link. */
+  async function showAccount() {
+    let session;
+    try {
+      const response = await fetch('/svc/session', { headers: { Accept: 'application/json' } });
+      session = response.ok ? await response.json() : null;
+    } catch {
+      session = null;
+    }
+    if (!session || !session.signInAvailable) {
+      return;
+    }
+    $('account').hidden = false;
+    if (session.principal) {
+      $('accountName').textContent = `Signed in as ${session.principal}`;
+      $('signOutForm').hidden = false;
+    } else {
+      $('accountName').textContent = 'Not signed in';
+      $('signInLink').hidden = false;
+    }
+  }
 
   // ---- answers ----------------------------------------------------------------------------
 

@@ -1,0 +1,35 @@
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+
+/**
+ * A browser's session with the upload page (AUTH_MODE with oidc): first a sign-in under way (the
+ * PKCE verifier, state and nonce until the provider sends the browser back), then a signed-in
+ * principal. The cookie holds a random id; the table holds only its SHA-256, so a copy of the
+ * table signs no one in.
+ */
+@Entity({ name: 'web_session' })
+// Expired rows are removed by expiry time.
+@Index('web_session_expires_idx', ['expiresAt'])
+export class WebSessionEntity {
+  /** SHA-256 (hex) of the cookie's value. */
+  @PrimaryColumn({
+    name: 'id_hash',
+    type: 'char',
+    length: 64,
+    primaryKeyConstraintName: 'PK_web_session',
+  })
+  idHash!: string;
+
+  /** The signed-in principal; null while the sign-in is under way. */
+  @Column({ name: 'principal', type: 'varchar', length: 256, nullable: true })
+  principal!: string | null;
+
+  @Column({ name: 'roles', type: 'jsonb' }) roles!: string[];
+
+  /** The sign-in's PKCE code verifier, state and nonce (null once signed in). */
+  @Column({ name: 'sign_in', type: 'jsonb', nullable: true })
+  signIn!: { codeVerifier: string; state: string; nonce: string } | null;
+
+  @Column({ name: 'created_at', type: 'timestamptz' }) createdAt!: Date;
+
+  @Column({ name: 'expires_at', type: 'timestamptz' }) expiresAt!: Date;
+}

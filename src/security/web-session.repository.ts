@@ -1,0 +1,85 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+
+/** What a sign-in under way keeps until the provider sends the browser back. */
+export interface SignInChecks {
+  codeVerifier: string;
+  state: string;
+  nonce: string;
+}
+
+/** A signed-in browser: who, with which roles (as of the sign-in), until when. */
+export interface WebSession {
+  principal: string;
+  roles: string[];
+  expiresAt: Date;
+}
+
+function hashOf(id: string): string {
+  return createHash('sha256').update(id).digest('hex');
+}
+
+/** Every statement about web_session (see web-session.entity.ts). Ids are random, 256 bits. */
+@Injectable()
+export class WebSessionRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Stores a sign-in under way; returns the cookie value that names it. */
+  async startSignIn(checks: SignInChecks, lifetimeMs: number): Promise<string> {
+    const id = randomBytes(32).toString('base64url');
+    await this.dataSource.query(
+      `INSERT INTO web_session (id_hash, principal, roles, sign_in, created_at, expires_at)
+       VALUES ($1, NULL, '[]', $2, now(), now() + $3 * interval '1 millisecond')`,
+      [hashOf(id), JSON.stringify(checks), lifetimeMs],
+    );
+    return id;
+  }
+
+  /** Takes (removes) a sign-in under way, so its code can be redeemed once only. */
+  async takeSignIn(id: string): Promise<SignInChecks | null> {
+    const rows = await this.dataSource.query<Array<{ sign_in: SignInChecks }>>(
+      // As a SELECT: TypeORM answers a bare DELETE … RETURNING as [rows, count].
+      `WITH taken AS (
+         DELETE FROM web_session
+          WHERE id_hash = $1 AND principal IS NULL AND expires_at > now()
+          RETURNING sign_in)
+       SELECT sign_in FROM taken`,
+      [hashOf(id)],
+    );
+    return rows[0]?.sign_in ?? null;
+  }
+
+  /** A new session (a new id: never the one of the sign-in, against session fixation). */
+  async create(principal: string, roles: readonly string[], lifetimeMs: number): Promise<string> {
+    const id = randomBytes(32).toString('base64url');
+    await this.dataSource.query(
+      `INSERT INTO web_session (id_hash, principal, roles, sign_in, created_at, expires_at)
+       VALUES ($1, $2, $3, NULL, now(), now() + $4 * interval '1 millisecond')`,
+      [hashOf(id), principal, JSON.stringify(roles), lifetimeMs],
+    );
+    return id;
+  }
+
+  async find(id: string): Promise<WebSession | null> {
+    const rows = await this.dataSource.query<
+      Array<{ principal: string; roles: string[]; expires_at: Date }>
+    >(
+      `SELECT principal, roles, expires_at FROM web_session
+        WHERE id_hash = $1 AND principal IS NOT NULL AND expires_at > now()`,
+      [hashOf(id)],
+    );
+    const row = rows[0];
+    return row ? { principal: row.principal, roles: row.roles, expiresAt: row.expires_at } : null;
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.dataSource.query('DELETE FROM web_session WHERE id_hash = $1', [hashOf(id)]);
+  }
+
+  /** Removes expired rows (web_session_expires_idx); called on each sign-in, which is rare. */
+  async deleteExpired(): Promise<void> {
+    await this.dataSource.query('DELETE FROM web_session WHERE expires_at <= now()');
+  }
+}
