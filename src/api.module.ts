@@ -19,6 +19,7 @@ import { ApiKeysController } from './admin/api-keys.controller';
 import { ApplicationsController } from './admin/applications.controller';
 import { AuditController } from './admin/audit.controller';
 import { ApiKeysModule } from './api-keys/api-keys.module';
+import { WebSessionModule } from './security/web-session.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
@@ -42,6 +43,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     QueueModule,
     AdminModule,
     ApiKeysModule,
+    WebSessionModule,
     SystemModule,
     UploadModule,
     SecurityModule,

@@ -18,6 +18,8 @@ export const AUDIT_ACTIONS = [
   'apiKey.revoked',
   'application.changed',
   'authentication.failed',
+  'signed.in',
+  'signed.out',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -55,12 +55,14 @@ export class RequestAccessService {
     config: AppConfig,
     private readonly policy: AccessPolicyService,
     private readonly authentication: AuthenticationService,
-    private readonly sessions: WebSessionRepository,
+    /** The page's sessions (absent where there is no database, e.g. a bare test module). */
+    @Optional() private readonly sessions?: WebSessionRepository,
     /** Failed authentications are counted per client address in the audit trail. */
     @Optional() private readonly audit?: AuditService,
   ) {
     this.configuredBaseUrl = config.publicBaseUrl;
-    this.sessionsEnabled = authMethodsOf(config.authMode).has('oidc') && !!config.oidcClientId;
+    this.sessionsEnabled =
+      authMethodsOf(config.authMode).has('oidc') && !!config.oidcClientId && sessions !== undefined;
     this.authMode = config.authMode;
     this.methods = authMethodsOf(config.authMode);
     this.adminUserConfigured = config.adminUser !== null;
@@ -136,7 +138,7 @@ export class RequestAccessService {
         'Refused: a request signed in by cookie that changes something must come from the page of this service, not from another site.',
       );
     }
-    const session = await this.sessions.find(id);
+    const session = (await this.sessions?.find(id)) ?? null;
     return session === null
       ? null
       : { name: session.principal, roles: session.roles, source: 'oidc' };

@@ -4,7 +4,6 @@ import { AccessPolicyService } from './access-policy.service';
 import { AuthenticationService } from './authentication.service';
 import { RequestAccessService } from './request-access.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
-import { WebSessionRepository } from './web-session.repository';
 
 /**
  * Authentication, the access policy and the global guard (docs/security.md). Global, so the
@@ -19,7 +18,6 @@ import { WebSessionRepository } from './web-session.repository';
     OidcTokenVerifier,
     RequestAccessService,
     AccessGuard,
-    WebSessionRepository,
   ],
   exports: [
     AccessPolicyService,
@@ -27,7 +25,6 @@ import { WebSessionRepository } from './web-session.repository';
     OidcTokenVerifier,
     RequestAccessService,
     AccessGuard,
-    WebSessionRepository,
   ],
 })
 export class SecurityModule {}

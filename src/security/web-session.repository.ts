@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 
 /** What a sign-in under way keeps until the provider sends the browser back. */
 export interface SignInChecks {
@@ -52,9 +52,14 @@ export class WebSessionRepository {
   }
 
   /** A new session (a new id: never the one of the sign-in, against session fixation). */
-  async create(principal: string, roles: readonly string[], lifetimeMs: number): Promise<string> {
+  async create(
+    principal: string,
+    roles: readonly string[],
+    lifetimeMs: number,
+    manager: EntityManager = this.dataSource.manager,
+  ): Promise<string> {
     const id = randomBytes(32).toString('base64url');
-    await this.dataSource.query(
+    await manager.query(
       `INSERT INTO web_session (id_hash, principal, roles, sign_in, created_at, expires_at)
        VALUES ($1, $2, $3, NULL, now(), now() + $4 * interval '1 millisecond')`,
       [hashOf(id), principal, JSON.stringify(roles), lifetimeMs],
@@ -74,8 +79,20 @@ export class WebSessionRepository {
     return row ? { principal: row.principal, roles: row.roles, expiresAt: row.expires_at } : null;
   }
 
-  async delete(id: string): Promise<void> {
-    await this.dataSource.query('DELETE FROM web_session WHERE id_hash = $1', [hashOf(id)]);
+  /** Removes a session; the principal it named, or null when there was none. */
+  async delete(
+    id: string,
+    manager: EntityManager = this.dataSource.manager,
+  ): Promise<string | null> {
+    // A row still holding a sign-in under way names nobody yet.
+    const rows = await manager.query<Array<{ principal: string | null }>>(
+      `WITH gone AS (
+         DELETE FROM web_session WHERE id_hash = $1
+          RETURNING CASE WHEN sign_in IS NULL THEN principal END AS principal)
+       SELECT principal FROM gone`,
+      [hashOf(id)],
+    );
+    return rows[0]?.principal ?? null;
   }
 
   /** Removes expired rows (web_session_expires_idx); called on each sign-in, which is rare. */

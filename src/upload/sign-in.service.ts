@@ -1,5 +1,8 @@
-import { HttpStatus, Injectable, Logger } from '@nestjs/common';
+import { HttpStatus, Injectable, Logger, Optional } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
 import type { Configuration } from 'openid-client';
+import { AuditService } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import { authMethodsOf } from '../config/security-settings';
@@ -36,6 +39,8 @@ export class SignInService {
     private readonly appConfig: AppConfig,
     private readonly tokens: OidcTokenVerifier,
     private readonly sessions: WebSessionRepository,
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Optional() private readonly audit?: AuditService,
   ) {
     this.enabled = authMethodsOf(appConfig.authMode).has('oidc') && !!appConfig.oidcClientId;
   }
@@ -108,14 +113,30 @@ export class SignInService {
       );
     }
     const { name, roles } = verified.principal;
-    const sessionId = await this.sessions.create(name, roles, this.sessionLifetimeMs);
+    // The session and its audit row commit together.
+    const sessionId = await this.dataSource.transaction(async (manager) => {
+      const id = await this.sessions.create(name, roles, this.sessionLifetimeMs, manager);
+      await this.audit?.record({ action: 'signed.in' }, manager, {
+        principal: name,
+        authMethod: 'oidc',
+      });
+      return id;
+    });
     this.logger.log(`${name} signed in to the upload page`);
     return { sessionId, principal: name };
   }
 
   async signOut(sessionId: string | null): Promise<void> {
     if (sessionId !== null) {
-      await this.sessions.delete(sessionId);
+      await this.dataSource.transaction(async (manager) => {
+        const principal = await this.sessions.delete(sessionId, manager);
+        if (principal !== null) {
+          await this.audit?.record({ action: 'signed.out' }, manager, {
+            principal,
+            authMethod: 'oidc',
+          });
+        }
+      });
     }
   }
 

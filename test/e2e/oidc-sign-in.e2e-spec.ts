@@ -1,3 +1,4 @@
+import { Client } from 'pg';
 import { randomBytes } from 'node:crypto';
 import { Browser, chromium } from 'playwright-core';
 import { TEST_AUDIENCE, TestOidcProvider, signingKey } from '../support/oidc-provider';
@@ -159,6 +160,26 @@ describe('the upload page signs in with the identity provider (AUTH_MODE=oidc)',
     const after = await request(`${service.url}${REST}/results/demo`, { headers: withCookie });
     expect(after.status).toBe(401);
     await context.close();
+
+    // The audit trail has the sign-in, the job the session submitted and the sign-out, as alice
+    // (read from the server database; the embedded one belongs to the service's process).
+    if (database.url !== null) {
+      const db = new Client({ connectionString: database.url });
+      await db.connect();
+      try {
+        const { rows } = await db.query<{ action: string; principal: string; auth_method: string }>(
+          `SELECT action, principal, auth_method FROM audit_event
+            WHERE action IN ('signed.in', 'job.submitted', 'signed.out') ORDER BY id`,
+        );
+        expect(rows).toEqual([
+          { action: 'signed.in', principal: 'alice', auth_method: 'oidc' },
+          { action: 'job.submitted', principal: 'alice', auth_method: 'oidc' },
+          { action: 'signed.out', principal: 'alice', auth_method: 'oidc' },
+        ]);
+      } finally {
+        await db.end();
+      }
+    }
   });
 
   it('a callback without a sign-in under way is a 400, not a session', async () => {
