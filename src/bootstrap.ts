@@ -21,6 +21,8 @@ import { EmbeddedPostgres } from './storage/embedded-postgres';
 
 /** How long an idle HTTP keep-alive connection stays open. */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+/** Request headers a node reads (a bearer token of 64 KB included); larger: 431. */
+const MAX_HEADER_BYTES = 96 * 1024;
 
 export interface RunningService {
   config: AppConfig;
@@ -110,6 +112,10 @@ export async function startService(
       // client sent its next request on it, which the client sees as a reset (a lost PUT).
       server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
       server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;
+      // Node reads at most 16 KiB of headers: a large access token (a user in many groups) would
+      // be cut off before authentication, and some Node versions then reset the connection
+      // instead of answering 431. Read per connection, so set before listening.
+      (server as typeof server & { maxHeaderSize?: number }).maxHeaderSize = MAX_HEADER_BYTES;
       await httpApp.listen(config.port, '0.0.0.0');
       const address = server.address() as { port: number } | null;
       url = `http://127.0.0.1:${address?.port ?? config.port}`;

@@ -290,6 +290,7 @@ describe('OpenID Connect bearer tokens from a real provider (AUTH_MODE=apiKey,oi
       ['no exp', await forged({ exp: undefined }), /exp claim/],
       ['garbage', 'bm90LWpzb24.bm90LWpzb24.c2ln', /malformed/],
       ['12 KB', `${'a'.repeat(12 * 1024)}.${'b'.repeat(10)}.c`, /malformed/],
+      ['64 KB', `${'a'.repeat(40 * 1024)}.${'b'.repeat(24 * 1024)}.c`, /too long/],
     ];
     for (const [name, token, description] of cases) {
       const answer = await call(url('/results/demo'), { headers: bearer(token) });
@@ -301,9 +302,6 @@ describe('OpenID Connect bearer tokens from a real provider (AUTH_MODE=apiKey,oi
       expect({ name, challenge }).toEqual({ name, challenge: expect.stringMatching(description) });
       expect(JSON.stringify(parseXml(answer.text).error)).toMatch(/bearer token is not valid/);
     }
-    // A 64 KB token is larger than the server reads as headers: refused before the service sees it.
-    const huge = await call(url('/results/demo'), { headers: bearer('x'.repeat(64 * 1024)) });
-    expect(huge.status).toBe(431);
     // No token at all: the challenge without an error (RFC 6750 §3.1).
     const anonymous = await call(url('/results/demo'));
     expect(anonymous.status).toBe(401);
