@@ -1,4 +1,6 @@
-// First: tracing, when on, must start before http, Express and pg are loaded.
+// First: the heap's young generation (before anything allocates), then tracing, which must
+// start before http, Express and pg are loaded.
+import './young-generation';
 import './tracing/register';
 import 'reflect-metadata';
 import pinoPretty from 'pino-pretty';
