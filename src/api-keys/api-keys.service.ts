@@ -123,7 +123,7 @@ export class ApiKeysService implements OnModuleInit {
     if (key.expiresAt !== null && key.expiresAt.getTime() <= now) {
       return { refused: 'the API key has expired' };
     }
-    this.noteUse(id, now);
+    await this.noteUse(id, now);
     return { principal: key.principal, roles: key.roles };
   }
 
@@ -161,8 +161,12 @@ export class ApiKeysService implements OnModuleInit {
     }
   }
 
-  /** `last used` without a write per request: at most once a minute per key on this node. */
-  private noteUse(id: string, now: number): void {
+  /**
+   * `last used` without a write per request: at most once a minute per key on this node. The
+   * write is awaited, so a listing read after the request sees it; a failed write is logged and
+   * never refuses the key.
+   */
+  private async noteUse(id: string, now: number): Promise<void> {
     const written = this.lastUseWritten.get(id);
     if (written !== undefined && now - written < LAST_USED_INTERVAL_MS) {
       return;
@@ -171,8 +175,10 @@ export class ApiKeysService implements OnModuleInit {
       this.lastUseWritten.clear();
     }
     this.lastUseWritten.set(id, now);
-    this.repository.touch(id, new Date(now)).catch((error: Error) => {
-      this.logger.warn(`could not record the use of API key ${id}: ${error.message}`);
-    });
+    try {
+      await this.repository.touch(id, new Date(now));
+    } catch (error) {
+      this.logger.warn(`could not record the use of API key ${id}: ${(error as Error).message}`);
+    }
   }
 }
