@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { JobRecordsRepository } from '../queue/job-records.repository';
 import type { ResultMetadata } from '../results/result.repository';
-import { rowsOf } from '../storage/query-rows';
 import type { TraceCarrier } from '../tracing/tracing';
 import { CallbackState, JobCallbackEntity } from './job-callback.entity';
 
@@ -31,55 +31,22 @@ export interface CallbackStatus {
   deliveryTime: Date | null;
 }
 
-interface DueRow {
-  job_id: string;
-  url: string;
-  attempts: number;
-  created_at: Date;
-  application_name: string;
-  callback_links_base: string | null;
-  traceparent: string | null;
-  tracestate: string | null;
-  result_time: Date;
-  success: boolean;
-  type: string;
-}
-
 /**
  * The SQL of callback delivery. The rows are made by the statements that store a job's result
- * (QueueRepository: complete, cancel), so a result and its callback commit together.
+ * (QueueRepository: complete, cancel), so a result and its callback commit together; the claim
+ * reads the job too, so its statement is the queue module's.
  */
 @Injectable()
 export class CallbackRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly records: JobRecordsRepository,
+  ) {}
 
-  /**
-   * Takes up to `limit` due callbacks for one attempt each, in ONE statement: `FOR UPDATE SKIP
-   * LOCKED` lets nodes take callbacks at once without taking the same one, and moving
-   * next_attempt_at `leaseSeconds` ahead keeps the others off it while its attempt runs (no
-   * transaction is held open over the HTTP request). A node that dies mid-attempt leaves the
-   * callback due again when that lease ends.
-   */
+  /** Takes up to `limit` due callbacks for one attempt each (JobRecordsRepository's statement). */
   async claimDue(limit: number, leaseSeconds: number): Promise<DueCallback[]> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH due AS (
-         SELECT job_id FROM job_callback
-          WHERE state = 'pending' AND next_attempt_at <= now()
-          ORDER BY next_attempt_at
-          LIMIT $1
-          FOR UPDATE SKIP LOCKED),
-       leased AS (
-         UPDATE job_callback c SET next_attempt_at = now() + make_interval(secs => $2)
-           FROM due WHERE c.job_id = due.job_id
-         RETURNING c.job_id, c.url, c.attempts, c.created_at)
-       SELECT leased.*, job.application_name, job.callback_links_base, job.traceparent, job.tracestate,
-              result.result_time, result.success, result.type
-         FROM leased
-         JOIN job ON job.id = leased.job_id
-         JOIN result ON result.job_id = leased.job_id`,
-      [limit, leaseSeconds],
-    );
-    return rowsOf<DueRow>(raw).map((row) => ({
+    const rows = await this.records.claimDueCallbacks(limit, leaseSeconds);
+    return rows.map((row) => ({
       jobId: row.job_id,
       url: row.url,
       attempts: row.attempts,

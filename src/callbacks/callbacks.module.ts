@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { QueueModule } from '../queue/queue.module';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
 import { CallbackRepository } from './callback.repository';
@@ -8,6 +9,7 @@ import { CallbackRepository } from './callback.repository';
  * (CallbackDeliveryService) runs on worker nodes, in WorkerModule.
  */
 @Module({
+  imports: [QueueModule],
   providers: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
   exports: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
 })

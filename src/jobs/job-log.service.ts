@@ -5,7 +5,7 @@ import { ApiError } from '../common/api-error';
 import { ResultRepository } from '../results/result.repository';
 import { JobLogRepository, LogLine } from './job-log.repository';
 import { JobState } from '../queue/job.entity';
-import { JobRepository } from './job.repository';
+import { JobRecordsRepository } from '../queue/job-records.repository';
 
 /** How often a live stream looks for new lines while the job runs. */
 export const LOG_POLL_MS = 250;
@@ -24,7 +24,7 @@ export function plainLogLine(line: LogLine): string {
 export class JobLogService {
   constructor(
     private readonly logs: JobLogRepository,
-    private readonly jobs: JobRepository,
+    private readonly jobs: JobRecordsRepository,
     private readonly results: ResultRepository,
   ) {}
 

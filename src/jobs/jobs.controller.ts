@@ -25,7 +25,7 @@ import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
 import { FormJobService } from './form-job.service';
-import { JobRepository } from './job.repository';
+import { JobRecordsRepository } from '../queue/job-records.repository';
 import { JobsService, SubmittedJob } from './jobs.service';
 import { readRestSubmission } from './rest-submission';
 import { JobEntity, JobState } from '../queue/job.entity';
@@ -43,7 +43,7 @@ export class JobsController {
   constructor(
     private readonly config: AppConfig,
     private readonly jobsService: JobsService,
-    private readonly jobs: JobRepository,
+    private readonly jobs: JobRecordsRepository,
     private readonly formJobs: FormJobService,
     private readonly cancellation: JobCancellationService,
     private readonly jobLogs: JobLogService,

@@ -4,7 +4,6 @@ import { JobCancellationService } from './job-cancellation.service';
 import { JobLogRepository } from './job-log.repository';
 import { JobLogService } from './job-log.service';
 import { ResultsModule } from '../results/results.module';
-import { JobRepository } from './job.repository';
 import { JobsService } from './jobs.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { FormJobService } from './form-job.service';
@@ -18,7 +17,6 @@ import { SubmissionLimits } from './submission-limits';
 @Module({
   imports: [QueueModule, ResultsModule, CallbacksModule],
   providers: [
-    JobRepository,
     JobsService,
     FormJobService,
     JobCancellationService,
@@ -28,7 +26,6 @@ import { SubmissionLimits } from './submission-limits';
     SubmissionLimits,
   ],
   exports: [
-    JobRepository,
     JobsService,
     FormJobService,
     JobCancellationService,

@@ -1,5 +1,6 @@
 import { Injectable, Module, OnModuleInit, Optional } from '@nestjs/common';
 import { MetricsService } from '../metrics/metrics.service';
+import { JobRecordsRepository } from './job-records.repository';
 import { JobWaiter } from './job-waiter.service';
 import { QueueNotifier } from './queue-notifier.service';
 import { QueueRepository } from './queue.repository';
@@ -19,9 +20,12 @@ class QueueMetrics implements OnModuleInit {
   }
 }
 
-/** Delivery of jobs: the claim/lease SQL the wake-up signals and waiting for a job. Workers are in WorkerModule. */
+/**
+ * Delivery of jobs: the claim/lease SQL the wake-up signals and waiting for a job; every statement
+ * on the job table (JobRecordsRepository: those other modules call). Workers are in WorkerModule.
+ */
 @Module({
-  providers: [QueueRepository, QueueNotifier, JobWaiter, QueueMetrics],
-  exports: [QueueRepository, QueueNotifier, JobWaiter],
+  providers: [QueueRepository, JobRecordsRepository, QueueNotifier, JobWaiter, QueueMetrics],
+  exports: [QueueRepository, JobRecordsRepository, QueueNotifier, JobWaiter],
 })
 export class QueueModule {}

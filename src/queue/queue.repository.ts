@@ -16,7 +16,8 @@
  * - attempt: one claim of a job. R errors end a job on its first attempt; only infrastructure
  *   failures (R could not be started, the worker vanished) lead to another.
  *
- * All of the queue's SQL is in this file. Each hot-path operation is one statement.
+ * All of the queue's SQL is in this file. Each hot-path operation is one statement. The job
+ * table's other statements, those that other modules call, are in job-records.repository.ts.
  */
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { readFile, stat } from 'node:fs/promises';

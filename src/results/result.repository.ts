@@ -1,11 +1,11 @@
 import type { Readable } from 'node:stream';
 import { Injectable, Optional } from '@nestjs/common';
-import { auditRowJson, auditRowPerJobSql } from '../audit/audit.repository';
+import { auditRowJson } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { JobRecordsRepository } from '../queue/job-records.repository';
 import { ByteRange, readChunks, readInline, RESULT_CHUNKS } from '../storage/blob-chunks';
-import { rowsOf } from '../storage/query-rows';
 import { ResultEntity } from './result.entity';
 
 /** A result's data without its bytes: `open` streams them (all, or an inclusive byte range). */
@@ -53,6 +53,7 @@ const METADATA_COLUMNS = {
 export class ResultRepository {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly records: JobRecordsRepository,
     @Optional() private readonly audit?: AuditService,
   ) {}
 
@@ -114,21 +115,12 @@ export class ResultRepository {
 
   /** Deletes the result and its job together; false when there was no result. */
   async delete(applicationName: string, jobId: string): Promise<boolean> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH deleted AS (
-         DELETE FROM job USING result
-          WHERE job.id = result.job_id AND job.id = $1 AND job.application_name = $2
-          RETURNING job.id, job.application_name),
-       audited AS (${auditRowPerJobSql('$3', 'deleted')})
-       SELECT id FROM deleted`,
-      [
-        jobId,
-        applicationName,
-        // Written by the deleting statement, only when it deletes.
-        this.audit ? auditRowJson(this.audit.rowOf({ action: 'result.deleted' })) : null,
-      ],
+    return this.records.deleteWithResult(
+      applicationName,
+      jobId,
+      // Written by the deleting statement, only when it deletes.
+      this.audit ? auditRowJson(this.audit.rowOf({ action: 'result.deleted' })) : null,
     );
-    return rowsOf(raw).length > 0;
   }
 
   /** One page of an application's results, newest first, after the keyset `after` (exclusive). */

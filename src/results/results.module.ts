@@ -1,5 +1,10 @@
 import { Module } from '@nestjs/common';
+import { QueueModule } from '../queue/queue.module';
 import { ResultRepository } from './result.repository';
 
-@Module({ providers: [ResultRepository], exports: [ResultRepository] })
+@Module({
+  imports: [QueueModule],
+  providers: [ResultRepository],
+  exports: [ResultRepository],
+})
 export class ResultsModule {}

@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
-import { JobRepository } from '../jobs/job.repository';
+import { JobRecordsRepository } from '../queue/job-records.repository';
 import { ResultRepository } from '../results/result.repository';
 import { writeMtomResponse } from './mtom-writer';
 import { SoapFault } from './soap-fault';
@@ -43,7 +43,7 @@ export class SoapService {
     private readonly soapJobs: SoapJobService,
     private readonly waiter: JobWaiter,
     private readonly results: ResultRepository,
-    private readonly jobs: JobRepository,
+    private readonly jobs: JobRecordsRepository,
   ) {}
 
   private get limits(): SoapRequestLimits {

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { QueueModule } from '../queue/queue.module';
 import { UsageRepository } from './usage.repository';
 
 /**
@@ -6,6 +7,7 @@ import { UsageRepository } from './usage.repository';
  * job's result; this module only reads them. Its controller is declared in ApiModule.
  */
 @Module({
+  imports: [QueueModule],
   providers: [UsageRepository],
   exports: [UsageRepository],
 })

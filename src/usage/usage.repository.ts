@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type { UsageMonthView } from '../common/representation/rest-representation';
+import { JobRecordsRepository } from '../queue/job-records.repository';
 
 /**
  * One application's usage in one calendar month (UTC): jobs submitted in the month; outcomes,
@@ -36,20 +37,18 @@ interface FinishedRow {
   bytes_out: string;
 }
 
-interface SubmittedRow {
-  application_name: string;
-  month: string;
-  submitted: string;
-}
-
 /**
  * Usage statistics from job_usage, the record each finished job leaves (written by the queue
  * with its result), and from the job table for jobs that have not finished yet: every job is in
- * exactly one of the two, so "submitted" counts each once.
+ * exactly one of the two, so "submitted" counts each once (that count is the queue module's
+ * statement, JobRecordsRepository.submittedPerMonth, since it reads the job table).
  */
 @Injectable()
 export class UsageRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly records: JobRecordsRepository,
+  ) {}
 
   async monthly(query: UsageQuery): Promise<MonthlyUsage[]> {
     const params = [query.from, query.until, query.application];
@@ -73,18 +72,10 @@ export class UsageRepository {
         GROUP BY 1, 2`,
       params,
     );
-    const submitted = await this.dataSource.query<SubmittedRow[]>(
-      `SELECT application_name, to_char(submitted_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month,
-              count(*) AS submitted
-         FROM (SELECT application_name, submitted_at FROM job_usage
-                WHERE submitted_at >= $1 AND submitted_at < $2
-                  AND ($3::varchar IS NULL OR application_name = $3::varchar)
-               UNION ALL
-               SELECT application_name, submitted_at FROM job
-                WHERE state <> 'DONE' AND submitted_at >= $1 AND submitted_at < $2
-                  AND ($3::varchar IS NULL OR application_name = $3::varchar)) AS jobs
-        GROUP BY 1, 2`,
-      params,
+    const submitted = await this.records.submittedPerMonth(
+      query.from,
+      query.until,
+      query.application,
     );
     const months = new Map<string, MonthlyUsage>();
     const entry = (application: string, month: string): MonthlyUsage => {

@@ -15,6 +15,7 @@ import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { NodeIdentity } from '../../src/storage/node-identity';
 import { inProcessEvents } from '../support/in-process-events';
 import { QueueRepository } from '../../src/queue/queue.repository';
+import { JobRecordsRepository } from '../../src/queue/job-records.repository';
 import { ResultRepository } from '../../src/results/result.repository';
 import {
   BLOB_CHUNK_BYTES,
@@ -74,7 +75,7 @@ describe('chunked job files and results', () => {
       new CallbackUrlPolicy(config),
       new SubmissionLimits(config, queue, new SubmissionBucketRepository(dataSource)),
     );
-    results = new ResultRepository(dataSource);
+    results = new ResultRepository(dataSource, new JobRecordsRepository(dataSource));
   });
 
   afterAll(async () => {

@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/app-config';
 import { JobCancellationService } from '../../src/jobs/job-cancellation.service';
 import { JobKind } from '../../src/queue/job.entity';
-import { JobRepository } from '../../src/jobs/job.repository';
+import { JobRecordsRepository } from '../../src/queue/job-records.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { NodeIdentity } from '../../src/storage/node-identity';
 import { inProcessEvents } from '../support/in-process-events';
@@ -20,7 +20,7 @@ describe('JobCancellationService (real database)', () => {
   let close: () => Promise<void>;
   let cancellation: JobCancellationService;
   let queue: QueueRepository;
-  let jobs: JobRepository;
+  let jobs: JobRecordsRepository;
   let results: ResultRepository;
   // The real notifier; with an embedded target it reports within the process only.
   const node = new NodeIdentity();
@@ -42,8 +42,8 @@ describe('JobCancellationService (real database)', () => {
       ],
     }).compile();
     cancellation = module.get(JobCancellationService);
-    jobs = new JobRepository(dataSource);
-    results = new ResultRepository(dataSource);
+    jobs = new JobRecordsRepository(dataSource);
+    results = new ResultRepository(dataSource, jobs);
   });
   afterAll(async () => {
     await close();

@@ -1,0 +1,192 @@
+/**
+ * The job table's statements that other modules need, beside delivery (QueueRepository): the
+ * job as the API reads it, the job's log, usage, callbacks and the deletion of a result. Every
+ * statement on `job` is in the queue module, in this file or in queue.repository.ts. A statement
+ * that also reads or writes another module's table stays one statement here, as the module that
+ * calls it wrote it, since splitting it would give up what one statement guarantees (said at
+ * each).
+ */
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { auditRowPerJobSql } from '../audit/audit.repository';
+import { rowsOf } from '../storage/query-rows';
+import { JobEntity } from './job.entity';
+
+/** `progress` lines hold a svc_progress report as JSON ({fraction, message}). */
+export type LogStream = 'stdout' | 'stderr' | 'svc' | 'progress';
+
+/** One line of a job's log (the job_log_line table of `jobs`). */
+export interface LogLine {
+  seq: number;
+  stream: LogStream;
+  time: Date;
+  line: string;
+}
+
+/** A callback taken for one attempt, with its job's and result's columns (`claimDueCallbacks`). */
+export interface DueCallbackRow {
+  job_id: string;
+  url: string;
+  attempts: number;
+  created_at: Date;
+  application_name: string;
+  callback_links_base: string | null;
+  traceparent: string | null;
+  tracestate: string | null;
+  result_time: Date;
+  success: boolean;
+  type: string;
+}
+
+/** Jobs submitted by one application in one month (`submittedPerMonth`). */
+export interface SubmittedRow {
+  application_name: string;
+  month: string;
+  submitted: string;
+}
+
+@Injectable()
+export class JobRecordsRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** A job of `applicationName` as the API shows it; null when there is none. */
+  async findOne(applicationName: string, jobId: string): Promise<JobEntity | null> {
+    return this.dataSource
+      .getRepository(JobEntity)
+      .findOne({ where: { id: jobId, applicationName } });
+  }
+
+  /**
+   * Appends lines to a job's log and sets the job's last progress when `progress` is given;
+   * nothing when the job is gone (its result was deleted). One statement: the lines and the
+   * progress they report are stored together, and only while the job exists.
+   */
+  async appendLogLines(
+    jobId: string,
+    lines: LogLine[],
+    progress?: { fraction: number; message: string },
+  ): Promise<void> {
+    await this.dataSource.query(
+      `WITH progressed AS (
+         UPDATE job SET progress_fraction = $6, progress_message = $7
+          WHERE id = $1 AND $6::double precision IS NOT NULL)
+       INSERT INTO job_log_line (job_id, seq, stream, logged_at, line)
+       SELECT $1, l.seq, l.stream, l.logged_at, l.line
+         FROM unnest($2::int[], $3::varchar[], $4::timestamptz[], $5::text[]) AS l(seq, stream, logged_at, line)
+        WHERE EXISTS (SELECT 1 FROM job WHERE id = $1)
+       ON CONFLICT DO NOTHING`,
+      [
+        jobId,
+        lines.map((l) => l.seq),
+        lines.map((l) => l.stream),
+        lines.map((l) => l.time),
+        lines.map((l) => l.line),
+        progress?.fraction ?? null,
+        progress?.message ?? null,
+      ],
+    );
+  }
+
+  /**
+   * Lines of a job of `applicationName` after `afterSeq`, oldest first, at most `limit`. One
+   * statement: the job's application is checked on the rows that are read.
+   */
+  async readLogLines(
+    applicationName: string,
+    jobId: string,
+    afterSeq: number,
+    limit: number,
+  ): Promise<LogLine[]> {
+    const rows = rowsOf<{ seq: number; stream: LogStream; logged_at: Date; line: string }>(
+      await this.dataSource.query(
+        `SELECT l.seq, l.stream, l.logged_at, l.line FROM job_log_line l
+           JOIN job j ON j.id = l.job_id AND j.application_name = $2
+          WHERE l.job_id = $1 AND l.seq > $3 ORDER BY l.seq LIMIT $4`,
+        [jobId, applicationName, afterSeq, limit],
+      ),
+    );
+    return rows.map((r) => ({
+      seq: r.seq,
+      stream: r.stream,
+      time: new Date(r.logged_at),
+      line: r.line,
+    }));
+  }
+
+  /**
+   * Jobs submitted per application and month (UTC) in [`from`, `until`), of one application or
+   * (null) all: finished ones from job_usage, the others from job. One statement, so that a job
+   * finishing meanwhile (moving from one to the other) is counted once.
+   */
+  async submittedPerMonth(
+    from: Date,
+    until: Date,
+    application: string | null,
+  ): Promise<SubmittedRow[]> {
+    return this.dataSource.query<SubmittedRow[]>(
+      `SELECT application_name, to_char(submitted_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month,
+              count(*) AS submitted
+         FROM (SELECT application_name, submitted_at FROM job_usage
+                WHERE submitted_at >= $1 AND submitted_at < $2
+                  AND ($3::varchar IS NULL OR application_name = $3::varchar)
+               UNION ALL
+               SELECT application_name, submitted_at FROM job
+                WHERE state <> 'DONE' AND submitted_at >= $1 AND submitted_at < $2
+                  AND ($3::varchar IS NULL OR application_name = $3::varchar)) AS jobs
+        GROUP BY 1, 2`,
+      [from, until, application],
+    );
+  }
+
+  /**
+   * Takes up to `limit` due callbacks for one attempt each, with what their body is made of, in
+   * ONE statement: `FOR UPDATE SKIP LOCKED` lets nodes take callbacks at once without taking the
+   * same one, and moving next_attempt_at `leaseSeconds` ahead keeps the others off it while its
+   * attempt runs (no transaction is held open over the HTTP request). A node that dies
+   * mid-attempt leaves the callback due again when that lease ends.
+   */
+  async claimDueCallbacks(limit: number, leaseSeconds: number): Promise<DueCallbackRow[]> {
+    const raw: unknown = await this.dataSource.query(
+      `WITH due AS (
+         SELECT job_id FROM job_callback
+          WHERE state = 'pending' AND next_attempt_at <= now()
+          ORDER BY next_attempt_at
+          LIMIT $1
+          FOR UPDATE SKIP LOCKED),
+       leased AS (
+         UPDATE job_callback c SET next_attempt_at = now() + make_interval(secs => $2)
+           FROM due WHERE c.job_id = due.job_id
+         RETURNING c.job_id, c.url, c.attempts, c.created_at)
+       SELECT leased.*, job.application_name, job.callback_links_base, job.traceparent, job.tracestate,
+              result.result_time, result.success, result.type
+         FROM leased
+         JOIN job ON job.id = leased.job_id
+         JOIN result ON result.job_id = leased.job_id`,
+      [limit, leaseSeconds],
+    );
+    return rowsOf<DueCallbackRow>(raw);
+  }
+
+  /**
+   * Deletes a job of `applicationName` that has a result (the result, log and everything else
+   * stored with the job go with it), and writes `auditRow` (auditRowJson, or null for none) for
+   * it in the same statement, only when it deletes. False when there was no result.
+   */
+  async deleteWithResult(
+    applicationName: string,
+    jobId: string,
+    auditRow: string | null,
+  ): Promise<boolean> {
+    const raw: unknown = await this.dataSource.query(
+      `WITH deleted AS (
+         DELETE FROM job USING result
+          WHERE job.id = result.job_id AND job.id = $1 AND job.application_name = $2
+          RETURNING job.id, job.application_name),
+       audited AS (${auditRowPerJobSql('$3', 'deleted')})
+       SELECT id FROM deleted`,
+      [jobId, applicationName, auditRow],
+    );
+    return rowsOf(raw).length > 0;
+  }
+}
