@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { QueueModule } from '../queue/queue.module';
 import { JobCancellationService } from './job-cancellation.service';
-import { JobLogRepository } from './job-log.repository';
+import { JobLogModule } from './job-log.module';
 import { JobLogService } from './job-log.service';
 import { ResultsModule } from '../results/results.module';
 import { JobsService } from './jobs.service';
@@ -15,12 +15,11 @@ import { SubmissionLimits } from './submission-limits';
  * form posted to /jobs (FormJobService) is read here too.
  */
 @Module({
-  imports: [QueueModule, ResultsModule, CallbacksModule],
+  imports: [QueueModule, JobLogModule, ResultsModule, CallbacksModule],
   providers: [
     JobsService,
     FormJobService,
     JobCancellationService,
-    JobLogRepository,
     JobLogService,
     SubmissionBucketRepository,
     SubmissionLimits,
@@ -29,7 +28,7 @@ import { SubmissionLimits } from './submission-limits';
     JobsService,
     FormJobService,
     JobCancellationService,
-    JobLogRepository,
+    JobLogModule,
     JobLogService,
     CallbacksModule,
   ],

@@ -7,7 +7,7 @@ import { CatalogModule } from '../catalog/catalog.module';
 import { ScriptJobExecutor } from './script-job.executor';
 import { FunctionCallJobExecutor } from './function-call.executor';
 import { JobKindExecutor } from './job-kind.executor';
-import { JobLogRepository } from '../jobs/job-log.repository';
+import { JobLogModule } from '../jobs/job-log.module';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from '../queue/queue.module';
 import { JOB_EXECUTOR } from '../queue/queue.types';
@@ -18,9 +18,15 @@ import { WorkerService } from './worker.service';
  * No controllers.
  */
 @Module({
-  imports: [QueueModule, REngineModule, CatalogModule, CallbacksModule, PackagesModule],
+  imports: [
+    QueueModule,
+    JobLogModule,
+    REngineModule,
+    CatalogModule,
+    CallbacksModule,
+    PackagesModule,
+  ],
   providers: [
-    JobLogRepository,
     ScriptJobExecutor,
     FunctionCallJobExecutor,
     JobKindExecutor,
