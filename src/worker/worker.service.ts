@@ -9,6 +9,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { isDatabaseUnavailable } from '../common/api-exception.filter';
+import { backOffDelay } from '../common/back-off';
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
@@ -382,7 +383,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           this.metrics?.jobFinished(job.applicationName, job.source, false);
         }
       } else {
-        const delay = this.config.retryBackoffMs * 2 ** (job.attempts - 1);
+        // RETRY_BACKOFF_MS has no cap of its own: MAX_ATTEMPTS bounds the doubling.
+        const delay = backOffDelay(
+          job.attempts,
+          this.config.retryBackoffMs,
+          Number.POSITIVE_INFINITY,
+        );
         log.warn(`attempt ${job.attempts} could not run (${message}); retrying in ${delay} ms`);
         await this.queue.retryLater(job.id, this.owner, message, delay);
         setTimeout(() => this.wake(), delay + 5).unref();
