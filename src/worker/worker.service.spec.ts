@@ -65,9 +65,17 @@ class FakeQueue {
     this.heartbeats.push(ids);
     return Promise.resolve(ids.filter((id) => !this.leasesLost.has(id)));
   }
-  recoverExpiredLeases(): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
+  /** Like the SQL: each job out of attempts is stored with its dead letter in the same step. */
+  recoverExpiredLeases(
+    _maxAttempts: number,
+    _lostRunDelaySeconds: number,
+    deadLetter: (job: ExpiredJob) => ResultData,
+  ): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
     const exhausted = this.exhausted;
     this.exhausted = [];
+    for (const job of exhausted) {
+      this.completed.push({ id: job.id, owner: 'supervisor', result: deadLetter(job) });
+    }
     return Promise.resolve({ requeued: 0, exhausted });
   }
   deleteExpiredResults(): Promise<number> {
