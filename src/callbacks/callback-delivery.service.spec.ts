@@ -129,6 +129,7 @@ describe('CallbackDeliveryService back-off', () => {
   });
   afterEach(() => {
     jest.useRealTimers();
+    jest.restoreAllMocks();
   });
 
   async function serviceFor(rows: CallbackRows, env: Record<string, string>) {
@@ -159,41 +160,51 @@ describe('CallbackDeliveryService back-off', () => {
     return module.get(CallbackDeliveryService);
   }
 
-  it('tries again after 1 s, then 2 s, and not before; the third answer, 200, delivers it', async () => {
-    statuses = [500, 500];
-    const endedAt = new Date();
-    const rows = new CallbackRows(url, endedAt);
-    const service = await serviceFor(rows, { CALLBACK_FIRST_RETRY_MS: '1000' });
-    service.onApplicationBootstrap();
-    await until(() => rows.attempts === 1, 'the first attempt');
+  // The jitter's draw at its bounds: all of the doubled delay, then half of it.
+  it.each([
+    { draw: 1, first: 1000, second: 2000 },
+    { draw: 0, first: 500, second: 1000 },
+  ])(
+    'with the draw $draw: tries again after $first ms, then $second ms, and not before; the third answer, 200, delivers it',
+    async ({ draw, first, second }) => {
+      jest.spyOn(Math, 'random').mockReturnValue(draw);
+      statuses = [500, 500];
+      const endedAt = new Date();
+      const rows = new CallbackRows(url, endedAt);
+      const service = await serviceFor(rows, { CALLBACK_FIRST_RETRY_MS: '1000' });
+      service.onApplicationBootstrap();
+      await until(() => rows.attempts === 1, 'the first attempt');
 
-    // The clock stands still while a request travels, so each failure is recorded at the time
-    // of its claim: the timers fire exactly at the delay (plus their 5 ms margin).
-    await jest.advanceTimersByTimeAsync(1004);
-    expect(rows.claimedAt).toHaveLength(1);
-    await jest.advanceTimersByTimeAsync(1);
-    await until(() => rows.attempts === 2, 'the second attempt');
+      // The clock stands still while a request travels, so each failure is recorded at the time
+      // of its claim: the timers fire exactly at the delay (plus their 5 ms margin).
+      await jest.advanceTimersByTimeAsync(first + 4);
+      expect(rows.claimedAt).toHaveLength(1);
+      await jest.advanceTimersByTimeAsync(1);
+      await until(() => rows.attempts === 2, 'the second attempt');
 
-    await jest.advanceTimersByTimeAsync(2004);
-    expect(rows.claimedAt).toHaveLength(2);
-    await jest.advanceTimersByTimeAsync(1);
-    await until(() => rows.attempts === 3, 'the third attempt');
+      await jest.advanceTimersByTimeAsync(second + 4);
+      expect(rows.claimedAt).toHaveLength(2);
+      await jest.advanceTimersByTimeAsync(1);
+      await until(() => rows.attempts === 3, 'the third attempt');
 
-    expect(rows.state).toBe(CallbackState.DELIVERED);
-    expect(rows.lastHttpStatus).toBe(200);
-    // Each retry waits its delay (plus the timer's 5 ms margin) after the previous attempt.
-    const t0 = endedAt.getTime();
-    expect(rows.claimedAt.map((at) => at - t0)).toEqual([0, 1005, 3010]);
-    // Every attempt sends the same body with a signature that matches it.
-    expect(bodies).toHaveLength(3);
-    for (const { signature, body } of bodies) {
-      expect(signature).toBe(callbackSignature(SECRET, body));
-      expect(body.equals(bodies[0].body)).toBe(true);
-    }
-    await service.onApplicationShutdown();
-  });
+      expect(rows.state).toBe(CallbackState.DELIVERED);
+      expect(rows.lastHttpStatus).toBe(200);
+      // Each retry waits its delay (plus the timer's 5 ms margin) after the previous attempt.
+      const t0 = endedAt.getTime();
+      expect(rows.claimedAt.map((at) => at - t0)).toEqual([0, first + 5, first + second + 10]);
+      // Every attempt sends the same body with a signature that matches it.
+      expect(bodies).toHaveLength(3);
+      for (const { signature, body } of bodies) {
+        expect(signature).toBe(callbackSignature(SECRET, body));
+        expect(body.equals(bodies[0].body)).toBe(true);
+      }
+      await service.onApplicationShutdown();
+    },
+  );
 
   it('gives up once the next attempt would fall past CALLBACK_RETRY_SECONDS', async () => {
+    // The longest draw: the whole doubled delay.
+    jest.spyOn(Math, 'random').mockReturnValue(1);
     statuses = [503, 503, 503, 503, 503];
     const rows = new CallbackRows(url, new Date());
     const service = await serviceFor(rows, {

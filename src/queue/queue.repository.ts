@@ -69,6 +69,8 @@ export const LOST_RUNS_ERROR =
 
 /** last_error after any other expired lease. */
 const LEASE_EXPIRED_ERROR = 'the worker running it stopped responding (lease expired)';
+/** The lease owner of a job the supervisor is ending with a dead letter, within its transaction. */
+const SUPERVISOR = 'supervisor';
 
 /** Payload: the queued job's kind (script, xml, json), so a worker claims only for slots that can take it. */
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
@@ -503,7 +505,17 @@ export class QueueRepository {
     if (result.dataFile) {
       return this.completeChunked(jobId, owner, result, result.dataFile);
     }
-    const raw: unknown = await this.dataSource.query(
+    return this.completeInOne(this.dataSource, jobId, owner, result);
+  }
+
+  /** complete()'s one statement, on `runner`: the data source, or a transaction's manager. */
+  private async completeInOne(
+    runner: DataSource | EntityManager,
+    jobId: string,
+    owner: string | null,
+    result: ResultData,
+  ): Promise<boolean> {
+    const raw: unknown = await runner.query(
       `WITH done AS (
          UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
           WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
@@ -693,13 +705,16 @@ export class QueueRepository {
    * lost a run (counted in lost_runs). They go back to the queue, not claimable for
    * `lostRunDelaySeconds`, so the node that restarts (or any other) runs other jobs first and is
    * not frozen again before it serves anything. Those out of attempts, or at LOST_RUNS_LIMIT
-   * lost runs, are returned (with the supervisor as their lease owner) for a dead-letter result.
-   * A job whose supervisor lease expired (that node died before storing the dead letter) is
-   * returned again, its lost runs and reason unchanged: the job did not run then.
+   * lost runs, end with the dead-letter result `deadLetter` makes of them, stored by complete()'s
+   * statement in the same transaction: a job is never left out of attempts without its result.
+   * Returned are the jobs so ended. A job an older version's supervisor took for a dead letter
+   * and did not end (its node died in between) is ended the same way, its lost runs and reason
+   * unchanged: the job did not run then.
    */
   async recoverExpiredLeases(
     maxAttempts: number,
     lostRunDelaySeconds: number,
+    deadLetter: (job: ExpiredJob) => ResultData,
   ): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
     return this.dataSource.transaction(async (manager) => {
       const lock = await manager.query<Array<{ locked: boolean }>>(
@@ -738,16 +753,20 @@ export class QueueRepository {
           [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, LOST_RUNS_ERROR],
         ),
       );
-      return {
-        requeued,
-        exhausted: exhausted.map((row) => ({
+      const ended: ExpiredJob[] = [];
+      for (const row of exhausted) {
+        const job: ExpiredJob = {
           id: row.id,
           applicationName: row.application_name,
           submittedAt: new Date(row.submitted_at),
           attempts: row.attempts,
           lastError: row.last_error,
-        })),
-      };
+        };
+        if (await this.completeInOne(manager, job.id, SUPERVISOR, deadLetter(job))) {
+          ended.push(job);
+        }
+      }
+      return { requeued, exhausted: ended };
     });
   }
 

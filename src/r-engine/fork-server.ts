@@ -4,6 +4,7 @@ import { chown, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Readable } from 'node:stream';
+import { backOffDelay } from '../common/back-off';
 import { LineSplitter } from './output-lines';
 import { percentDecode } from './run-channel';
 import { REngineUnavailableError } from './r-engine';
@@ -69,7 +70,10 @@ const MAX_PROTOCOL_LINE_BYTES = 64 * 1024;
 /** Failed starts in a row after which the slot is reported unhealthy. */
 const UNHEALTHY_AFTER_FAILED_STARTS = 3;
 const PING_TIMEOUT_MS = 10_000;
-/** Pause before restarting a server that died; doubles on each failed start, up to the cap. */
+/**
+ * Pause before restarting a server that died, at most; doubles on each failed start, up to the
+ * cap, drawn between half and all of that (backOffDelay).
+ */
 const RESTART_DELAY_MS = 100;
 const RESTART_DELAY_CAP_MS = 10_000;
 /** Leftover background processes are looked for at most this often, and only when idle. */
@@ -192,7 +196,8 @@ export class ForkServer {
   private readonly pings: Array<(value: string) => void> = [];
   private nextToken = 1;
   private stopped = false;
-  private restartDelayMs = RESTART_DELAY_MS;
+  /** Restarts since the server was last ready: the back-off's attempt number. */
+  private restartsSinceReady = 0;
   private lastSweep = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
   private failedStarts = 0;
@@ -409,7 +414,7 @@ export class ForkServer {
           started = true;
           clearTimeout(timer);
           this.versionString = rest.slice(1).join(' ');
-          this.restartDelayMs = RESTART_DELAY_MS;
+          this.restartsSinceReady = 0;
           this.failedStarts = 0;
           // In a PID namespace the server knows its pid there only; svc needs the host's.
           void hostPid(child.pid ?? 0, Number(rest[0]), this.options.sandboxed)
@@ -480,8 +485,8 @@ export class ForkServer {
   }
 
   private restartSoon(): void {
-    const delay = this.restartDelayMs;
-    this.restartDelayMs = Math.min(RESTART_DELAY_CAP_MS, delay * 2);
+    this.restartsSinceReady += 1;
+    const delay = backOffDelay(this.restartsSinceReady, RESTART_DELAY_MS, RESTART_DELAY_CAP_MS);
     setTimeout(() => {
       if (this.stopped || this.ready) {
         return;

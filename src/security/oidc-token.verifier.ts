@@ -8,6 +8,7 @@ import {
   type JWTHeaderParameters,
   type FlattenedJWSInput,
 } from 'jose';
+import { backOffDelay } from '../common/back-off';
 import { AppConfig } from '../config/app-config';
 import { authMethodsOf, listSetting, type OidcSettings } from '../config/security-settings';
 import type { Principal } from './principal';
@@ -20,7 +21,10 @@ const FETCH_TIMEOUT_MS = 5000;
 const MAX_DOCUMENT_BYTES = 1024 * 1024;
 /** Keys are fetched again this often even when every token names a known key (removed keys go). */
 const KEYS_REFRESH_MS = 10 * 60_000;
-/** Discovery retried after this long at first, doubling up to DISCOVERY_RETRY_MAX_MS. */
+/**
+ * Discovery retried after at most this long at first, doubling up to DISCOVERY_RETRY_MAX_MS, each
+ * wait drawn between half and all of that (backOffDelay).
+ */
 const DISCOVERY_RETRY_MIN_MS = 1000;
 const DISCOVERY_RETRY_MAX_MS = 60_000;
 
@@ -55,7 +59,8 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
   private pendingFetch: Promise<void> | null = null;
   private refreshTimer: NodeJS.Timeout | null = null;
   private discoveryTimer: NodeJS.Timeout | null = null;
-  private discoveryDelayMs = DISCOVERY_RETRY_MIN_MS;
+  /** Discovery attempts that failed: the back-off's attempt number. */
+  private discoveryFailures = 0;
   private stopped = false;
 
   constructor(config: AppConfig) {
@@ -221,6 +226,12 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
     if (this.stopped) {
       return;
     }
+    this.discoveryFailures += 1;
+    const delay = backOffDelay(
+      this.discoveryFailures,
+      DISCOVERY_RETRY_MIN_MS,
+      DISCOVERY_RETRY_MAX_MS,
+    );
     this.discoveryTimer = setTimeout(() => {
       this.discoveryTimer = null;
       if (this.keys !== null) {
@@ -228,12 +239,9 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
       }
       this.fetchKeys().then(
         () => this.logger.log(`the issuer ${this.issuer} answers: tokens are accepted`),
-        () => {
-          this.discoveryDelayMs = Math.min(this.discoveryDelayMs * 2, DISCOVERY_RETRY_MAX_MS);
-          this.scheduleDiscovery();
-        },
+        () => this.scheduleDiscovery(),
       );
-    }, this.discoveryDelayMs);
+    }, delay);
     this.discoveryTimer.unref();
   }
 

@@ -2,10 +2,15 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { InjectDataSource } from '@nestjs/typeorm';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
+import { backOffDelay } from '../common/back-off';
 import { DATABASE_TARGET, DatabaseTarget } from './database-options';
 import { NodeIdentity } from './node-identity';
 
-/** The reconnect delay after the first failure; it doubles with each failure up to the maximum. */
+/**
+ * The reconnect delay after the first failure, at most; it doubles with each failure up to the
+ * maximum, drawn between half and all of that (backOffDelay) so that nodes do not all come
+ * back at once.
+ */
 const FIRST_RECONNECT_MS = 500;
 const MAX_RECONNECT_MS = 10_000;
 /** The LISTEN session's application_name (pg_stat_activity). */
@@ -66,7 +71,8 @@ export class DatabaseEvents implements OnApplicationShutdown {
   private active = false;
   private connecting: Promise<void> = Promise.resolve();
   private reconnectTimer: NodeJS.Timeout | null = null;
-  private reconnectMs = FIRST_RECONNECT_MS;
+  /** Failures since the connection last listened: the back-off's attempt number. */
+  private reconnectFailures = 0;
   /** Between a lost connection (or a failed first attempt) and the next one that listens. */
   private outage = false;
   /** LISTEN statements for channels subscribed while the connection was up. */
@@ -249,7 +255,7 @@ export class DatabaseEvents implements OnApplicationShutdown {
       this.outage = false;
       this.logger.log('LISTEN connection back');
     }
-    this.reconnectMs = FIRST_RECONNECT_MS;
+    this.reconnectFailures = 0;
     this.listeningListeners.forEach((listener) => this.call(listener, '', 'listening'));
   }
 
@@ -273,8 +279,8 @@ export class DatabaseEvents implements OnApplicationShutdown {
     if (wasUp) {
       this.lostListeners.forEach((listener) => this.call(listener, '', 'lost'));
     }
-    const delay = this.reconnectMs;
-    this.reconnectMs = Math.min(this.reconnectMs * 2, MAX_RECONNECT_MS);
+    this.reconnectFailures += 1;
+    const delay = backOffDelay(this.reconnectFailures, FIRST_RECONNECT_MS, MAX_RECONNECT_MS);
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       this.connecting = this.connect();

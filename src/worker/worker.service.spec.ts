@@ -65,9 +65,17 @@ class FakeQueue {
     this.heartbeats.push(ids);
     return Promise.resolve(ids.filter((id) => !this.leasesLost.has(id)));
   }
-  recoverExpiredLeases(): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
+  /** Like the SQL: each job out of attempts is stored with its dead letter in the same step. */
+  recoverExpiredLeases(
+    _maxAttempts: number,
+    _lostRunDelaySeconds: number,
+    deadLetter: (job: ExpiredJob) => ResultData,
+  ): Promise<{ requeued: number; exhausted: ExpiredJob[] }> {
     const exhausted = this.exhausted;
     this.exhausted = [];
+    for (const job of exhausted) {
+      this.completed.push({ id: job.id, owner: 'supervisor', result: deadLetter(job) });
+    }
     return Promise.resolve({ requeued: 0, exhausted });
   }
   deleteExpiredResults(): Promise<number> {
@@ -253,24 +261,33 @@ describe('WorkerService', () => {
     );
   });
 
-  it('retries an unavailable R with exponential back-off, then stores a dead-letter result', async () => {
-    const queue = new FakeQueue();
-    queue.queued = [job('first', 'demo', 0), job('last', 'demo', 2)];
-    const executor: JobExecutor = {
-      execute: () => Promise.reject(new REngineUnavailableError('no R')),
-    };
-    const worker = await workerWith(queue, executor);
-    worker.wake();
-    await settle(worker, queue, 2);
-    expect(queue.retried).toEqual([{ id: 'first', error: 'no R', delayMs: 1000 }]);
-    expect(queue.completed).toHaveLength(1);
-    expect(reported).toEqual(['last']);
-    const deadLetter = queue.completed[0];
-    expect(deadLetter).toMatchObject({ id: 'last', result: { success: false, type: 'txt' } });
-    expect(deadLetter.result.data.toString()).toMatch(
-      /^Job last of application demo, submitted 2026-11-22T09:00:00.000Z, failed\.\nThe job could not be delivered to R after 3 attempt\(s\): no R/,
-    );
-  });
+  // The jitter's draw at its bounds: all of RETRY_BACKOFF_MS for the first retry, or half.
+  it.each([
+    { draw: 1, delayMs: 1000 },
+    { draw: 0, delayMs: 500 },
+  ])(
+    'retries an unavailable R with exponential back-off (draw $draw: $delayMs ms), then stores a dead-letter result',
+    async ({ draw, delayMs }) => {
+      const random = jest.spyOn(Math, 'random').mockReturnValue(draw);
+      const queue = new FakeQueue();
+      queue.queued = [job('first', 'demo', 0), job('last', 'demo', 2)];
+      const executor: JobExecutor = {
+        execute: () => Promise.reject(new REngineUnavailableError('no R')),
+      };
+      const worker = await workerWith(queue, executor);
+      worker.wake();
+      await settle(worker, queue, 2);
+      random.mockRestore();
+      expect(queue.retried).toEqual([{ id: 'first', error: 'no R', delayMs }]);
+      expect(queue.completed).toHaveLength(1);
+      expect(reported).toEqual(['last']);
+      const deadLetter = queue.completed[0];
+      expect(deadLetter).toMatchObject({ id: 'last', result: { success: false, type: 'txt' } });
+      expect(deadLetter.result.data.toString()).toMatch(
+        /^Job last of application demo, submitted 2026-11-22T09:00:00.000Z, failed\.\nThe job could not be delivered to R after 3 attempt\(s\): no R/,
+      );
+    },
+  );
 
   it('hands unfinished jobs back on shutdown after the grace period', async () => {
     const queue = new FakeQueue();

@@ -9,6 +9,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { isDatabaseUnavailable } from '../common/api-exception.filter';
+import { backOffDelay } from '../common/back-off';
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { AppConfig } from '../config/app-config';
@@ -382,7 +383,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           this.metrics?.jobFinished(job.applicationName, job.source, false);
         }
       } else {
-        const delay = this.config.retryBackoffMs * 2 ** (job.attempts - 1);
+        // RETRY_BACKOFF_MS has no cap of its own: MAX_ATTEMPTS bounds the doubling.
+        const delay = backOffDelay(
+          job.attempts,
+          this.config.retryBackoffMs,
+          Number.POSITIVE_INFINITY,
+        );
         log.warn(`attempt ${job.attempts} could not run (${message}); retrying in ${delay} ms`);
         await this.queue.retryLater(job.id, this.owner, message, delay);
         setTimeout(() => this.wake(), delay + 5).unref();
@@ -419,9 +425,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       // time the cluster already takes to call a node gone, now given to a restarted node to
       // take other work before the job (perhaps what froze it) can reach it again.
       const lostRunDelaySeconds = this.config.leaseSeconds;
+      // A job out of attempts gets its dead-letter result in the same transaction.
       const { requeued, exhausted } = await this.queue.recoverExpiredLeases(
         this.config.maxAttempts,
         lostRunDelaySeconds,
+        (job) => deadLetter(job, job.lastError ?? 'unknown failure'),
       );
       if (requeued > 0) {
         this.logger.warn(
@@ -430,13 +438,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         setTimeout(() => this.wake(), lostRunDelaySeconds * 1000 + 5).unref();
       }
       for (const job of exhausted) {
+        this.notifier.resultStored(job.id);
         // Whether it has a callback is not known here: the delivery looks (rare).
-        await this.complete(
-          job.id,
-          'supervisor',
-          deadLetter(job, job.lastError ?? 'unknown failure'),
-          true,
-        );
+        this.notifier.callbackQueued(job.id);
         this.logger.error(
           `job ${job.id}: dead-letter result stored (${job.lastError ?? 'unknown failure'})`,
         );

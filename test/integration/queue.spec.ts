@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { resultData } from '../../src/jobs/job-result';
+import { errorResult, resultData } from '../../src/jobs/job-result';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';
 import { loadConfig } from '../../src/config/app-config';
@@ -16,7 +16,7 @@ import {
   testEnvironment,
   waitFor,
 } from '../support/test-service';
-import type { JobKind } from '../../src/queue/queue.types';
+import type { ExpiredJob, JobKind } from '../../src/queue/queue.types';
 
 /** LISTEN/NOTIFY between connections needs the server; PGlite is one process with no other nodes. */
 const onServer = SERVER_DATABASE_URL ? it : it.skip;
@@ -82,6 +82,19 @@ describe('queue repository', () => {
   }
 
   const ok = resultData(true, 'zip', 'application/zip', Buffer.from('zip'));
+
+  /** The dead letter the supervisor stores, as the worker makes it. */
+  const deadLetter = (job: ExpiredJob) =>
+    errorResult(job, `dead after ${job.attempts} attempt(s): ${job.lastError ?? ''}`);
+
+  /** The job's stored result: whether it succeeded, and its text. */
+  async function storedResult(id: string): Promise<{ success: boolean; text: string } | undefined> {
+    const rows = await dataSource.query<Array<{ success: boolean; text: string }>>(
+      `SELECT success, convert_from(data, 'UTF8') AS text FROM result WHERE job_id = $1`,
+      [id],
+    );
+    return rows[0];
+  }
 
   it('claims the oldest jobs first, each by one worker only, under contention', async () => {
     const base = Date.now() - 100_000;
@@ -216,7 +229,10 @@ describe('queue repository', () => {
       `UPDATE job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [id],
     );
-    expect(await queue.recoverExpiredLeases(3, 30)).toEqual({ requeued: 1, exhausted: [] });
+    expect(await queue.recoverExpiredLeases(3, 30, deadLetter)).toEqual({
+      requeued: 1,
+      exhausted: [],
+    });
     expect(await row(id)).toMatchObject({ state: 'QUEUED', attempts: 1, lease_owner: null });
     expect(await queue.heartbeat('dead', [id], 30)).toEqual([]);
     await makeClaimable(id);
@@ -226,19 +242,27 @@ describe('queue repository', () => {
     expect(await queue.complete(id, 'alive', ok)).toBe(true);
   });
 
-  it('hands a job out of attempts to the supervisor for a dead-letter result', async () => {
+  it('ends a job out of attempts with its dead-letter result in the supervisor pass itself', async () => {
     const id = await submit();
     await queue.claim('w', 1, 30, null);
     await dataSource.query(
       `UPDATE job SET attempts = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [id],
     );
-    const { requeued, exhausted } = await queue.recoverExpiredLeases(3, 30);
+    const { requeued, exhausted } = await queue.recoverExpiredLeases(3, 30, deadLetter);
     expect(requeued).toBe(0);
     expect(exhausted).toEqual([
       expect.objectContaining({ id, applicationName: 'demo', attempts: 3 }),
     ]);
-    expect(await queue.complete(id, 'supervisor', ok)).toBe(true);
+    // Stored by the pass: no later step is needed, nor can another result replace it.
+    expect(await row(id)).toMatchObject({ state: 'DONE', lease_owner: null });
+    expect(await storedResult(id)).toEqual({
+      success: false,
+      text:
+        `Job ${id} of application demo, submitted ${exhausted[0].submittedAt.toISOString()}, failed.\n` +
+        'dead after 3 attempt(s): the worker running it stopped responding (lease expired)\n',
+    });
+    expect(await queue.complete(id, 'supervisor', ok)).toBe(false);
   });
 
   describe('a job whose node stopped responding while it ran (a possible poison job)', () => {
@@ -272,7 +296,10 @@ describe('queue repository', () => {
       await queue.claim('frozen', 1, 30, null);
       await loseLease(id);
       const before = await databaseNow();
-      expect(await queue.recoverExpiredLeases(3, 30)).toEqual({ requeued: 1, exhausted: [] });
+      expect(await queue.recoverExpiredLeases(3, 30, deadLetter)).toEqual({
+        requeued: 1,
+        exhausted: [],
+      });
       const after = await databaseNow();
       expect(await row(id)).toMatchObject({
         state: 'QUEUED',
@@ -302,12 +329,15 @@ describe('queue repository', () => {
       const id = await submit();
       await queue.claim('frozen', 1, 30, null);
       await loseLease(id);
-      expect(await queue.recoverExpiredLeases(5, 30)).toEqual({ requeued: 1, exhausted: [] });
+      expect(await queue.recoverExpiredLeases(5, 30, deadLetter)).toEqual({
+        requeued: 1,
+        exhausted: [],
+      });
       await makeClaimable(id);
       await queue.claim('restarted', 1, 30, null);
       await loseLease(id);
 
-      expect(await queue.recoverExpiredLeases(5, 30)).toEqual({
+      expect(await queue.recoverExpiredLeases(5, 30, deadLetter)).toEqual({
         requeued: 0,
         exhausted: [
           expect.objectContaining({
@@ -318,17 +348,31 @@ describe('queue repository', () => {
           }),
         ],
       });
-      expect(await row(id)).toMatchObject({ state: 'RUNNING', lease_owner: 'supervisor' });
+      expect(await row(id)).toMatchObject({ state: 'DONE', lease_owner: null });
       expect(await lostRuns(id)).toBe(2);
-      // The supervisor that took it died before storing the dead letter: the next one takes it
-      // again, with the same reason, and its lost lease is not one of the job's lost runs.
-      await loseLease(id);
-      expect(await queue.recoverExpiredLeases(5, 30)).toEqual({
+      expect(await storedResult(id)).toEqual({
+        success: false,
+        text: expect.stringContaining(`dead after 2 attempt(s): ${poisoned}\n`) as unknown,
+      });
+    });
+
+    it('ends a job the supervisor of an older version took for a dead letter and did not end', async () => {
+      const id = await submit();
+      await queue.claim('frozen', 1, 30, null);
+      // That supervisor's node died between taking the job and storing its dead letter.
+      await dataSource.query(
+        `UPDATE job SET lease_owner = 'supervisor', lost_runs = 2, last_error = $2,
+                lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+        [id, poisoned],
+      );
+      // The same reason, and its lost lease is not one of the job's lost runs.
+      expect(await queue.recoverExpiredLeases(5, 30, deadLetter)).toEqual({
         requeued: 0,
-        exhausted: [expect.objectContaining({ id, attempts: 2, lastError: poisoned })],
+        exhausted: [expect.objectContaining({ id, attempts: 1, lastError: poisoned })],
       });
       expect(await lostRuns(id)).toBe(2);
-      expect(await queue.complete(id, 'supervisor', ok)).toBe(true);
+      expect(await row(id)).toMatchObject({ state: 'DONE', lease_owner: null });
+      expect(await storedResult(id)).toMatchObject({ success: false });
     });
 
     it('does not count a graceful hand-back at shutdown, nor delay it', async () => {
@@ -341,7 +385,10 @@ describe('queue repository', () => {
       // One lost run, then a hand-back: still one, and the job can be claimed at once.
       await queue.claim('frozen', 1, 30, null);
       await loseLease(id);
-      expect(await queue.recoverExpiredLeases(3, 30)).toEqual({ requeued: 1, exhausted: [] });
+      expect(await queue.recoverExpiredLeases(3, 30, deadLetter)).toEqual({
+        requeued: 1,
+        exhausted: [],
+      });
       await makeClaimable(id);
       await queue.claim('stopping', 1, 30, null);
       expect(await queue.release('stopping', [id])).toBe(1);
