@@ -4,7 +4,7 @@ import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ForkServer, type ForkRunStatus } from './fork-server';
 import { routeOutput } from './job-progress';
-import { emptyDirectory, removeTree } from './job-tree';
+import { emptyDirectory, removeTree } from './job-tree-removal';
 import { libraryDir, type NativeRuntime } from './native-runtime';
 import { LineSplitter } from './output-lines';
 import type { ScriptRunOutcome, ScriptRunRequest } from './r-engine';

@@ -1,5 +1,5 @@
 import { constants as osConstants, availableParallelism } from 'node:os';
-import { bytesUnder, listOutputFiles } from './job-tree';
+import { bytesUnder, listOutputFiles } from './job-tree-listing';
 import type { ForkRunStatus } from './fork-server';
 import type { RLimits } from './r-launcher';
 import type { NativeRConfig } from './r-location';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { traceEnvironment } from '../tracing/tracing';
 import { routeOutput } from './job-progress';
-import { removeTree } from './job-tree';
+import { removeTree } from './job-tree-removal';
 import { libraryDir, type NativeRuntime } from './native-runtime';
 import { LineSplitter } from './output-lines';
 import { REngineUnavailableError, type ScriptRunOutcome, type ScriptRunRequest } from './r-engine';
