@@ -9,7 +9,7 @@ import { emptyDirectory, removeTree } from './job-tree-removal';
 import { libraryDir, type NativeRuntime } from './native-runtime';
 import { LineSplitter } from './output-lines';
 import type { ScriptRunOutcome, ScriptRunRequest } from './r-engine';
-import { isExecutable } from './r-launcher';
+import { isExecutable } from './r-sandbox';
 import { DRAIN_GRACE_MS } from './r-process';
 import { closeDescriptor, FifoPool, openFifoForReading, readFifo } from './run-channel';
 import { preparePrivate, withRunDirectory } from './run-directory';
