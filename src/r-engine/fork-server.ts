@@ -1,47 +1,14 @@
 import { execFile, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { chown, readdir, readFile, rm } from 'node:fs/promises';
+import { chown, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Readable } from 'node:stream';
 import { backOffDelay } from '../common/back-off';
 import { LineSplitter } from './output-lines';
-import { percentDecode } from './run-channel';
 import { REngineUnavailableError } from './r-engine';
-
-/** How a forked job ended, as the fork server saw it. */
-export type ForkRunStatus = (
-  | { kind: 'ok' }
-  /** R's error message, as the job's child reported it (bounded, never trusted as more). */
-  | { kind: 'r-error'; message: string }
-  | { kind: 'exit'; code: number }
-  /** The child vanished without reporting: killed by a signal (a limit, the OOM killer) or crashed. */
-  | { kind: 'died' }
-  /** svc killed the child: its time limit passed, or the caller gave the job up. */
-  | { kind: 'killed'; reason: 'timeout' | 'stopped' }
-  /** The child could not prepare the run (working directory, output). */
-  | { kind: 'setup'; message: string }
-) & {
-  /** The child's CPU milliseconds, where it reported them. */
-  cpuMs?: number;
-};
-
-export interface ForkRunRequest {
-  workDir: string;
-  scriptName: string;
-  /** Holds the run's tmp/, outside workDir. */
-  privateDir: string;
-  /** The FIFO the child's stdout and stderr go to (svc holds its read end open). */
-  output: string;
-  /** Called once the child runs: its output FIFO has a writer from then on. */
-  onStarted?: () => void;
-  /** The application's package library, put first on the child's `.libPaths()`. */
-  libraryDir?: string;
-  /** The run's W3C trace context: the child sets TRACEPARENT and SVC_TRACE_ID from it. */
-  traceparent?: string;
-  timeoutMs: number;
-  signal?: AbortSignal;
-}
+import { hostPid } from './fork-processes';
+import { ForkRuns, type ForkRunRequest, type ForkRunStatus } from './fork-runs';
 
 export interface ForkServerOptions {
   /** Starts the server's R (through the RLauncher) with these extra variables. */
@@ -76,106 +43,6 @@ const PING_TIMEOUT_MS = 10_000;
  */
 const RESTART_DELAY_MS = 100;
 const RESTART_DELAY_CAP_MS = 10_000;
-/** Leftover background processes are looked for at most this often, and only when idle. */
-const SWEEP_INTERVAL_MS = 1_000;
-/** How long a sandboxed server may take to kill a job it was asked to before its sandbox goes. */
-const KILL_GRACE_MS = 2_000;
-
-interface Run {
-  token: string;
-  pid?: number;
-  onStarted?: () => void;
-  /** Called when the server reports the job's end (a KILL in a sandbox waits for it). */
-  onEnded?: () => void;
-  killedFor?: 'timeout' | 'stopped';
-  resolve(status: ForkRunStatus): void;
-  reject(error: Error): void;
-}
-
-interface ProcessEntry {
-  pid: number;
-  ppid: number;
-  pgrp: number;
-}
-
-/** Every process on the machine with its parent and group (from /proc/<pid>/stat). */
-async function processTable(): Promise<ProcessEntry[]> {
-  const entries: ProcessEntry[] = [];
-  for (const name of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(name)) {
-      continue;
-    }
-    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
-    // The command name may hold spaces and parentheses: the fields start after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (fields.length > 3) {
-      entries.push({ pid: Number(name), ppid: Number(fields[1]), pgrp: Number(fields[2]) });
-    }
-  }
-  return entries;
-}
-
-/**
- * The host pid of a process known by its pid in a PID namespace (`NSpid` in /proc/<pid>/status),
- * looked for below `root`; the pid itself when not sandboxed or not found.
- */
-async function hostPid(root: number, namespacePid: number, sandboxed: boolean): Promise<number> {
-  if (!sandboxed || root === 0) {
-    return namespacePid;
-  }
-  for (const pid of await processTree(root)) {
-    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-    const nsPids = /^NSpid:\s*(.*)$/m.exec(status)?.[1].trim().split(/\s+/) ?? [];
-    if (nsPids.length > 1 && Number(nsPids[nsPids.length - 1]) === namespacePid) {
-      return pid;
-    }
-  }
-  return namespacePid;
-}
-
-/** The pid and every process below it. */
-async function processTree(pid: number): Promise<number[]> {
-  const table = await processTable();
-  const tree = [pid];
-  for (let i = 0; i < tree.length; i += 1) {
-    tree.push(...table.filter((p) => p.ppid === tree[i]).map((p) => p.pid));
-  }
-  return tree;
-}
-
-function kill(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // ESRCH: already gone.
-  }
-}
-
-/** Kills a child and what it started; the child first, so that it cannot start more. */
-async function killTree(pid: number): Promise<void> {
-  const tree = await processTree(pid);
-  tree.forEach(kill);
-}
-
-/** An ENDED report's fields after the token: `<kind> <status> <cpu ms> <%-encoded message>`. */
-export function parseEnded(fields: string[]): ForkRunStatus {
-  const [kind = '', code = '', cpu = '', message = ''] = fields;
-  const cpuMs = Number(cpu);
-  const usage = Number.isFinite(cpuMs) && cpuMs >= 0 ? { cpuMs } : {};
-  const text = percentDecode(message);
-  switch (kind) {
-    case 'ok':
-      return { kind, ...usage };
-    case 'r-error':
-      return { kind, message: text || 'R reported an error', ...usage };
-    case 'exit':
-      return { kind, code: Number.isInteger(Number(code)) ? Number(code) : 1, ...usage };
-    case 'setup':
-      return { kind, message: text || 'the child could not prepare the run', ...usage };
-    default:
-      return { kind: 'died' };
-  }
-}
 
 /**
  * The Node side of the fork server (`r/fork-server.R`): one warm R process, started with the
@@ -183,6 +50,8 @@ export function parseEnded(fields: string[]): ForkRunStatus {
  * script in the job's directory and exits; the server reports its pid when it starts and its
  * status when it ends. A timeout or an abort kills the child and its descendants, never the
  * server. A server that dies is started again; the runs it held fail as "R unavailable".
+ * This class speaks the protocol and keeps the server running; ForkRuns (fork-runs.ts) keeps
+ * the runs.
  */
 export class ForkServer {
   private child: ChildProcess | undefined;
@@ -192,19 +61,33 @@ export class ForkServer {
   private ready: Promise<void> | undefined;
   private serverPid = 0;
   private versionString = '';
-  private readonly runs = new Map<string, Run>();
+  private readonly runs: ForkRuns;
   private readonly pings: Array<(value: string) => void> = [];
-  private nextToken = 1;
   private stopped = false;
   /** Restarts since the server was last ready: the back-off's attempt number. */
   private restartsSinceReady = 0;
-  private lastSweep = 0;
-  private sweepTimer: NodeJS.Timeout | undefined;
   private failedStarts = 0;
   /** Why the server last said it cannot go on (BROKEN), for the log. */
   private brokenReason: string | undefined;
 
-  constructor(private readonly options: ForkServerOptions) {}
+  constructor(private readonly options: ForkServerOptions) {
+    this.runs = new ForkRuns({
+      sandboxed: options.sandboxed,
+      serverPid: () => this.serverPid,
+      send: (line) => {
+        this.commands?.write(line);
+      },
+      killServer: () => {
+        if (this.child?.pid !== undefined) {
+          try {
+            process.kill(-this.child.pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+      },
+    });
+  }
 
   /**
    * Whether the slot can run jobs: false once its server failed to start several times in a
@@ -264,55 +147,7 @@ export class ForkServer {
     if (!commands || this.stopped) {
       throw new REngineUnavailableError('the fork server is not running');
     }
-    const token = String(this.nextToken++);
-    const fields = [
-      token,
-      request.workDir,
-      request.scriptName,
-      request.privateDir,
-      request.output,
-      // Optional, in this order: an empty library directory stands in before a traceparent.
-      ...(request.libraryDir || request.traceparent ? [request.libraryDir ?? ''] : []),
-      ...(request.traceparent ? [request.traceparent] : []),
-    ].map((f) => encodeURIComponent(f));
-    return new Promise<ForkRunStatus>((resolve, reject) => {
-      // The job ends as soon as its processes are killed: a background process it started may
-      // hold the child's pipe, so the server's report could come late or never.
-      const stopRun = (reason: 'timeout' | 'stopped'): void => {
-        run.killedFor ??= reason;
-        if (run.pid !== undefined) {
-          void this.killRun(run).then(() => run.resolve({ kind: 'killed', reason }));
-        }
-      };
-      const giveUp = (): void => stopRun('stopped');
-      const cleanUp = (): void => {
-        clearTimeout(timer);
-        request.signal?.removeEventListener('abort', giveUp);
-        this.runs.delete(token);
-        if (this.runs.size === 0) {
-          void this.sweep();
-        }
-      };
-      const run: Run = {
-        token,
-        onStarted: request.onStarted,
-        resolve: (status) => {
-          cleanUp();
-          resolve(run.killedFor ? { kind: 'killed', reason: run.killedFor } : status);
-        },
-        reject: (error) => {
-          cleanUp();
-          reject(error);
-        },
-      };
-      this.runs.set(token, run);
-      const timer = setTimeout(() => stopRun('timeout'), request.timeoutMs);
-      request.signal?.addEventListener('abort', giveUp, { once: true });
-      if (request.signal?.aborted) {
-        giveUp();
-      }
-      commands.write(`RUN ${fields.join(' ')}\n`);
-    });
+    return this.runs.run(request, (line) => commands.write(line));
   }
 
   /** Evaluates 1+1 in the server; resolves with what it printed. */
@@ -334,12 +169,8 @@ export class ForkServer {
   /** Kills the server, every child and everything they started (one process group). */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.sweepTimer);
-    this.sweepTimer = undefined;
+    this.runs.stopAll();
     const child = this.child;
-    for (const run of this.runs.values()) {
-      run.killedFor ??= 'stopped';
-    }
     if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       try {
@@ -462,18 +293,7 @@ export class ForkServer {
           );
           return;
         }
-        for (const run of [...this.runs.values()]) {
-          if (run.pid !== undefined) {
-            void killTree(run.pid);
-          }
-          if (run.killedFor) {
-            run.resolve({ kind: 'died' });
-          } else {
-            run.reject(
-              new REngineUnavailableError(`the fork server ended (${why}) during the job`),
-            );
-          }
-        }
+        this.runs.serverEnded(why);
         if (!this.stopped) {
           if (!recycled) {
             this.options.log.warn(`the R fork server ended (${why}); starting a new one`);
@@ -500,31 +320,13 @@ export class ForkServer {
   }
 
   private onEvent(event: string, rest: string[]): void {
-    const run = this.runs.get(rest[0] ?? '');
     switch (event) {
-      case 'STARTED':
-        if (run) {
-          run.pid = Number(rest[1]);
-          run.onStarted?.();
-          if (run.killedFor) {
-            const reason = run.killedFor;
-            void this.killRun(run).then(() => run.resolve({ kind: 'killed', reason }));
-          }
-        }
-        break;
-      case 'ENDED':
-        run?.onEnded?.();
-        run?.resolve(parseEnded(rest.slice(1)));
-        break;
       case 'BROKEN':
         // The server quits after this; its exit starts a new one.
         this.brokenReason = rest.join(' ').slice(0, 200);
         this.options.log.warn(
           `the R fork server cannot go on (${this.brokenReason}); starting a new one`,
         );
-        break;
-      case 'NOFORK':
-        run?.reject(new REngineUnavailableError(`R could not fork: ${rest.slice(1).join(' ')}`));
         break;
       case 'PONG':
         this.pings.shift()?.(rest.join(' '));
@@ -533,98 +335,9 @@ export class ForkServer {
         this.options.log.log('the R fork server used half its CPU limit; starting a fresh one');
         break;
       default:
+        // STARTED, ENDED, NOFORK: a run's.
+        this.runs.onEvent(event, rest);
         break;
-    }
-  }
-
-  /**
-   * Kills a run's child and everything it started, including background processes that have
-   * already left it (they stay in the server's process group with another parent), but nothing
-   * that belongs to another running job.
-   */
-  private async killRun(run: Run): Promise<void> {
-    if (run.pid === undefined) {
-      return;
-    }
-    if (this.options.sandboxed) {
-      await this.killInSandbox(run);
-      return;
-    }
-    const table = await processTable();
-    const below = (roots: number[]): Set<number> => {
-      const found = new Set(roots);
-      for (const pid of found) {
-        table.filter((p) => p.ppid === pid).forEach((p) => found.add(p.pid));
-      }
-      return found;
-    };
-    const others = below(
-      [...this.runs.values()]
-        .filter((r) => r !== run && r.pid !== undefined)
-        .map((r) => r.pid as number),
-    );
-    const server = this.serverPid;
-    const victims = below([run.pid]);
-    table
-      .filter((p) => p.pgrp === server && p.pid !== server && p.ppid !== server)
-      .filter((p) => !others.has(p.pid))
-      .forEach((p) => victims.add(p.pid));
-    victims.forEach(kill);
-  }
-
-  /**
-   * In a sandbox the server kills the job's processes itself (every process of its namespace
-   * but its own): pids there are not the host's. If it does not report the job's end within
-   * KILL_GRACE_MS (a job may have stopped it), the whole sandbox goes and a new server starts.
-   */
-  private async killInSandbox(run: Run): Promise<void> {
-    const ended = new Promise<void>((resolve) => {
-      run.onEnded = resolve;
-    });
-    this.commands?.write(`KILL ${run.token}\n`);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), KILL_GRACE_MS);
-    });
-    const result = await Promise.race([ended, late]);
-    clearTimeout(timer);
-    if (result === 'late' && this.child?.pid !== undefined) {
-      try {
-        process.kill(-this.child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  }
-
-  /**
-   * Kills background processes that finished jobs left behind: they stay in the server's
-   * process group after their job's child has exited. Only when no job runs, so nothing found
-   * can belong to a running job.
-   */
-  private async sweep(): Promise<void> {
-    const server = this.serverPid;
-    // A sandboxed server sweeps its namespace itself after every job.
-    if (server === 0 || this.sweepTimer || this.options.sandboxed) {
-      return;
-    }
-    const wait = this.lastSweep + SWEEP_INTERVAL_MS - Date.now();
-    if (wait > 0) {
-      this.sweepTimer = setTimeout(() => {
-        this.sweepTimer = undefined;
-        if (this.runs.size === 0) {
-          void this.sweep();
-        }
-      }, wait);
-      this.sweepTimer.unref();
-      return;
-    }
-    this.lastSweep = Date.now();
-    const leftovers = (await processTable()).filter(
-      (p) => p.pgrp === server && p.pid !== server && p.ppid !== server,
-    );
-    if (this.runs.size === 0 && this.serverPid === server) {
-      leftovers.forEach((p) => kill(p.pid));
     }
   }
 }

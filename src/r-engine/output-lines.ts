@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream';
+
 /** The longest line kept whole; a longer one is passed on in pieces of this size. */
 export const MAX_LINE_BYTES = 64 * 1024;
 
@@ -62,4 +64,56 @@ export class LineSplitter {
     this.pendingBytes = 0;
     this.emit(bytes.toString('utf8').replace(/\r$/, ''));
   }
+}
+
+/**
+ * Calls onLine for each line of a stream, each cut at maxLineBytes (the rest of a longer line is
+ * read and dropped), so that output without newlines cannot grow the service's memory; `bytes`
+ * is the line's whole length.
+ */
+export function readBoundedLines(
+  input: Readable,
+  maxLineBytes: number,
+  onLine: (line: string, bytes: number) => void,
+): void {
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  let lineBytes = 0;
+  const emit = (): void => {
+    let line = Buffer.concat(held, heldBytes).toString('utf8');
+    if (line.endsWith('\r')) {
+      line = line.slice(0, -1);
+    }
+    if (lineBytes > heldBytes) {
+      line += ` [line of ${lineBytes} bytes cut]`;
+    }
+    onLine(line, lineBytes);
+    held = [];
+    heldBytes = 0;
+    lineBytes = 0;
+  };
+  input.on('data', (chunk: Buffer) => {
+    let start = 0;
+    for (;;) {
+      const newline = chunk.indexOf(10, start);
+      const end = newline < 0 ? chunk.length : newline;
+      const take = Math.min(end - start, maxLineBytes - heldBytes);
+      if (take > 0) {
+        // Copied: a slice would keep the whole chunk alive.
+        held.push(Buffer.from(chunk.subarray(start, start + take)));
+        heldBytes += take;
+      }
+      lineBytes += end - start;
+      if (newline < 0) {
+        return;
+      }
+      emit();
+      start = newline + 1;
+    }
+  });
+  input.on('end', () => {
+    if (lineBytes > 0) {
+      emit();
+    }
+  });
 }

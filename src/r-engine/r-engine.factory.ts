@@ -3,7 +3,8 @@ import type { AppConfig } from '../config/app-config';
 import { NativeREngine } from './native-r.engine';
 import { findRscript, type NativeRConfig } from './r-location';
 import type { REngine } from './r-engine';
-import { WebREngine, type WebRConfig } from './webr.engine';
+import { WebREngine } from './webr.engine';
+import type { WebRConfig } from './webr-evaluation';
 
 export interface REngineLogger {
   log(message: string): void;

@@ -1,26 +1,15 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import {
-  accessSync,
-  chmodSync,
-  chownSync,
-  closeSync,
-  constants as fsConstants,
-  copyFileSync,
-  existsSync,
-  lchownSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
+import { chownSync, closeSync, lchownSync, openSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { rSourcePath } from './r-sources';
-import { seccompArchOf, seccompProgram } from './seccomp-filter';
+import {
+  bwrapArguments,
+  DEFAULT_PATH,
+  findBwrap,
+  isExecutable,
+  sandboxConfinement,
+  type Confinement,
+} from './r-sandbox';
 
 /** What isolates native R: bubblewrap namespaces, or nothing but the process boundary. */
 export type SandboxKind = 'bwrap' | 'none';
@@ -88,40 +77,10 @@ export interface RLauncherOptions {
 
 const PRLIMIT = '/usr/bin/prlimit';
 const SETPRIV = '/usr/bin/setpriv';
-const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
 /** Library locations the operator may point R at; paths, never secrets. */
 const PASSED_R_VARIABLES = ['R_LIBS', 'R_LIBS_SITE', 'R_LIBS_USER'] as const;
 /** The unprivileged user R runs as when the service runs as root (nobody). */
 const SANDBOX_UID = 65534;
-/**
- * The parts of /etc that R and the libraries it loads read: R's own settings, the BLAS/LAPACK
- * alternatives, fonts, the linker cache, the time zone. Not the rest of /etc (it may hold
- * credentials such as /etc/postgresql or a .pgpass-like file of the operator).
- */
-const ETC_FOR_R = [
-  '/etc/R',
-  '/etc/alternatives',
-  '/etc/fonts',
-  '/etc/ld.so.cache',
-  '/etc/ld.so.conf',
-  '/etc/ld.so.conf.d',
-  '/etc/localtime',
-  '/etc/timezone',
-  '/etc/mime.types',
-];
-/** What name resolution and TLS need, for applications allowed the network. */
-const ETC_FOR_NETWORK = [
-  '/etc/resolv.conf',
-  '/etc/hosts',
-  '/etc/nsswitch.conf',
-  '/etc/host.conf',
-  '/etc/gai.conf',
-  '/etc/ssl',
-  '/etc/ca-certificates',
-  '/etc/services',
-  '/etc/protocols',
-];
-
 /** How to start one R process; `close()` releases the launcher's descriptors after the spawn. */
 export interface LaunchLine {
   command: string;
@@ -130,23 +89,7 @@ export interface LaunchLine {
   close: () => void;
 }
 
-interface Confinement {
-  /** The compiled seccomp filter; null on an architecture the filter does not know. */
-  seccompFile: string | null;
-  disableUserns: boolean;
-  /** An execute-only copy of R's executable, bound over it (`path`) in the sandbox. */
-  unreadableR: { copy: string; path: string } | null;
-}
-
 const noop = (): void => undefined;
-/** Messages already reported by some launcher of this process. */
-const warned = new Set<string>();
-const rHomes = new Map<string, string | null>();
-const bwrapOptions = new Map<string, string>();
-/** Files the launchers of this process wrote (path and source). */
-const written = new Set<string>();
-let ownRuntimeDir: string | undefined;
-
 /** The stdio of a request as an array of its first three (or more) descriptors. */
 function stdioArray(stdio: StdioOptions): Exclude<StdioOptions, string> {
   const array: Exclude<StdioOptions, string> =
@@ -155,99 +98,6 @@ function stdioArray(stdio: StdioOptions): Exclude<StdioOptions, string> {
     array.push('ignore');
   }
   return array;
-}
-
-/** The launcher's own directory for the process (see RLauncherOptions.runtimeDir). */
-function defaultRuntimeDir(): string {
-  if (!ownRuntimeDir) {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-r-launcher-'));
-    // bubblewrap runs as the sandbox user when it binds the copy of R's executable from here.
-    chmodSync(dir, 0o711);
-    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-    ownRuntimeDir = dir;
-  }
-  return ownRuntimeDir;
-}
-
-/**
- * Writes a file of the launcher's into its directory once per process, by rename: a running
- * sandbox may still hold an earlier copy (a busy executable cannot be rewritten in place).
- */
-function writeOnce(
-  dir: string,
-  name: string,
-  content: Buffer | { copyOf: string },
-  mode = 0o600,
-): string {
-  const path = join(dir, name);
-  const key = `${path}\0${'copyOf' in content ? content.copyOf : ''}`;
-  // Checked once per launcher: a runtime directory may have been removed and made again.
-  if (!written.has(key) || !existsSync(path)) {
-    const partial = join(dir, `.${name}.${process.pid}`);
-    if (Buffer.isBuffer(content)) {
-      writeFileSync(partial, content, { mode });
-    } else {
-      copyFileSync(content.copyOf, partial);
-    }
-    chmodSync(partial, mode);
-    renameSync(partial, path);
-    written.add(key);
-  }
-  return path;
-}
-
-/**
- * An execute-only copy (mode 0111) of R's executable. The kernel marks a process that executes
- * a file it cannot read as not dumpable (fs/exec.c, would_dump), so R started from this copy
- * cannot be traced or have its /proc/<pid>/mem opened by any other process of the sandbox, its
- * own forks included. Its owner cannot read it either: also when R runs as the service's user.
- */
-function unreadableCopy(dir: string, executable: string): string {
-  const name = `R-${createHash('sha256').update(executable).digest('hex').slice(0, 16)}`;
-  return writeOnce(dir, name, { copyOf: executable }, 0o111);
-}
-
-/** R's home as the configured Rscript sees it (once per process), or null. */
-function rHomeOf(rscript: string): string | null {
-  if (!rHomes.has(rscript)) {
-    // Unsandboxed, but R's own start-up only: no user profile, no site files, no job code.
-    const result = spawnSync(rscript, ['--vanilla', '-e', 'cat(R.home())'], {
-      env: { PATH: process.env.PATH ?? DEFAULT_PATH, LANG: 'C.UTF-8' },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
-    const home = result.status === 0 ? result.stdout.trim() : '';
-    rHomes.set(rscript, home.startsWith('/') ? home : null);
-  }
-  return rHomes.get(rscript) ?? null;
-}
-
-/** Whether this bubblewrap knows an option (its --help lists it). */
-function bwrapHas(bwrap: string, option: string): boolean {
-  if (!bwrapOptions.has(bwrap)) {
-    const help = spawnSync(bwrap, ['--help'], { encoding: 'utf8', timeout: 10_000 });
-    bwrapOptions.set(bwrap, `${help.stdout ?? ''}`);
-  }
-  return new RegExp(`^\\s*${option}\\b`, 'm').test(bwrapOptions.get(bwrap) ?? '');
-}
-
-export function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
-}
-
-/** bwrap on the PATH, or null. */
-export function findBwrap(): string | null {
-  for (const dir of (process.env.PATH ?? DEFAULT_PATH).split(delimiter)) {
-    if (dir && isExecutable(join(dir, 'bwrap'))) {
-      return join(dir, 'bwrap');
-    }
-  }
-  return null;
 }
 
 /** Kills a process group (a launched R and whatever it started outside a sandbox). */
@@ -371,7 +221,12 @@ export class RLauncher {
     if (undumpable && confinement.unreadableR) {
       hardening.push('--ro-bind', confinement.unreadableR.copy, confinement.unreadableR.path);
     }
-    const sandboxed = [this.bwrap, ...this.bwrapArguments(request, hardening), '--', ...limited];
+    const paths = {
+      rscript: this.options.rscript,
+      rHome: this.options.rHome,
+      rSourcesDir: dirname(this.rSource('session.R')),
+    };
+    const sandboxed = [this.bwrap, ...bwrapArguments(request, paths, hardening), '--', ...limited];
     // As root, bwrap would keep uid 0 (limits such as RLIMIT_NPROC do not apply to root).
     const command =
       this.sandboxUid !== null
@@ -396,95 +251,10 @@ export class RLauncher {
     };
   }
 
-  /**
-   * What hardens the sandbox besides its namespaces, worked out on first use: the seccomp
-   * filter, bubblewrap's --disable-userns where it has it, and the unreadable copy of R's
-   * executable that makes R non-dumpable.
-   */
+  /** The sandbox's hardening (see sandboxConfinement), worked out on first use. */
   private confinement(): Confinement {
-    if (this.hardening) {
-      return this.hardening;
-    }
-    const warn = (message: string): void => {
-      if (!warned.has(message)) {
-        warned.add(message);
-        (this.options.warn ?? ((text: string) => process.emitWarning(text)))(message);
-      }
-    };
-    const dir = this.options.runtimeDir ?? defaultRuntimeDir();
-    const arch = seccompArchOf(process.arch);
-    if (!arch) {
-      warn(
-        `no seccomp filter for R on ${process.arch}: ptrace, the keyring and new namespaces stay open to R within its sandbox`,
-      );
-    }
-    const rHome = this.options.rHome ?? rHomeOf(this.options.rscript);
-    const executable = rHome ? join(rHome, 'bin', 'exec', 'R') : null;
-    if (!executable || !isExecutable(executable)) {
-      warn(
-        `R's executable was not found (${executable ?? 'R_HOME unknown'}): a fork server's jobs can read and write its memory`,
-      );
-    }
-    this.hardening = {
-      seccompFile: arch ? writeOnce(dir, `seccomp-${arch}.bpf`, seccompProgram(arch)) : null,
-      disableUserns: this.bwrap !== null && bwrapHas(this.bwrap, '--disable-userns'),
-      unreadableR:
-        executable && isExecutable(executable)
-          ? { copy: unreadableCopy(dir, executable), path: executable }
-          : null,
-    };
+    this.hardening ??= sandboxConfinement(this.options, this.bwrap);
     return this.hardening;
-  }
-
-  private bwrapArguments(request: RLaunchRequest, hardening: string[]): string[] {
-    const args = [
-      '--unshare-all',
-      ...(request.network ? ['--share-net'] : []),
-      '--die-with-parent',
-      // A new session: R cannot push characters into the terminal of the service (TIOCSTI).
-      '--new-session',
-      '--ro-bind',
-      '/usr',
-      '/usr',
-      '--symlink',
-      'usr/lib',
-      '/lib',
-      '--symlink',
-      'usr/lib64',
-      '/lib64',
-      '--symlink',
-      'usr/bin',
-      '/bin',
-      '--symlink',
-      'usr/sbin',
-      '/sbin',
-    ];
-    const readable = new Set<string>(request.readable ?? []);
-    readable.add(dirname(this.rSource('session.R')));
-    if (this.options.rHome && !this.options.rHome.startsWith('/usr/')) {
-      readable.add(this.options.rHome);
-    }
-    if (!this.options.rscript.startsWith('/usr/')) {
-      readable.add(dirname(dirname(this.options.rscript)));
-    }
-    for (const path of [...ETC_FOR_R, ...(request.network ? ETC_FOR_NETWORK : [])]) {
-      args.push('--ro-bind-try', path, path);
-    }
-    for (const path of readable) {
-      args.push('--ro-bind', path, path);
-    }
-    args.push('--proc', '/proc', '--dev', '/dev');
-    // A read-only /tmp: R's temporary files go to the private directory (TMPDIR).
-    args.push('--perms', '0555', '--dir', '/tmp');
-    for (const path of request.writable) {
-      args.push('--bind', path, path);
-    }
-    args.push(...hardening);
-    // Nothing of the sandbox's own skeleton (/, /dev, /dev/shm) stays writable: jobs that share
-    // a sandbox in turn (a fork server's slot) could leave files there for the next one.
-    args.push('--remount-ro', '/dev', '--remount-ro', '/');
-    args.push('--chdir', request.cwd);
-    return args;
   }
 
   private environment(request: RLaunchRequest): NodeJS.ProcessEnv {

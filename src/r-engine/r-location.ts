@@ -1,6 +1,6 @@
 import { delimiter, isAbsolute, join } from 'node:path';
 import type { AppConfig } from '../config/app-config';
-import { isExecutable } from './r-launcher';
+import { isExecutable } from './r-sandbox';
 
 /** What the native engine reads of the configuration. */
 export type NativeRConfig = Pick<AppConfig, 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'> &

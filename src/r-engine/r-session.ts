@@ -1,9 +1,6 @@
-import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
-import { chownSync, constants as fsConstants, mkdirSync, mkdtempSync, openSync } from 'node:fs';
+import { type ChildProcess } from 'node:child_process';
+import { constants as fsConstants, openSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Readable } from 'node:stream';
 import {
   type FunctionCallFailure,
   type FunctionCallOutcome,
@@ -13,25 +10,13 @@ import type { FunctionLibrary } from './function-library';
 import type { PackageLibrary } from './package-library';
 import { REngineUnavailableError } from './r-engine';
 import { encodeFrame, FrameReader, FrameTooLargeError } from './r-session-frame';
-import type { RLauncher, RLimits } from './r-launcher';
-
-export interface RSessionOptions {
-  /** Starts R (sandbox, environment, limits): the same launcher as the node's script jobs. */
-  launcher: RLauncher;
-  /** Limits of the session's R; a call's time limit is the session's timer, not a CPU limit. */
-  limits: RLimits | null;
-  /** The session may open network connections (its application's `networkAllowed`). */
-  network: boolean;
-  /** The node's managed packages: bound read-only, the application's library first for R. */
-  packages: PackageLibrary | null;
-  /** R's console output, line by line (each cut at CONSOLE_LINE_MAX_BYTES). */
-  onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
-  /**
-   * Largest answer a function may give, in bytes (MAX_REQUEST_BYTES): R refuses a larger value
-   * itself, and a frame on the answer pipe that announces more ends the session.
-   */
-  maxAnswerBytes: number;
-}
+import {
+  logConsole,
+  makeSessionDirectory,
+  removeSessionDirectory,
+  spawnSessionR,
+  type RSessionOptions,
+} from './r-session-process';
 
 /** What a call did to the session, besides its outcome. */
 export interface SessionCallResult {
@@ -55,10 +40,6 @@ const ANSWERS_CLOSE_GRACE_MS = 1_000;
 const FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string', 'too-large']);
 /** Room in an answer frame besides the value: the other fields and their lengths. */
 const ANSWER_FRAME_OVERHEAD = 64 * 1024;
-/** R's console output is logged, not kept: a longer line is cut there. */
-export const CONSOLE_LINE_MAX_BYTES = 8 * 1024;
-/** Console output logged per call; the rest is read and dropped (R never blocks on the pipe). */
-const CONSOLE_LOG_MAX_BYTES_PER_CALL = 64 * 1024;
 /** A failure message from R is cut at this many characters. */
 const MESSAGE_MAX_CHARS = 4096;
 
@@ -101,7 +82,7 @@ export class RSession {
   /** The answer pipe broke the protocol once: nothing more is read from it. */
   private answersBroken = false;
   /** Console bytes logged during the current call. */
-  private consoleLogged = 0;
+  private readonly console = { logged: 0 };
   private readonly readyPromise: Promise<void>;
   private markReady: () => void = () => undefined;
   private markFailed: (error: Error) => void = () => undefined;
@@ -110,10 +91,8 @@ export class RSession {
   constructor(options: RSessionOptions) {
     this.network = options.network;
     this.packageLibrary = options.packages;
-    this.dir = mkdtempSync(join(tmpdir(), 'svc-session-'));
-    mkdirSync(join(this.dir, 'tmp'));
-    const fifo = join(this.dir, 'answers');
-    execFileSync('mkfifo', ['-m', '600', fifo]);
+    const { dir, fifo } = makeSessionDirectory();
+    this.dir = dir;
     // Opened before R: a FIFO read end that no writer has opened yet waits (no end of file);
     // it ends once R and everything that inherited its write end are gone.
     this.answers = new Socket({
@@ -159,7 +138,7 @@ export class RSession {
       this.markFailed = reject;
     });
     this.readyPromise.catch(() => undefined);
-    this.child = this.spawnR(options, fifo);
+    this.child = spawnSessionR(options, this.dir, fifo);
     this.exited = new Promise<void>((resolve) => {
       this.child.once('exit', (code, signal) => {
         this.exitDescription =
@@ -178,20 +157,7 @@ export class RSession {
         this.onGone(`R could not start: ${error.message}`);
       });
     });
-    for (const stream of ['stdout', 'stderr'] as const) {
-      const input = this.child[stream];
-      if (input) {
-        readBoundedLines(input, CONSOLE_LINE_MAX_BYTES, (line, bytes) => {
-          const before = this.consoleLogged;
-          this.consoleLogged += bytes;
-          if (this.consoleLogged <= CONSOLE_LOG_MAX_BYTES_PER_CALL) {
-            options.onOutput(stream, line);
-          } else if (before <= CONSOLE_LOG_MAX_BYTES_PER_CALL) {
-            options.onOutput(stream, '(further console output of this call is not logged)');
-          }
-        });
-      }
-    }
+    logConsole(this.child, options.onOutput, this.console);
     this.child.stdin?.on('error', () => undefined);
   }
 
@@ -323,7 +289,7 @@ export class RSession {
       this.libraryId = library.id;
     }
     this.calls++;
-    this.consoleLogged = 0;
+    this.console.logged = 0;
     return new Promise<SessionCallResult>((resolve, reject) => {
       const onAbort = (): void => {
         this.current = null;
@@ -410,7 +376,7 @@ export class RSession {
       // R may write into its directory until the sandbox is gone, and may have put links there:
       // removed once the launcher has exited, by rm(1), which never follows a link, even one
       // swapped in while it runs (it descends by directory descriptors).
-      void this.exited.then(() => removeTree(this.dir));
+      void this.exited.then(() => removeSessionDirectory(this.dir));
       // Let the answer pipe deliver what R wrote (its "started") before the call is settled.
       if (!this.answersEnded) {
         setTimeout(() => this.answers.destroy(), ANSWERS_CLOSE_GRACE_MS).unref();
@@ -428,91 +394,4 @@ export class RSession {
       );
     }
   }
-
-  private spawnR(options: RSessionOptions, fifo: string): ChildProcess {
-    const { launcher } = options;
-    const tmp = join(this.dir, 'tmp');
-    // Sandboxed R runs as another user when the service is root: its directory becomes its own.
-    if (launcher.sandboxUid !== null) {
-      for (const path of [this.dir, tmp, fifo]) {
-        chownSync(path, launcher.sandboxUid, launcher.sandboxUid);
-      }
-    }
-    return launcher.spawn({
-      args: [
-        launcher.rSource('session.R'),
-        fifo,
-        launcher.rSource('call-function.R'),
-        launcher.rSource('progress.R'),
-        String(options.maxAnswerBytes),
-      ],
-      cwd: this.dir,
-      home: this.dir,
-      tmp,
-      writable: [this.dir],
-      readable: options.packages ? [options.packages.root] : [],
-      network: options.network,
-      limits: options.limits,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-  }
-}
-
-/**
- * Calls onLine for each line of a stream, each cut at maxLineBytes (the rest of a longer line is
- * read and dropped), so that output without newlines cannot grow the service's memory; `bytes`
- * is the line's whole length.
- */
-export function readBoundedLines(
-  input: Readable,
-  maxLineBytes: number,
-  onLine: (line: string, bytes: number) => void,
-): void {
-  let held: Buffer[] = [];
-  let heldBytes = 0;
-  let lineBytes = 0;
-  const emit = (): void => {
-    let line = Buffer.concat(held, heldBytes).toString('utf8');
-    if (line.endsWith('\r')) {
-      line = line.slice(0, -1);
-    }
-    if (lineBytes > heldBytes) {
-      line += ` [line of ${lineBytes} bytes cut]`;
-    }
-    onLine(line, lineBytes);
-    held = [];
-    heldBytes = 0;
-    lineBytes = 0;
-  };
-  input.on('data', (chunk: Buffer) => {
-    let start = 0;
-    for (;;) {
-      const newline = chunk.indexOf(10, start);
-      const end = newline < 0 ? chunk.length : newline;
-      const take = Math.min(end - start, maxLineBytes - heldBytes);
-      if (take > 0) {
-        // Copied: a slice would keep the whole chunk alive.
-        held.push(Buffer.from(chunk.subarray(start, start + take)));
-        heldBytes += take;
-      }
-      lineBytes += end - start;
-      if (newline < 0) {
-        return;
-      }
-      emit();
-      start = newline + 1;
-    }
-  });
-  input.on('end', () => {
-    if (lineBytes > 0) {
-      emit();
-    }
-  });
-}
-
-/** Removes a directory tree a sandbox could write, never following a link (see onGone). */
-function removeTree(dir: string): Promise<void> {
-  return new Promise((resolve) => {
-    execFile('rm', ['-rf', '--one-file-system', '--', dir], () => resolve());
-  });
 }

@@ -1,6 +1,6 @@
 import { constants as osConstants, availableParallelism } from 'node:os';
-import { bytesUnder, listOutputFiles } from './job-tree';
-import type { ForkRunStatus } from './fork-server';
+import { bytesUnder, listOutputFiles } from './job-tree-listing';
+import type { ForkRunStatus } from './fork-runs';
 import type { RLimits } from './r-launcher';
 import type { NativeRConfig } from './r-location';
 import type { Exit } from './r-process';

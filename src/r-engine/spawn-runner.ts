@@ -4,11 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { traceEnvironment } from '../tracing/tracing';
 import { routeOutput } from './job-progress';
-import { removeTree } from './job-tree';
+import { removeTree } from './job-tree-removal';
 import { libraryDir, type NativeRuntime } from './native-runtime';
 import { LineSplitter } from './output-lines';
 import { REngineUnavailableError, type ScriptRunOutcome, type ScriptRunRequest } from './r-engine';
-import { isExecutable, killProcessGroup } from './r-launcher';
+import { killProcessGroup } from './r-launcher';
+import { isExecutable } from './r-sandbox';
 import { DRAIN_GRACE_MS, isSpawnFailure, waitForExit, type Exit } from './r-process';
 import {
   closeDescriptor,

@@ -1,5 +1,5 @@
 import { constants as fsConstants } from 'node:fs';
-import { mkdir, open, readdir, rm, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { dirname, join, posix, resolve, sep } from 'node:path';
 import type { WebR } from 'webr';
 import type { AppConfig } from '../config/app-config';
@@ -203,4 +203,36 @@ export class OutputLog {
   async close(): Promise<void> {
     await this.file.close().catch(() => undefined);
   }
+}
+
+/**
+ * Copies the host working directory (R's log left out) into `vfsDir`, a fresh directory of the
+ * instance; returns what it copied, by relative path, for copyBack to compare.
+ */
+export async function copyIn(
+  webR: WebR,
+  workDir: string,
+  vfsDir: string,
+): Promise<Map<string, Buffer>> {
+  const copiedIn = new Map<string, Buffer>();
+  await webR.FS.mkdir(vfsDir);
+  const vfsDirs = new Set<string>([vfsDir]);
+  const ensureVfsDir = async (dir: string): Promise<void> => {
+    if (!vfsDirs.has(dir)) {
+      await ensureVfsDir(posix.dirname(dir));
+      await webR.FS.mkdir(dir);
+      vfsDirs.add(dir);
+    }
+  };
+  for (const path of await listHostFiles(workDir)) {
+    if (path === R_LOG_FILE) {
+      continue;
+    }
+    const data = await readFile(join(workDir, path));
+    const target = posix.join(vfsDir, path);
+    await ensureVfsDir(posix.dirname(target));
+    await webR.FS.writeFile(target, data);
+    copiedIn.set(path, data);
+  }
+  return copiedIn;
 }

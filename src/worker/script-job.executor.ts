@@ -12,13 +12,9 @@ import { JobLogRepository } from '../jobs/job-log.repository';
 import { JobLogWriter } from '../jobs/job-log-writer';
 import { CatalogService } from '../catalog/catalog.service';
 import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
-import {
-  describeJobPath,
-  JobOutputError,
-  listOutputFiles,
-  type OutputTree,
-  removeTree,
-} from '../r-engine/job-tree';
+import { describeJobPath, JobOutputError } from '../r-engine/job-tree';
+import { listOutputFiles, type OutputTree } from '../r-engine/job-tree-listing';
+import { removeTree } from '../r-engine/job-tree-removal';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
 import { zipFilesToBufferOrFile } from '../results/result-archive';
 import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../storage/blob-chunks';

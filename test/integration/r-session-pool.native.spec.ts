@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { findRscript } from '../../src/r-engine/r-location';
 import { RSessionPool } from '../../src/r-engine/r-session-pool';
-import { findBwrap, RLauncher } from '../../src/r-engine/r-launcher';
+import { RLauncher } from '../../src/r-engine/r-launcher';
+import { findBwrap } from '../../src/r-engine/r-sandbox';
 import type { FunctionLibrary } from '../../src/r-engine/function-library';
 import { LEAVING_FUNCTIONS } from '../support/function-calls';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NativeREngine } from '../../src/r-engine/native-r.engine';
 import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
-import { findBwrap } from '../../src/r-engine/r-launcher';
+import { findBwrap } from '../../src/r-engine/r-sandbox';
 import type { ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 /**
