@@ -122,6 +122,7 @@ export class NativeREngine implements REngine, NativeRuntime {
     }
     this.launcherInstance = this.newLauncher(sandbox);
     // FIFOs made for the launcher before belong to its sandbox user.
+    this.spawned.resume();
     await this.spawned.close();
     this.markStarted();
     if (this.scriptMode === 'fork' && this.config.scriptJobs !== false) {
@@ -195,9 +196,9 @@ export class NativeREngine implements REngine, NativeRuntime {
   }
 
   async stop(): Promise<void> {
-    await this.spawned.abortAll();
+    // Nothing may add to the runtime directory while it is removed (ENOTEMPTY otherwise).
+    await this.spawned.stop();
     await this.forkSlots.stop();
-    await this.spawned.close();
     if (this.runtimeRoot) {
       await rm(this.runtimeRoot, { recursive: true, force: true });
       this.runtimeRoot = undefined;

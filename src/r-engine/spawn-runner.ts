@@ -41,21 +41,52 @@ export class SpawnRunner {
 
   constructor(private readonly runtime: NativeRuntime) {}
 
-  /** Stops every running job as if the engine stopped, and waits until their R has gone. */
-  async abortAll(): Promise<void> {
-    const runs = [...this.running];
-    runs.forEach(([controller]) => controller.abort('stopped'));
-    await Promise.all(runs.map(([, settled]) => settled));
+  /** Runs under way from their first step (a run not yet in `running` has not started R). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  /** The pool being made or made: one promise, so that close() can wait for its making. */
+  private pool: Promise<FifoPool> | null = null;
+  private stopped = false;
+
+  /**
+   * Refuses new runs, stops every running job as if the engine stopped, waits until their R has
+   * gone and their directories are removed, and makes no more FIFOs: afterwards nothing of this
+   * runner adds to the runtime directory, which the engine then removes.
+   */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const controller of this.running.keys()) {
+      controller.abort('stopped');
+    }
+    await Promise.all([...this.inFlight].map((run) => run.catch(() => undefined)));
+    await this.close();
   }
 
-  /** Makes no more FIFOs (before the runtime directory is removed); a new pool on next use. */
+  /** Takes runs again after stop() (the engine started again). */
+  resume(): void {
+    this.stopped = false;
+  }
+
+  /** Makes no more FIFOs in the current pool (its sandbox user changed, or stopping); a new pool on next use. */
   async close(): Promise<void> {
-    const fifos = this.fifos;
-    this.fifos = null;
-    await fifos?.close();
+    const pool = this.pool;
+    this.pool = null;
+    await (await pool?.catch(() => null))?.close();
   }
 
   async run(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
+    if (this.stopped) {
+      throw new REngineUnavailableError('the R engine is stopping');
+    }
+    const run = this.runOnce(request);
+    this.inFlight.add(run);
+    try {
+      return await run;
+    } finally {
+      this.inFlight.delete(run);
+    }
+  }
+
+  private async runOnce(request: ScriptRunRequest): Promise<ScriptRunOutcome> {
     // prlimit would turn a missing Rscript into an exit status; check first so it stays retryable.
     if (!isExecutable(this.runtime.rscript)) {
       throw new REngineUnavailableError(
@@ -113,6 +144,9 @@ export class SpawnRunner {
           let settle = (): void => undefined;
           const settled = new Promise<void>((resolve) => (settle = resolve));
           this.running.set(controller, settled);
+          if (this.stopped) {
+            controller.abort('stopped'); // the engine began stopping while R was being started
+          }
           controller.signal.addEventListener('abort', () => killProcessGroup(child), {
             once: true,
           });
@@ -168,16 +202,27 @@ export class SpawnRunner {
   }
 
   /** The spawned runs' FIFOs, in a directory of the service's (made on first use). */
-  private async fifoPool(): Promise<FifoPool> {
-    if (!this.fifos) {
-      const dir = this.runtime.root
-        ? join(this.runtime.root, 'fifos')
-        : await mkdtemp(join(tmpdir(), 'svc-fifos-'));
-      await mkdir(dir, { recursive: true, mode: 0o711 });
-      await chmod(dir, 0o711);
-      this.fifos = new FifoPool(dir, this.runtime.launcher.sandboxUid);
+  private fifoPool(): Promise<FifoPool> {
+    if (this.stopped) {
+      return Promise.reject(new REngineUnavailableError('the R engine is stopping'));
     }
-    return this.fifos;
+    if (!this.pool) {
+      const making = (async () => {
+        const dir = this.runtime.root
+          ? join(this.runtime.root, 'fifos')
+          : await mkdtemp(join(tmpdir(), 'svc-fifos-'));
+        await mkdir(dir, { recursive: true, mode: 0o711 });
+        await chmod(dir, 0o711);
+        return new FifoPool(dir, this.runtime.launcher.sandboxUid);
+      })();
+      this.pool = making;
+      making.catch(() => {
+        if (this.pool === making) {
+          this.pool = null;
+        }
+      });
+    }
+    return this.pool;
   }
 }
 
