@@ -219,6 +219,17 @@ local({
     substr(sub(".*\\) ", "", stat[[1L]]), 1L, 1L) # the state, after "pid (comm) "
   }
 
+  # A child's writes are added to the server's write_bytes (which svc reads for the bytes-written
+  # limit) only when it is reaped, not when it exits: wait for that, bounded. parallel reaps its
+  # children on SIGCHLD, so this is a few milliseconds at most.
+  awaitReaped <- function(pid) {
+    deadline <- proc.time()[[3L]] + 1
+    while (processState(pid) != "gone" && proc.time()[[3L]] < deadline) {
+      tryCatch(readChild(pid), error = function(e) NULL)
+      Sys.sleep(0.001)
+    }
+  }
+
   # System V IPC objects outlive the processes that made them, in the sandbox's own IPC
   # namespace that the slot's next job shares: removed after each job (the job's processes are
   # gone by then, so nothing is attached). Only a job that made one pays for ipcrm.
@@ -312,6 +323,7 @@ local({
         if (is.null(broken) && length(getAllConnections()) > connectionsAtStart) {
           broken <- "the job left R connections of the server open"
         }
+        awaitReaped(pid)
         say("ENDED", jobs[[key]]$token, status)
         jobs[[key]] <- NULL
         if (!is.null(broken)) {
