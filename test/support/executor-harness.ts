@@ -10,6 +10,7 @@ import { JobLogRepository } from '../../src/jobs/job-log.repository';
 import { findRscript } from '../../src/r-engine/r-location';
 import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
 import { createREngine } from '../../src/r-engine/r-engine.factory';
+import { JobRecordsRepository } from '../../src/queue/job-records.repository';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import type { ClaimedJob, JobFileInput, JobKind } from '../../src/queue/queue.types';
 import { DatabaseEvents } from '../../src/storage/database-events.service';
@@ -115,6 +116,7 @@ export async function startExecutorHarness(
       providers: [
         CatalogService,
         JobLogRepository,
+        JobRecordsRepository,
         { provide: AppConfig, useValue: db.config },
         { provide: R_ENGINE, useValue: engine },
         { provide: DataSource, useValue: db.dataSource },
