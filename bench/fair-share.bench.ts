@@ -32,6 +32,12 @@ export interface FairShareRun {
   loadedWaitP50Ms: number;
   /** The bound: twice the idle p50 plus one run time. */
   boundMs: number;
+  /** Behind a: from b's first submission to its first start (the wait for a slot to free), ms. */
+  firstStartMs: number;
+  /** Behind a: the median of b's run times, and the time between two of b's starts, ms. */
+  loadedRunMs: number;
+  loadedStartGapMs: number;
+
   /** a's jobs finished per second before b submitted, and while b's jobs ran. */
   aPerSecondBefore: number;
   aPerSecondDuring: number;
@@ -169,6 +175,16 @@ export async function fairShareRun(
   );
   const bDone = Math.max(...loaded.map((t) => t.finished ?? 0));
   const loadedWaits = loaded.map((t) => (t.started ?? 0) - t.submitted);
+  const loadedStarts = loaded.map((t) => t.started ?? 0).sort((x, y) => x - y);
+  const firstSubmitted = Math.min(...loaded.map((t) => t.submitted));
+  const firstStartMs = loadedStarts[0] - firstSubmitted;
+  const loadedStartGapMs =
+    (loadedStarts[loadedStarts.length - 1] - loadedStarts[0]) /
+    Math.max(loadedStarts.length - 1, 1);
+  const loadedRunMs = percentile(
+    loaded.map((t) => (t.finished ?? 0) - (t.started ?? 0)),
+    50,
+  );
   const aPerSecondBefore =
     (await finishedOf(database, 'a', aQueued, bSubmitted)) / ((bSubmitted - aQueued) / 1000);
   const aPerSecondDuring =
@@ -210,6 +226,9 @@ export async function fairShareRun(
     idleWaitP50Ms: round(idleP50, 0),
     loadedWaitP50Ms: round(percentile(loadedWaits, 50), 0),
     boundMs: round(2 * idleP50 + runMs, 0),
+    firstStartMs: round(firstStartMs, 0),
+    loadedRunMs: round(loadedRunMs, 0),
+    loadedStartGapMs: round(loadedStartGapMs, 0),
     aPerSecondBefore: round(aPerSecondBefore, 2),
     aPerSecondDuring: round(aPerSecondDuring, 2),
     cappedMaxRunning: maxRunning,

@@ -868,6 +868,9 @@ async function main(): Promise<void> {
             ["b's p50 wait on an idle node (ms)", String(fair.idleWaitP50Ms)],
             ["b's p50 wait behind a's backlog (ms)", String(fair.loadedWaitP50Ms)],
             ['bound: 2 x idle p50 + one run (ms)', String(fair.boundMs)],
+            ["behind a: b's first start after its submission (ms)", String(fair.firstStartMs)],
+            ["behind a: b's run time, p50 (ms)", String(fair.loadedRunMs)],
+            ["behind a: time between two of b's starts (ms)", String(fair.loadedStartGapMs)],
             ["a's jobs/s before b", String(fair.aPerSecondBefore)],
             ["a's jobs/s while b runs", String(fair.aPerSecondDuring)],
             [
