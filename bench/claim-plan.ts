@@ -3,7 +3,8 @@
  * 100,000 queued jobs spread over 100 applications, and over one, as docs/queue.md shows it.
  * Builds the data set in a throwaway database on the local PostgreSQL (BenchDatabase), runs
  * EXPLAIN (ANALYZE, BUFFERS) of the claim a worker with 2 script and 2 function-call slots sends,
- * inside a transaction that is rolled back, and drops the database.
+ * inside a transaction that is rolled back (its generic plan, as a node connected directly runs it,
+ * and its custom plan, as through PgBouncer or on the embedded database), and drops the database.
  *
  * Options: --jobs N (default 100000), --running N (jobs RUNNING beside them, default 20).
  */
@@ -45,30 +46,55 @@ async function fill(
   await client.query('VACUUM ANALYZE job');
 }
 
-async function plan(client: Client): Promise<string> {
+/** The claim's parameters as a worker with 2 script and 2 function-call slots sends them. */
+const CLAIM_PARAMETERS: Array<string | number | string[] | null> = [
+  'w1',
+  2,
+  60,
+  null,
+  JOB_STARTED_CHANNEL,
+  ['script'],
+  ['xml', 'json'],
+  2,
+  'bench ',
+  [],
+  [],
+  [],
+];
+
+/**
+ * EXPLAIN of one claim, rolled back. With `generic`, the plan the service uses on its claim
+ * connection (ClaimConnection: a prepared statement under force_generic_plan, planned once);
+ * otherwise the custom plan PostgreSQL makes per call (PgBouncer, the embedded database).
+ */
+async function plan(client: Client, generic: boolean): Promise<string> {
   await client.query('BEGIN');
   try {
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
-      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${CLAIM_SQL}`,
-      [
-        'w1',
-        2,
-        60,
-        null,
-        JOB_STARTED_CHANNEL,
-        ['script'],
-        ['xml', 'json'],
-        2,
-        'bench ',
-        [],
-        [],
-        [],
-      ],
-    );
+    const { rows } = generic
+      ? await client.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE claim_plan(${CLAIM_PARAMETERS.map(
+            (value) => literal(client, value),
+          ).join(', ')})`,
+        )
+      : await client.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${CLAIM_SQL}`,
+          CLAIM_PARAMETERS,
+        );
     return rows.map((row) => row['QUERY PLAN']).join('\n');
   } finally {
     await client.query('ROLLBACK');
   }
+}
+
+/** A parameter as an SQL literal (EXECUTE of a prepared statement takes no bind parameters). */
+function literal(client: Client, value: string | number | string[] | null): string {
+  if (value === null) {
+    return 'NULL';
+  }
+  if (Array.isArray(value)) {
+    return client.escapeLiteral(`{${value.join(',')}}`);
+  }
+  return typeof value === 'number' ? String(value) : client.escapeLiteral(value);
 }
 
 async function main(): Promise<void> {
@@ -85,15 +111,31 @@ async function main(): Promise<void> {
     );
     await dataSource.runMigrations();
     await close();
-    const client = new Client({ connectionString: database.url });
+    // As the claim connection is set up (ClaimConnection).
+    const client = new Client({
+      connectionString: database.url,
+      options: '-c plan_cache_mode=force_generic_plan',
+    });
     await client.connect();
     try {
+      await client.query(
+        `PREPARE claim_plan(varchar, int, int, varchar, text, varchar[], varchar[], int, text,
+                            varchar[], float8[], int[]) AS ${CLAIM_SQL}`,
+      );
       for (const applications of [100, 1]) {
         await fill(client, jobs, applications, running);
-        log(heading(`${jobs} queued jobs over ${applications} application(s), ${running} running`));
-        // The second run is the steady state (the first reads pages into the cache).
-        await plan(client);
-        log(await plan(client));
+        for (const generic of [true, false]) {
+          log(
+            heading(
+              `${jobs} queued jobs over ${applications} application(s), ${running} running: ` +
+                (generic ? 'generic plan (direct connection)' : 'custom plan (pooler, embedded)'),
+            ),
+          );
+          await client.query(`SET plan_cache_mode = ${generic ? 'force_generic_plan' : 'auto'}`);
+          // The second run is the steady state (the first reads pages into the cache).
+          await plan(client, generic);
+          log(await plan(client, generic));
+        }
       }
     } finally {
       await client.end();

@@ -56,6 +56,8 @@ interface Cost {
   topStatements: Array<{ sql: string; calls: number; execMs: number }>;
   /** Execution time of the claim statement(s): the one hot-path statement that takes jobs. */
   claimMs: number;
+  /** Planning time of the claim statement(s). */
+  claimPlanMs: number;
   /** Most connections the node held at once (sampled). */
   peakConnections: number;
   seconds: number;
@@ -104,6 +106,8 @@ class PrivateCluster {
         "shared_preload_libraries = 'pg_stat_statements'",
         // Statements as svc sends them (the work of foreign keys and cascades is in theirs).
         'pg_stat_statements.track = top',
+        // Planning counts too: a statement planned on every call costs that each time.
+        'pg_stat_statements.track_planning = on',
         // Nothing but the measured work writes WAL.
         'autovacuum = off',
         '',
@@ -223,15 +227,17 @@ class Observer {
 
   /** The service's statements in the measured database since the last reset. */
   async statements(): Promise<
-    Array<{ query: string; calls: number; walBytes: number; execMs: number }>
+    Array<{ query: string; calls: number; walBytes: number; execMs: number; planMs: number }>
   > {
     const { rows } = await this.server.query<{
       query: string;
       calls: string;
       wal_bytes: string;
       exec_ms: string;
+      plan_ms: string;
     }>(
-      `SELECT query, calls::text, wal_bytes::text, total_exec_time::text AS exec_ms FROM pg_stat_statements
+      `SELECT query, calls::text, wal_bytes::text, total_exec_time::text AS exec_ms,
+              total_plan_time::text AS plan_ms FROM pg_stat_statements
         WHERE userid = $1::regrole AND dbid = (SELECT oid FROM pg_database WHERE datname = $2)
         ORDER BY calls DESC`,
       [SERVICE_ROLE, DATABASE],
@@ -241,6 +247,7 @@ class Observer {
       calls: Number(row.calls),
       walBytes: Number(row.wal_bytes),
       execMs: Number(row.exec_ms),
+      planMs: Number(row.plan_ms),
     }));
   }
 
@@ -367,6 +374,9 @@ async function main(): Promise<void> {
         claimMs: statements
           .filter((statement) => statement.query.includes('FOR UPDATE SKIP LOCKED'))
           .reduce((sum, statement) => sum + statement.execMs, 0),
+        claimPlanMs: statements
+          .filter((statement) => statement.query.includes('FOR UPDATE SKIP LOCKED'))
+          .reduce((sum, statement) => sum + statement.planMs, 0),
         peakConnections: peak,
         seconds,
       };
@@ -497,8 +507,11 @@ function report(
       );
     }
   }
+  const claim = phases.run;
   log(
-    `claim: ${round(phases.run.claimMs / options.jobs, 3)} ms of execution per job (pg_stat_statements, the statements with FOR UPDATE SKIP LOCKED)`,
+    `claim: ${round((claim.claimPlanMs + claim.claimMs) / options.jobs, 3)} ms per job: ` +
+      `${round(claim.claimPlanMs / options.jobs, 3)} planning + ${round(claim.claimMs / options.jobs, 3)} execution ` +
+      '(pg_stat_statements, the statements with FOR UPDATE SKIP LOCKED)',
   );
   log(
     heading(

@@ -21,8 +21,8 @@
  */
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { readFile, stat } from 'node:fs/promises';
-import { Injectable, Optional } from '@nestjs/common';
-import type { PoolClient } from 'pg';
+import { Injectable, OnModuleDestroy, Optional } from '@nestjs/common';
+import type { PoolClient, QueryConfig } from 'pg';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import {
@@ -47,6 +47,7 @@ import { notificationPrefix } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
 import { rowsOf } from '../storage/query-rows';
 import { AppConfig } from '../config/app-config';
+import { ClaimConnection } from './claim-connection';
 import type { ClaimPolicies } from '../config/application-settings';
 import { activeTraceCarrier, inSpan, TraceCarrier, tracingEnabled } from '../tracing/tracing';
 
@@ -231,8 +232,11 @@ const NO_CLAIM_POLICIES: ClaimPolicies = { applications: [], weights: [], maxRun
  * with a weight or a cap of their own, their weights and caps (NULL: none).
  */
 export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
+         -- The lower bound lets the generic plan (ClaimConnection) start its descent at a
+         -- dedicated slot's application instead of filtering every application before it.
          (SELECT application_name FROM job
-           WHERE state = 'QUEUED' AND ($4::varchar IS NULL OR application_name = $4::varchar)
+           WHERE state = 'QUEUED' AND application_name >= coalesce($4::varchar, '')
+             AND ($4::varchar IS NULL OR application_name = $4::varchar)
            ORDER BY application_name LIMIT 1)
          UNION ALL
          SELECT (SELECT j.application_name FROM job j
@@ -282,12 +286,13 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
            SELECT id, pool, row_number() OVER (PARTITION BY pool ORDER BY share, priority DESC, submitted_at) AS pick
              FROM candidates) ranked
           WHERE pick <= CASE WHEN pool = 1 THEN $2 ELSE $8 END
-          -- Tells the planner how few they are: the UPDATE finds them by primary key.
           LIMIT $2::int + $8::int),
        claimed AS (
          UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
                 lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
-           FROM next WHERE job.id = next.id
+          -- By primary key whatever the plan's estimate of how many (a generic plan's LIMIT
+          -- is unknown, and a join would read the whole table).
+          WHERE job.id = ANY (ARRAY(SELECT id FROM next))
          RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source,
                    job.callback_url IS NOT NULL AS has_callback, job.traceparent, job.tracestate)
        SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
@@ -303,13 +308,39 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority DESC, claimed.submitted_at`;
 
+/** The claim on `client`; with a capped application, behind the capped claims' advisory lock. */
+async function runClaim(
+  client: PoolClient,
+  statement: QueryConfig,
+  capped: boolean,
+): Promise<ClaimRow[]> {
+  if (!capped) {
+    return (await client.query<ClaimRow>(statement)).rows;
+  }
+  await client.query('BEGIN');
+  try {
+    await client.query(`SELECT pg_advisory_xact_lock(hashtext('svc.claim.capped'))`);
+    const rows = (await client.query<ClaimRow>(statement)).rows;
+    await client.query('COMMIT');
+    return rows;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
 @Injectable()
-export class QueueRepository {
+export class QueueRepository implements OnModuleDestroy {
   /** Before each payload this node notifies. */
   private readonly sender: string;
 
-  /** Whether the claim may be a named prepared statement (a connection of its own, no pooler). */
-  private readonly prepared: boolean;
+  /**
+   * Where the node reaches PostgreSQL directly: the claim's own connection, on which the claim is
+   * a named prepared statement planned once (ClaimConnection). Through PgBouncer's transaction
+   * pooling or on the embedded database, whose connections share sessions: null, and the claim
+   * is sent unnamed on a pooled connection, planned on each call.
+   */
+  private readonly claimConnection: ClaimConnection | null;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -317,8 +348,14 @@ export class QueueRepository {
     @Optional() config?: AppConfig,
   ) {
     this.sender = notificationPrefix(node.id);
-    this.prepared =
-      config !== undefined && !config.embeddedDatabase && config.databasePooler === 'none';
+    this.claimConnection =
+      config?.databaseUrl && config.databasePooler === 'none'
+        ? new ClaimConnection(config.databaseUrl)
+        : null;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.claimConnection?.close();
   }
 
   /**
@@ -449,32 +486,32 @@ export class QueueRepository {
   }
 
   /**
-   * Runs CLAIM_SQL on one pooled connection, as a named prepared statement (parsed once per
-   * connection) where the connection is the server's own; through PgBouncer's transaction
-   * pooling or on the embedded database, whose connections share sessions, unnamed. PostgreSQL
-   * still plans it per call (docs/queue.md). With a capped application, in a transaction behind
-   * the capped claims' advisory lock.
+   * Runs CLAIM_SQL: on the claim's own connection as a named prepared statement with its generic
+   * plan, or unnamed on a pooled connection (see claimConnection). With a capped application, in
+   * a transaction behind the capped claims' advisory lock.
    */
   private async claimRows(parameters: unknown[], capped: boolean): Promise<ClaimRow[]> {
+    if (this.claimConnection) {
+      const client = await this.claimConnection.connect();
+      let failure: Error | undefined;
+      try {
+        return await runClaim(
+          client,
+          { name: 'svc_claim', text: CLAIM_SQL, values: parameters },
+          capped,
+        );
+      } catch (error) {
+        failure = error as Error;
+        throw error;
+      } finally {
+        // After a failure the connection may be broken: the next claim opens another.
+        client.release(failure);
+      }
+    }
     const runner = this.dataSource.createQueryRunner();
     try {
       const client = (await runner.connect()) as PoolClient;
-      const statement = this.prepared
-        ? { name: 'svc_claim', text: CLAIM_SQL, values: parameters }
-        : { text: CLAIM_SQL, values: parameters };
-      if (!capped) {
-        return (await client.query<ClaimRow>(statement)).rows;
-      }
-      await client.query('BEGIN');
-      try {
-        await client.query(`SELECT pg_advisory_xact_lock(hashtext('svc.claim.capped'))`);
-        const rows = (await client.query<ClaimRow>(statement)).rows;
-        await client.query('COMMIT');
-        return rows;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      }
+      return await runClaim(client, { text: CLAIM_SQL, values: parameters }, capped);
     } finally {
       await runner.release();
     }

@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { errorResult, resultData } from '../../src/jobs/job-result';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
+import { CLAIM_APPLICATION_NAME } from '../../src/queue/claim-connection';
 import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';
 import { loadConfig } from '../../src/config/app-config';
 import { DatabaseEvents, parseNotification } from '../../src/storage/database-events.service';
@@ -508,5 +509,77 @@ describe('queue repository', () => {
         expect(heard).toEqual([mine, theirs]);
       },
     );
+  });
+
+  /**
+   * A node connected to the server directly claims on a connection of its own, whose session
+   * plans the claim once (force_generic_plan): the same jobs in the same order as the pooled
+   * path, a dedicated slot's claim only its application's, and a lost connection replaced.
+   */
+  describe("the claim's own connection", () => {
+    let direct: QueueRepository;
+
+    beforeAll(() => {
+      direct = new QueueRepository(dataSource, node, loadConfig(testEnvironment(database)));
+    });
+
+    afterAll(async () => {
+      await direct.onModuleDestroy();
+    });
+
+    async function claimBackends(): Promise<Array<{ pid: number; query: string }>> {
+      return dataSource.query(
+        `SELECT pid, query FROM pg_stat_activity
+          WHERE application_name = $1 AND datname = current_database()`,
+        [CLAIM_APPLICATION_NAME],
+      );
+    }
+
+    onServer(
+      'claims by priority and submission order, a dedicated slot only its application',
+      async () => {
+        const start = Date.now();
+        const older = await submit('alpha', new Date(start - 2000));
+        const newer = await submit('alpha', new Date(start - 1000));
+        const urgent = await submit('alpha', new Date(start));
+        await dataSource.query('UPDATE job SET priority = 5 WHERE id = $1', [urgent]);
+        const other = await submit('beta', new Date(start - 3000));
+        // Several times, so that PostgreSQL's plan cache has long passed its custom plans.
+        for (let i = 0; i < 7; i++) {
+          expect(await direct.claim('none', 1, 30, 'gamma')).toEqual([]);
+        }
+        expect((await direct.claim('w', 2, 30, 'alpha')).map((job) => job.id)).toEqual([
+          urgent,
+          older,
+        ]);
+        expect((await direct.claim('w', 5, 30, null)).map((job) => job.id).sort()).toEqual(
+          [newer, other].sort(),
+        );
+        const backends = await claimBackends();
+        expect(backends).toHaveLength(1);
+        expect(backends[0].query).toMatch(/^WITH RECURSIVE queued_apps/);
+      },
+    );
+
+    onServer('opens another connection when the server ended its own', async () => {
+      await direct.claim('w', 1, 30, null);
+      const [before] = await claimBackends();
+      await dataSource.query('SELECT pg_terminate_backend($1)', [before.pid]);
+      const id = await submit('alpha');
+      // The claim that meets the ended connection fails; the worker claims again on its next
+      // wake-up, on a new connection.
+      let claimed: string[] = [];
+      await waitFor(async () => {
+        claimed = await direct.claim('w', 1, 30, null).then(
+          (jobs) => jobs.map((job) => job.id),
+          () => [],
+        );
+        return claimed.length > 0;
+      }, 5000);
+      expect(claimed).toEqual([id]);
+      const after = await claimBackends();
+      expect(after).toHaveLength(1);
+      expect(after[0].pid).not.toBe(before.pid);
+    });
   });
 });
