@@ -1,16 +1,25 @@
 import 'reflect-metadata';
-import { METHOD_METADATA, MODULE_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import { RequestMethod } from '@nestjs/common';
+import { PATH_METADATA } from '@nestjs/common/constants';
+import { MetadataScanner } from '@nestjs/core';
+import { NestContainer } from '@nestjs/core/injector/container';
+import { NoopGraphInspector } from '@nestjs/core/inspector/noop-graph-inspector';
+import { PathsExplorer } from '@nestjs/core/router/paths-explorer';
+import { DependenciesScanner } from '@nestjs/core/scanner';
 import { OpenApiChecker, validateOpenApiDocument } from '../../test/support/openapi-validation';
 import { ApiModule } from '../api.module';
+import { AUDIT_ACTIONS } from '../audit/audit.service';
 import { REST_PREFIX } from '../common/public-uri';
-import { buildOpenApiDocument } from './openapi-document';
+import { loadOpenApiDocument, withBaseUrl } from './openapi-document';
 import type { MediaTypeObject, OpenApiDocument, ResponseObject } from './openapi-objects';
 
 const BASE_URL = 'https://svc.example.org';
 
-function build(): OpenApiDocument {
-  return buildOpenApiDocument({ baseUrl: BASE_URL, version: '0.1.0', waitMaxSeconds: 60 });
+function build(oidcIssuer: string | null = null): OpenApiDocument {
+  return withBaseUrl(
+    loadOpenApiDocument({ version: '0.1.0', waitMaxSeconds: 60, oidcIssuer }),
+    BASE_URL,
+  );
 }
 
 const pointer = (segments: string[]): string =>
@@ -48,41 +57,62 @@ function documentedContents(document: OpenApiDocument): DocumentedContent[] {
   );
 }
 
-/** `GET /jobs/{app}/{jobId}` for every route the REST controllers serve (not their 405 catch-alls). */
-function servedRoutes(): string[] {
-  const controllers = Reflect.getMetadata(MODULE_METADATA.CONTROLLERS, ApiModule) as Array<
-    new () => unknown
-  >;
-  const routes: string[] = [];
-  for (const controller of controllers) {
-    const base = String(Reflect.getMetadata(PATH_METADATA, controller));
-    if (!`/${base}`.startsWith(REST_PREFIX)) {
-      continue;
-    }
-    const prototype = controller.prototype as Record<string, unknown>;
-    for (const name of Object.getOwnPropertyNames(prototype)) {
-      const handler = prototype[name];
-      const method =
-        typeof handler === 'function'
-          ? (Reflect.getMetadata(METHOD_METADATA, handler) as unknown)
-          : undefined;
-      if (typeof handler !== 'function' || method === undefined || method === RequestMethod.ALL) {
+/**
+ * `GET /jobs/{app}/{jobId}` for every route Nest registers under the REST prefix, found as Nest
+ * finds them: the module graph of ApiModule scanned, then each controller's handlers. `@All`
+ * catch-alls (405) are left out: OpenAPI has no place for them.
+ */
+async function servedRoutes(): Promise<string[]> {
+  const container = new NestContainer();
+  const metadataScanner = new MetadataScanner();
+  await new DependenciesScanner(container, metadataScanner, NoopGraphInspector).scan(ApiModule);
+  const explorer = new PathsExplorer(metadataScanner);
+  const routes = new Set<string>();
+  for (const module of container.getModules().values()) {
+    for (const { metatype } of module.controllers.values()) {
+      if (typeof metatype !== 'function') {
         continue;
       }
-      const paths = [Reflect.getMetadata(PATH_METADATA, handler) as string | string[]].flat();
-      for (const path of paths) {
-        const template = `/${base}/${path}`
-          .replace(/\/+$/, '')
-          .replace(/\/{2,}/g, '/')
-          .slice(REST_PREFIX.length)
-          .replace(/[:*](\w+)/g, '{$1}')
-          // The data route takes one segment, `{jobId}.{type}`, and splits it itself.
-          .replace('/result/{app}/{file}', '/result/{app}/{jobId}.{type}');
-        routes.push(`${RequestMethod[method as RequestMethod]} ${template || '/'}`);
+      const bases = [Reflect.getMetadata(PATH_METADATA, metatype) as string | string[]].flat();
+      const prototype = metatype.prototype as object;
+      for (const route of explorer.scanForPaths(prototype, prototype)) {
+        if (route.requestMethod === RequestMethod.ALL) {
+          continue;
+        }
+        for (const template of bases.flatMap((base) =>
+          route.path.map((path) => `/${base}/${path}`.replace(/\/+$/, '').replace(/\/{2,}/g, '/')),
+        )) {
+          if (!template.startsWith(REST_PREFIX)) {
+            continue;
+          }
+          const documented = template
+            .slice(REST_PREFIX.length)
+            .replace(/[:*](\w+)/g, '{$1}')
+            // The data route takes one segment, `{jobId}.{type}`, and splits it itself.
+            .replace('/result/{app}/{file}', '/result/{app}/{jobId}.{type}');
+          routes.add(`${RequestMethod[route.requestMethod]} ${documented || '/'}`);
+        }
       }
     }
   }
-  return routes.sort();
+  return [...routes].sort();
+}
+
+/** `GET /jobs/{app}/{jobId}` for every operation of a document; HEAD is Express's, with GET. */
+function documentedRoutes(document: OpenApiDocument): string[] {
+  return Object.entries(document.paths)
+    .flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`))
+    .filter((route) => !route.startsWith('HEAD '))
+    .sort();
+}
+
+/** What one side has and the other lacks, by route, so a failure names it. */
+function routeDrift(served: string[], document: OpenApiDocument) {
+  const documented = documentedRoutes(document);
+  return {
+    servedButNotDocumented: served.filter((route) => !documented.includes(route)),
+    documentedButNotServed: documented.filter((route) => !served.includes(route)),
+  };
 }
 
 describe('the OpenAPI document of the REST API', () => {
@@ -96,12 +126,7 @@ describe('the OpenAPI document of the REST API', () => {
 
   it('declares the credentials per operation; openIdConnect where an issuer is configured', () => {
     const issuer = 'https://keycloak.example.com/realms/company';
-    const withOidc = buildOpenApiDocument({
-      baseUrl: BASE_URL,
-      version: '0.1.0',
-      waitMaxSeconds: 60,
-      oidcIssuer: issuer,
-    });
+    const withOidc = build(issuer);
     expect(validateOpenApiDocument(withOidc)).toEqual({ valid: true, version: '3.1' });
     expect(withOidc.components.securitySchemes.openIdConnect).toEqual({
       type: 'openIdConnect',
@@ -150,15 +175,60 @@ describe('the OpenAPI document of the REST API', () => {
     expect(pointers.length).toBeGreaterThan(100);
   });
 
-  it('describes every route the REST controllers serve, and nothing else', () => {
-    const documented = Object.entries(document.paths)
-      .flatMap(([path, item]) =>
-        Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
-      )
-      // Express answers HEAD with the GET route.
-      .filter((route) => !route.startsWith('HEAD '))
-      .sort();
-    expect(documented).toEqual(servedRoutes());
+  it('describes every route the REST controllers serve, and nothing else', async () => {
+    const served = await servedRoutes();
+    expect(served.length).toBeGreaterThan(30);
+    expect(routeDrift(served, document)).toEqual({
+      servedButNotDocumented: [],
+      documentedButNotServed: [],
+    });
+    // The check itself names what is missing, either way.
+    const fewer = build();
+    delete fewer.paths['/jobs/{app}/{jobId}/log'];
+    expect(routeDrift(served, fewer)).toEqual({
+      servedButNotDocumented: ['GET /jobs/{app}/{jobId}/log'],
+      documentedButNotServed: [],
+    });
+    expect(routeDrift([...served, 'PUT /jobs/{app}/{jobId}/log'].sort(), document)).toEqual({
+      servedButNotDocumented: ['PUT /jobs/{app}/{jobId}/log'],
+      documentedButNotServed: [],
+    });
+    expect(routeDrift(served.slice(1), document).documentedButNotServed).toEqual([served[0]]);
+  });
+
+  it('applies the configuration: version, the largest wait, the base URL', () => {
+    const other = withBaseUrl(
+      loadOpenApiDocument({ version: '9.8.7', waitMaxSeconds: 3600, oidcIssuer: null }),
+      'http://127.0.0.1:3000',
+    );
+    expect(other.info.version).toBe('9.8.7');
+    const waits = Object.values(other.paths)
+      .flatMap((item) => Object.values(item))
+      .flatMap((operation) => operation.parameters ?? [])
+      .filter((parameter) => 'name' in parameter && parameter.name === 'wait');
+    expect(waits).toHaveLength(2);
+    for (const wait of waits) {
+      expect(wait).toMatchObject({
+        schema: { type: 'integer', minimum: 1, maximum: 3600 },
+        description: expect.stringContaining('(3600 on this node)'),
+      });
+    }
+    expect(other.externalDocs.url).toBe('http://127.0.0.1:3000/svc/wsdl/rest-data.xsd');
+    const text = JSON.stringify(other);
+    expect(text).not.toMatch(/\{(baseUrl|version|waitMaxSeconds|oidcIssuer)\}|svc\.example\.org/);
+    expect(text.match(/http:\/\/127\.0\.0\.1:3000\//g)?.length).toBeGreaterThan(50);
+  });
+
+  it('lists the audit actions the service records', () => {
+    const audit = document.paths['/admin/audit']?.get;
+    const action = audit?.parameters?.find((p) => 'name' in p && p.name === 'action');
+    expect(action).toMatchObject({ schema: { enum: [...AUDIT_ACTIONS] } });
+    const page = (audit?.responses['200'] as ResponseObject).content?.['application/json'].schema;
+    expect(page).toMatchObject({
+      properties: {
+        auditEvents: { items: { properties: { action: { enum: [...AUDIT_ACTIONS] } } } },
+      },
+    });
   });
 
   it('gives every operation a unique id, and its links the base URL', () => {

@@ -1,23 +1,25 @@
 import { Injectable } from '@nestjs/common';
 import { dump } from 'js-yaml';
-import { AppConfig } from '../config/app-config';
+import { AppConfig, SERVICE_VERSION } from '../config/app-config';
 import { authMethodsOf } from '../config/security-settings';
-import { SERVICE_VERSION } from '../config/app-config';
-import { buildOpenApiDocument } from './openapi-document';
+import { loadOpenApiDocument, withBaseUrl } from './openapi-document';
 import type { OpenApiDocument } from './openapi-objects';
 
-/** The OpenAPI document of this node (its limits, its version) for a public base URL. */
+/** The OpenAPI document of this node (its limits, its version, openapi.yaml) for a public base URL. */
 @Injectable()
 export class OpenApiService {
-  constructor(private readonly config: AppConfig) {}
+  private readonly loaded: OpenApiDocument;
+
+  constructor(config: AppConfig) {
+    this.loaded = loadOpenApiDocument({
+      version: SERVICE_VERSION,
+      waitMaxSeconds: config.resultWaitMaxSeconds,
+      oidcIssuer: authMethodsOf(config.authMode).has('oidc') ? config.oidcIssuer : null,
+    });
+  }
 
   document(baseUrl: string): OpenApiDocument {
-    return buildOpenApiDocument({
-      baseUrl,
-      version: SERVICE_VERSION,
-      waitMaxSeconds: this.config.resultWaitMaxSeconds,
-      oidcIssuer: authMethodsOf(this.config.authMode).has('oidc') ? this.config.oidcIssuer : null,
-    });
+    return withBaseUrl(this.loaded, baseUrl);
   }
 
   json(baseUrl: string): string {
