@@ -1,5 +1,4 @@
-import { Controller, Get, Res } from '@nestjs/common';
-import type { Response } from 'express';
+import { Controller, Get, Redirect } from '@nestjs/common';
 import { RawData } from '../common/negotiation.guard';
 import { Access } from '../security/access.decorator';
 
@@ -7,10 +6,9 @@ import { Access } from '../security/access.decorator';
 @Controller()
 @Access('public')
 export class RootRedirectController {
+  // Relative, so that it stays right behind a proxy that serves the service under a prefix.
   @Get()
   @RawData()
-  root(@Res() res: Response): void {
-    // Relative, so that it stays right behind a proxy that serves the service under a prefix.
-    res.redirect(302, 'svc/');
-  }
+  @Redirect('svc/', 302)
+  root(): void {}
 }

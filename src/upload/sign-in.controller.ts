@@ -1,6 +1,7 @@
-import { Controller, Get, HttpStatus, Post, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { Controller, Get, Header, HttpStatus, Post, Redirect, Req } from '@nestjs/common';
+import type { CookieOptions, Request } from 'express';
 import { ApiError } from '../common/api-error';
+import { SetsCookies, WithCookies } from '../common/cookies.interceptor';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
@@ -16,6 +17,19 @@ import { SignInService } from './sign-in.service';
 const SIGN_IN_COOKIE = 'svc_sign_in';
 const SIGN_IN_PATH = '/svc/sign-in';
 
+/** A redirect (@Redirect takes url and statusCode) with the cookies it sets or clears. */
+interface SignInRedirect extends WithCookies {
+  url: string;
+  statusCode: HttpStatus;
+}
+
+/** What the page reads from GET /svc/session. */
+interface PageSession {
+  signInAvailable: boolean;
+  principal: string | null;
+  roles: readonly string[];
+}
+
 function signInCookieOf(req: Request): string | null {
   const header = req.headers.cookie ?? '';
   const match = new RegExp(`(?:^|;\\s*)${SIGN_IN_COOKIE}=([\\w-]{20,100})(?:;|$)`).exec(header);
@@ -29,6 +43,7 @@ function signInCookieOf(req: Request): string | null {
  */
 @Controller('svc')
 @Access('public')
+@SetsCookies()
 export class SignInController {
   constructor(
     private readonly signIn: SignInService,
@@ -38,31 +53,48 @@ export class SignInController {
 
   @Get('sign-in')
   @RawData()
-  async start(@Req() req: Request, @Res() res: Response): Promise<void> {
+  @Redirect()
+  async start(@Req() req: Request): Promise<SignInRedirect> {
     this.requireEnabled();
     const { sessionId, location } = await this.signIn.start(this.callbackUrl(req));
-    res.cookie(SIGN_IN_COOKIE, sessionId, this.cookieOptions(req, SIGN_IN_PATH, 600_000));
-    res.redirect(303, location);
+    return {
+      url: location,
+      statusCode: HttpStatus.SEE_OTHER,
+      cookies: [
+        {
+          name: SIGN_IN_COOKIE,
+          value: sessionId,
+          options: this.cookieOptions(req, SIGN_IN_PATH, 600_000),
+        },
+      ],
+    };
   }
 
   @Get('sign-in/callback')
   @RawData()
-  async callback(@Req() req: Request, @Res() res: Response): Promise<void> {
+  @Redirect()
+  async callback(@Req() req: Request): Promise<SignInRedirect> {
     this.requireEnabled();
     const currentUrl = new URL(req.originalUrl, publicBaseUrl(req, this.config.publicBaseUrl));
     const { sessionId } = await this.signIn.finish(signInCookieOf(req), currentUrl);
-    res.clearCookie(SIGN_IN_COOKIE, this.cookieOptions(req, SIGN_IN_PATH));
-    res.cookie(
-      SESSION_COOKIE,
-      sessionId,
-      this.cookieOptions(req, '/svc', this.signIn.sessionLifetimeMs),
-    );
-    res.redirect(303, '/svc/');
+    return {
+      url: '/svc/',
+      statusCode: HttpStatus.SEE_OTHER,
+      cookies: [
+        { name: SIGN_IN_COOKIE, value: null, options: this.cookieOptions(req, SIGN_IN_PATH) },
+        {
+          name: SESSION_COOKIE,
+          value: sessionId,
+          options: this.cookieOptions(req, '/svc', this.signIn.sessionLifetimeMs),
+        },
+      ],
+    };
   }
 
   @Post('sign-out')
   @RawData()
-  async signOut(@Req() req: Request, @Res() res: Response): Promise<void> {
+  @Redirect()
+  async signOut(@Req() req: Request): Promise<SignInRedirect> {
     // A cross-site form must not sign the user out either.
     await this.access.principalOf(req).catch((error: unknown) => {
       if (error instanceof ApiError && error.getStatus() === 403) {
@@ -70,26 +102,27 @@ export class SignInController {
       }
     });
     await this.signIn.signOut(sessionCookieOf(req));
-    res.clearCookie(SESSION_COOKIE, this.cookieOptions(req, '/svc'));
-    res.redirect(303, '/svc/');
+    return {
+      url: '/svc/',
+      statusCode: HttpStatus.SEE_OTHER,
+      cookies: [{ name: SESSION_COOKIE, value: null, options: this.cookieOptions(req, '/svc') }],
+    };
   }
 
   /** Who the page is signed in as (JSON), and whether it can sign in at all. */
   @Get('session')
   @RawData()
-  async session(@Req() req: Request, @Res() res: Response): Promise<void> {
+  @Header('Cache-Control', 'no-store')
+  async session(@Req() req: Request): Promise<PageSession> {
     const principal =
       this.signIn.enabled && sessionCookieOf(req) !== null
         ? await this.access.principalOf(req).catch(() => null)
         : null;
-    res
-      .status(200)
-      .set('Cache-Control', 'no-store')
-      .json({
-        signInAvailable: this.signIn.enabled,
-        principal: principal?.source === 'oidc' ? principal.name : null,
-        roles: principal?.source === 'oidc' ? principal.roles : [],
-      });
+    return {
+      signInAvailable: this.signIn.enabled,
+      principal: principal?.source === 'oidc' ? principal.name : null,
+      roles: principal?.source === 'oidc' ? principal.roles : [],
+    };
   }
 
   private requireEnabled(): void {
@@ -106,10 +139,10 @@ export class SignInController {
   }
 
   /** HttpOnly, SameSite=Lax (sent on the provider's redirect back, not on cross-site posts), Secure behind https. */
-  private cookieOptions(req: Request, path: string, maxAge?: number) {
+  private cookieOptions(req: Request, path: string, maxAge?: number): CookieOptions {
     return {
       httpOnly: true,
-      sameSite: 'lax' as const,
+      sameSite: 'lax',
       secure: publicBaseUrl(req, this.config.publicBaseUrl).startsWith('https:'),
       path,
       ...(maxAge === undefined ? {} : { maxAge }),

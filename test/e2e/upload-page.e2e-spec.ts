@@ -155,10 +155,11 @@ describe('the upload page in Chromium (SPEC §6)', () => {
       expect(await page.title()).toBe('svc: run an R job');
       expect(await page.locator('form[name="jobUploadForm"]').count()).toBe(1);
 
-      // The form's text fields line up: the callback URL as wide as the application name.
+      // The form's fields line up: the callback URL and the files as wide as the application name.
       const width = async (selector: string): Promise<number | undefined> =>
         (await page.locator(selector).boundingBox())?.width;
       expect(await width('#callbackUrl')).toBe(await width('#applicationName'));
+      expect(await width('#jobFiles')).toBe(await width('#applicationName'));
 
       await page.getByLabel('Application name (required)').fill('demo');
       await page.setInputFiles('#jobFiles', JOB_FILES);
