@@ -125,6 +125,9 @@ export class JobLogService implements BeforeApplicationShutdown {
       } while (again && !subscriber.closed);
     };
     const wake = (): void => {
+      if (subscriber.closed) {
+        return;
+      }
       if (reading) {
         again = true;
         return;
@@ -149,7 +152,12 @@ export class JobLogService implements BeforeApplicationShutdown {
       this.notifier.onListening(wake),
     ];
     this.streams.add(subscriber);
-    wake();
+    // The first read once the node LISTENs on the stream's channels (at once, unless the first
+    // stream of the node has just added them), so that no append after it goes unheard.
+    void this.notifier
+      .listen()
+      .catch(() => undefined)
+      .finally(wake);
     return () => {
       unsubscribe.forEach((off) => off());
       this.streams.delete(subscriber);
