@@ -142,4 +142,53 @@ describe('job log live stream across nodes (real database)', () => {
     expect(seen[3].data).toEqual({ success: true, type: 'zip', cancelled: false });
     await workerEvents.onApplicationShutdown();
   });
+
+  onServer(
+    'on the node that appends, reads once per batch: at once, and not again on the echo',
+    async () => {
+      const records = new JobRecordsRepository(dataSource);
+      const url = database.url!;
+      const node = new NodeIdentity();
+      events = new DatabaseEvents({ kind: 'server', url, listenUrl: url }, node, dataSource);
+      notifier = new QueueNotifier(events);
+      const logs = new JobLogRepository(dataSource, records, notifier);
+      const reads = jest.spyOn(logs, 'readTail');
+      const service = new JobLogService(
+        logs,
+        records,
+        new ResultRepository(dataSource, records),
+        notifier,
+      );
+      const queue = new QueueRepository(dataSource, node);
+      const jobId = randomUUID();
+      await queue.enqueue({
+        id: jobId,
+        applicationName: 'demo',
+        kind: 'script',
+        meta: {},
+        source: 'test',
+        submittedAt: new Date(),
+        files: [],
+      });
+      await notifier.listen();
+      const seen: MessageEvent[] = [];
+      subscription = (await service.follow('demo', jobId, undefined)).subscribe((event) =>
+        seen.push(event),
+      );
+      await notifier.listen();
+      await waitFor(() => Promise.resolve(reads.mock.calls.length === 1), 5000, 'the first read');
+      await logs.append(jobId, [{ seq: 0, stream: 'stdout', time: new Date(), line: 'mine' }]);
+      // Delivered in-process when the statement returned: the read has started already.
+      expect(reads).toHaveBeenCalledTimes(2);
+      await waitFor(() => Promise.resolve(seen.length === 1), 5000, 'the line');
+      // The NOTIFY comes back over LISTEN with this node's id, and is not delivered again.
+      await sleep(500);
+      expect(reads).toHaveBeenCalledTimes(2);
+      // A job that is gone writes nothing and notifies no one.
+      await dataSource.query('DELETE FROM job WHERE id = $1', [jobId]);
+      await logs.append(jobId, [{ seq: 1, stream: 'stdout', time: new Date(), line: 'late' }]);
+      await sleep(500);
+      expect(reads).toHaveBeenCalledTimes(2);
+    },
+  );
 });
