@@ -39,6 +39,11 @@ export class JobLogService implements BeforeApplicationShutdown {
     private readonly notifier: QueueNotifier,
   ) {}
 
+  /** How many live streams are open on this node. */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
   /** What is stored now, one line each, read a page at a time as it is sent; 404 for no job. */
   async plain(applicationName: string, jobId: string): Promise<StreamableFile> {
     await this.existingJob(applicationName, jobId);
