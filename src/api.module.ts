@@ -3,6 +3,7 @@ import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { ApiExceptionFilter } from './common/api-exception.filter';
 import { NegotiationGuard } from './common/negotiation.guard';
 import { JobsController } from './jobs/jobs.controller';
+import { JobLogController } from './jobs/job-log.controller';
 import { JobsModule } from './jobs/jobs.module';
 import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
@@ -56,6 +57,8 @@ import { SchedulesModule } from './schedules/schedules.module';
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
+    // Before JobsController: its 405 answer for the log's path comes after the log's routes.
+    JobLogController,
     JobsController,
     ResultsController,
     ProcessController,

@@ -18,6 +18,7 @@ import {
   serverTarget,
 } from './storage/database-options';
 import { EmbeddedPostgres } from './storage/embedded-postgres';
+import { MEDIA_TYPE_ROUTES } from './common/event-stream-route';
 
 /** How long an idle HTTP keep-alive connection stays open. */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -95,6 +96,8 @@ export async function startService(
       });
       httpApp.disable('x-powered-by');
       httpApp.set('trust proxy', false);
+      // The job log's live stream and its text share a path, told apart by Accept.
+      httpApp.enableVersioning(MEDIA_TYPE_ROUTES);
       const corsOrigins = corsOriginsOf(config);
       if (corsOrigins.length > 0) {
         httpApp.enableCors({

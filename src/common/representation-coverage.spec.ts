@@ -6,6 +6,8 @@ import { RepresentationInterceptor } from './representation.interceptor';
 /** Controllers whose routes answer bytes themselves and never return a RestRepresentation. */
 const RAW_CONTROLLERS = [
   'ProcessController',
+  // R's output as text or as an event stream.
+  'JobLogController',
   'MetricsController',
   'FallbackController',
   'SoapController',

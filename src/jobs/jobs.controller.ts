@@ -30,8 +30,6 @@ import { JobsService, SubmittedJob } from './jobs.service';
 import { readRestSubmission } from './rest-submission';
 import { JobEntity, JobState } from '../queue/job.entity';
 import { JobCancellationService } from './job-cancellation.service';
-import { JobLogService } from './job-log.service';
-import { RawData } from '../common/negotiation.guard';
 import { principalOf } from '../security/principal';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
@@ -46,7 +44,6 @@ export class JobsController {
     private readonly jobs: JobRecordsRepository,
     private readonly formJobs: FormJobService,
     private readonly cancellation: JobCancellationService,
-    private readonly jobLogs: JobLogService,
     private readonly waiter: JobWaiter,
     private readonly callbacks: CallbackRepository,
   ) {}
@@ -205,24 +202,6 @@ export class JobsController {
         callback,
       },
     };
-  }
-
-  /** R's output: text/plain of what is stored, or followed live with `Accept: text/event-stream`. */
-  @Get(':app/:jobId/log')
-  @Access('readResults')
-  @RawData()
-  async log(
-    @Req() req: Request,
-    @Res() res: Response,
-    @Param('app', ApplicationNamePipe) applicationName: string,
-    @Param('jobId', JobIdPipe) jobId: string,
-  ): Promise<void> {
-    await this.existingJob(applicationName, jobId);
-    if ((req.headers.accept ?? '').toLowerCase().includes('text/event-stream')) {
-      await this.jobLogs.live(applicationName, jobId, req, res);
-    } else {
-      await this.jobLogs.plain(applicationName, jobId, res);
-    }
   }
 
   @All(':app/:jobId/log')

@@ -8,16 +8,19 @@ import {
   RESULT_READY_CHANNEL,
 } from './queue.repository';
 import type { JobKind } from './queue.types';
+import { JOB_LOG_CHANNEL } from './job-records.repository';
 
 /**
- * The queue's four signals on the node's DatabaseEvents, each at once in this process and
+ * The queue's five signals on the node's DatabaseEvents, each at once in this process and
  * through LISTEN/NOTIFY from other nodes:
  * - a job was queued: wakes workers early;
  * - a job's result was stored: wakes whoever waits for it (onResultReady);
  * - jobs were started by a worker (onJobStarted);
  * - a job's callback was queued with its result (onCallbackQueued): wakes the deliveries; sent
- *   only for jobs that have a callback.
- * QueueRepository's statements send the NOTIFY (with this node's prefix, so this node ignores
+ *   only for jobs that have a callback;
+ * - lines were appended to a job's log (onLogAppended): wakes the live streams of the log; at
+ *   most one per job per batch of lines (JobRecordsRepository.appendLogLines).
+ * QueueRepository's and JobRecordsRepository's statements send the NOTIFY (with this node's prefix, so this node ignores
  * the echo); the methods below deliver in-process once the statement committed.
  * All are hints: a notification sent while the LISTEN connection was down is never reported, so
  * whoever waits looks again when it is back (onListening); workers also poll (POLL_INTERVAL_MS).
@@ -37,6 +40,11 @@ export class QueueNotifier implements OnApplicationShutdown {
     @Optional() config?: AppConfig,
   ) {
     this.pollIntervalMs = config?.pollIntervalMs ?? 1000;
+  }
+
+  /** What this node's statements put before the payloads they notify (DatabaseEvents.prefix). */
+  get sender(): string {
+    return this.events.prefix;
   }
 
   /** Called after a submission of a job of this kind commits in this process. */
@@ -73,6 +81,19 @@ export class QueueNotifier implements OnApplicationShutdown {
     return this.events.subscribe(JOB_STARTED_CHANNEL, (jobIds) =>
       jobIds.split(',').forEach(listener),
     );
+  }
+
+  /** Called after this process appended lines to a job's log (the statement sent the NOTIFY). */
+  logAppended(jobId: string): void {
+    this.events.deliverHere(JOB_LOG_CHANNEL, jobId);
+  }
+
+  /**
+   * Calls `listener` with the id of each job whose log grows from now on: by this node at once,
+   * by another node when its NOTIFY arrives. Returns unsubscribe. A hint, like the others.
+   */
+  onLogAppended(listener: (jobId: string) => void): () => void {
+    return this.events.subscribe(JOB_LOG_CHANNEL, listener);
   }
 
   /**

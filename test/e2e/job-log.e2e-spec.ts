@@ -1,7 +1,8 @@
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { startTestService, TestService, waitFor } from '../support/test-service';
-import { follow } from '../support/sse-client';
+import { follow, SseReader } from '../support/sse-client';
+import { JobLogService } from '../../src/jobs/job-log.service';
 
 // The second line is printed only after a minute: seeing the first while the job still runs
 // shows it arrived as printed, not after the run.
@@ -49,6 +50,30 @@ describe.each(['fork', 'spawn'])('GET /jobs/{app}/{jobId}/log (R_SCRIPT_MODE=%s)
     const resumed = await follow(logUri, { 'Last-Event-ID': first!.id! });
     expect(JSON.parse((await resumed.next())!.data)).toMatchObject({ line: 'to stderr' });
     expect((await resumed.next())?.event).toBe('end');
+    await waitForResult(token.resultUri, {}, 10000);
+  });
+
+  it('lets go of a live stream whose client went away', async () => {
+    const submitted = await postZip(
+      service.url,
+      await makeZip([{ name: 'job.R', content: 'cat("one line\\n")\nSys.sleep(60)\n' }]),
+    );
+    const token = parseXml(submitted.text).jobToken;
+    const logs = service.app.get(JobLogService);
+    const client = new AbortController();
+    const response = await fetch(`${service.url}${REST}/jobs/demo/${token.jobId}/log`, {
+      headers: { Accept: 'text/event-stream' },
+      signal: client.signal,
+    });
+    const live = new SseReader(response.body!.getReader());
+    expect((await live.next())?.event).toBe('line');
+    expect(logs.openStreams).toBe(1);
+    client.abort();
+    await waitFor(async () => Promise.resolve(logs.openStreams === 0), 10000, 'the stream let go');
+    expect(
+      (await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, { method: 'DELETE' }))
+        .status,
+    ).toBe(202);
     await waitForResult(token.resultUri, {}, 10000);
   });
 

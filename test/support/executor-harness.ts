@@ -7,6 +7,7 @@ import { CatalogService } from '../../src/catalog/catalog.service';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { JobLogRepository } from '../../src/jobs/job-log.repository';
+import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { findRscript } from '../../src/r-engine/r-location';
 import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
 import { createREngine } from '../../src/r-engine/r-engine.factory';
@@ -129,6 +130,8 @@ export async function startExecutorHarness(
         },
         NodeIdentity,
         DatabaseEvents,
+        // The job log's appends notify the log's live streams.
+        QueueNotifier,
         CatalogChanges,
         ...providers(db.config),
       ],

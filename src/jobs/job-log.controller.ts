@@ -1,0 +1,50 @@
+import {
+  Controller,
+  Get,
+  Header,
+  Headers,
+  MessageEvent,
+  Param,
+  Sse,
+  StreamableFile,
+} from '@nestjs/common';
+import type { Observable } from 'rxjs';
+import { ApplicationNamePipe, JobIdPipe } from '../common/application-name';
+import { EventStreamRoute } from '../common/event-stream-route';
+import { RawData } from '../common/negotiation.guard';
+import { Access } from '../security/access.decorator';
+import { JobLogService } from './job-log.service';
+
+/**
+ * A job's log: R's output, followed live as Server-Sent Events with `Accept: text/event-stream`,
+ * else the text stored now. Without RepresentationInterceptor, which would run the live handler
+ * only after the event stream's headers are out, too late for its 400 and 404. Ahead of
+ * JobsController in ApiModule, so that its routes come first.
+ */
+@Controller('svc/api/rest/jobs')
+export class JobLogController {
+  constructor(private readonly jobLogs: JobLogService) {}
+
+  @Sse(':app/:jobId/log')
+  @EventStreamRoute()
+  @Access('readResults')
+  @RawData()
+  live(
+    @Param('app', ApplicationNamePipe) applicationName: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+    @Headers('last-event-id') lastEventId?: string,
+  ): Promise<Observable<MessageEvent>> {
+    return this.jobLogs.follow(applicationName, jobId, lastEventId);
+  }
+
+  @Get(':app/:jobId/log')
+  @Access('readResults')
+  @RawData()
+  @Header('Cache-Control', 'no-store')
+  log(
+    @Param('app', ApplicationNamePipe) applicationName: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+  ): Promise<StreamableFile> {
+    return this.jobLogs.plain(applicationName, jobId);
+  }
+}
