@@ -27,10 +27,16 @@ export class ClaimConnection {
       application_name: CLAIM_APPLICATION_NAME,
       options: '-c plan_cache_mode=force_generic_plan',
     });
-    // An idle connection the server closed: the pool drops it and opens another on next use.
-    this.pool.on('error', (error) =>
-      this.logger.warn(`the claim's connection was lost: ${error.message}`),
+    // Every connection lost, idle or during a claim, is logged once by its own listener: a
+    // claim then fails and releases it broken (QueueRepository); an idle one the pool drops.
+    // Either way the next claim opens another. Unheard, the 'error' would end the process.
+    this.pool.on('connect', (client) =>
+      client.on('error', (error) =>
+        this.logger.warn(`the claim's connection was lost: ${error.message}`),
+      ),
     );
+    // The pool repeats an idle connection's error; its client's listener has logged it.
+    this.pool.on('error', () => undefined);
   }
 
   connect(): Promise<PoolClient> {
