@@ -1,5 +1,11 @@
 import { existsSync } from 'node:fs';
-import { INestApplication, INestApplicationContext, LoggerService } from '@nestjs/common';
+import {
+  DynamicModule,
+  INestApplication,
+  INestApplicationContext,
+  LoggerService,
+  Module,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
@@ -9,15 +15,17 @@ import { AppModule } from './app.module';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
 import { AppConfig, corsOriginsOf } from './config/app-config';
+import { DatabaseConfig } from './config/config-slices';
+import { ConfigModule } from './config/config.module';
 import { DATABASE_SCHEMA } from './database-schema';
 import {
-  buildDataSourceOptions,
   DatabaseTarget,
   PendingMigrationsError,
   pendingMigrations,
   serverTarget,
 } from './storage/database-options';
 import { EmbeddedPostgres } from './storage/embedded-postgres';
+import { StorageModule } from './storage/storage.module';
 import { MEDIA_TYPE_ROUTES } from './common/event-stream-route';
 
 /** How long an idle HTTP keep-alive connection stays open. */
@@ -35,40 +43,65 @@ export interface RunningService {
 }
 
 /**
+ * What start-up needs before the role's modules are made: the configuration, the database and
+ * the catalog, with no timers or listeners of their own (the role's modules bring those).
+ */
+@Module({})
+class StartupModule {
+  static forTarget(config: AppConfig, target: DatabaseTarget): DynamicModule {
+    return {
+      module: StartupModule,
+      imports: [
+        ConfigModule.forConfig(config),
+        StorageModule.forTarget(target, DATABASE_SCHEMA, 'svc-startup'),
+      ],
+      providers: [CatalogService, ApplicationSettingsRepository],
+    };
+  }
+}
+
+/**
  * Brings the schema up to date or refuses to start: the embedded database (and MIGRATIONS_RUN=true)
- * run pending migrations; otherwise they are an error that names the command to run.
- * On a fresh embedded database the example catalog is loaded.
+ * run pending migrations; otherwise they are an error that names the command to run. Then the
+ * stored slot counts are put in force and, on a fresh embedded database, the example catalog is
+ * loaded. Runs in a context of its own, closed before the role's modules are made: they size
+ * their pools from the slots and may read the catalog as they start.
  */
 async function prepareDatabase(
   config: AppConfig,
   target: DatabaseTarget,
   logger: LoggerService,
 ): Promise<void> {
-  const dataSource = new DataSource(buildDataSourceOptions(target, DATABASE_SCHEMA, 'svc-startup'));
-  await dataSource.initialize();
+  const startup = await NestFactory.createApplicationContext(
+    StartupModule.forTarget(config, target),
+    { logger, abortOnError: false },
+  );
   try {
+    const database = startup.get(DatabaseConfig);
+    const dataSource = startup.get(DataSource);
     const pending = await pendingMigrations(dataSource);
     if (pending.length > 0) {
-      if (!config.embeddedDatabase && !config.migrationsRun) {
+      if (!database.embeddedDatabase && !database.migrationsRun) {
         throw new PendingMigrationsError(pending);
       }
       await dataSource.runMigrations({ transaction: 'each' });
       logger.log(`applied migrations: ${pending.join(', ')}`, 'Database');
     }
-    await applyStoredSlots(config, new ApplicationSettingsRepository(dataSource));
+    await applyStoredSlots(config, startup.get(ApplicationSettingsRepository));
+    const catalog = startup.get(CatalogService);
     if (
-      config.embeddedDatabase &&
-      existsSync(config.catalogDir) &&
-      (await new CatalogService(dataSource).countFiles()) === 0
+      database.embeddedDatabase &&
+      existsSync(database.catalogDir) &&
+      (await catalog.countFiles()) === 0
     ) {
-      const report = await loadCatalogFolder(new CatalogService(dataSource), config.catalogDir);
+      const report = await loadCatalogFolder(catalog, database.catalogDir);
       logger.log(
-        `loaded the example catalog from ${config.catalogDir}: ${report.created.length} file(s)`,
+        `loaded the example catalog from ${database.catalogDir}: ${report.created.length} file(s)`,
         'Catalog',
       );
     }
   } finally {
-    await dataSource.destroy();
+    await startup.close();
   }
 }
 

@@ -1,7 +1,8 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Test } from '@nestjs/testing';
-import { AppConfig, loadConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
+import { configProviders } from '../config/config.module';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { inProcessEvents } from '../../test/support/in-process-events';
 import { callbackSignature, CallbackDeliveryService } from './callback-delivery.service';
@@ -135,9 +136,8 @@ describe('CallbackDeliveryService back-off', () => {
   async function serviceFor(rows: CallbackRows, env: Record<string, string>) {
     const module = await Test.createTestingModule({
       providers: [
-        {
-          provide: AppConfig,
-          useValue: loadConfig({
+        ...configProviders(
+          loadConfig({
             // No polling during the test: only the service's own retry timers wake it.
             POLL_INTERVAL_MS: '3600000',
             APPLICATION_SETTINGS: JSON.stringify({
@@ -145,7 +145,7 @@ describe('CallbackDeliveryService back-off', () => {
             }),
             ...env,
           }),
-        },
+        ),
         { provide: CallbackRepository, useValue: rows },
         // The real notifier: on the embedded database it only reports within the process.
         {

@@ -3,7 +3,7 @@ import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } fro
 import { APPLICATION_HEADER } from '../common/application-name';
 import { RestLinks } from '../common/public-uri';
 import { renderRepresentation } from '../common/representation/rest-representation';
-import { AppConfig } from '../config/app-config';
+import { ApplicationsConfig, CallbackConfig, QueueConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { resultView } from '../results/result-view';
@@ -73,7 +73,9 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
   private unsubscribe: (() => void) | null = null;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: CallbackConfig,
+    private readonly queueConfig: QueueConfig,
+    private readonly applications: ApplicationsConfig,
     private readonly callbacks: CallbackRepository,
     private readonly retryPolicy: CallbackRetryPolicy,
     private readonly urlPolicy: CallbackUrlPolicy,
@@ -83,7 +85,7 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
   onApplicationBootstrap(): void {
     // A result stored with a callback queues it; the poll below finds those whose notice was lost.
     this.unsubscribe = this.notifier.onCallbackQueued(() => this.wake());
-    const poll = setInterval(() => this.wake(), this.config.pollIntervalMs);
+    const poll = setInterval(() => this.wake(), this.queueConfig.pollIntervalMs);
     poll.unref();
     this.timers.add(poll);
     this.wake();
@@ -160,7 +162,7 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
     const { jobId } = callback;
     const applicationName = callback.result.applicationName;
     try {
-      const secret = applicationSettingsOf(this.config, applicationName).callbackSecret;
+      const secret = applicationSettingsOf(this.applications, applicationName).callbackSecret;
       if (secret === null) {
         // The secret was removed after the job was submitted: an unsigned POST is never sent.
         await this.callbacks.recordFailure(

@@ -1,12 +1,13 @@
 import { Test } from '@nestjs/testing';
 import { RandomSource } from '../common/back-off';
-import { AppConfig, loadConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
+import { configProviders } from '../config/config.module';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 
 /** The policy as Nest builds it, from the configuration `env` gives. */
 async function policyWith(env: Record<string, string>): Promise<CallbackRetryPolicy> {
   const module = await Test.createTestingModule({
-    providers: [{ provide: AppConfig, useValue: loadConfig(env) }, CallbackRetryPolicy],
+    providers: [...configProviders(loadConfig(env)), CallbackRetryPolicy],
   }).compile();
   return module.get(CallbackRetryPolicy);
 }

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { backOffDelay, RandomSource } from '../common/back-off';
-import { AppConfig } from '../config/app-config';
+import { CallbackConfig } from '../config/config-slices';
 
 /**
  * When a failed callback is tried again: at most CALLBACK_FIRST_RETRY_MS after the first attempt,
@@ -10,7 +10,7 @@ import { AppConfig } from '../config/app-config';
  */
 @Injectable()
 export class CallbackRetryPolicy {
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: CallbackConfig) {}
 
   /** The wait after the `attempts`-th failed attempt (1 for the first), in milliseconds. */
   delayAfter(attempts: number, random: RandomSource = Math.random): number {

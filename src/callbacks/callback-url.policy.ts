@@ -2,7 +2,7 @@ import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 import { Injectable } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { ApplicationsConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 
 /** The header (REST) and form field (upload) that name a job's callback URL. */
@@ -87,7 +87,7 @@ export function allowListMatch(host: string, allowList: string[]): 'exact' | 'pa
  */
 @Injectable()
 export class CallbackUrlPolicy {
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly applications: ApplicationsConfig) {}
 
   /**
    * The URL to store; throws a 400 ApiError saying what is wrong, naming the URL as `field`
@@ -114,7 +114,7 @@ export class CallbackUrlPolicy {
     if (url.username !== '' || url.password !== '') {
       throw ApiError.badRequest(`${field} must not carry credentials.`);
     }
-    const settings = applicationSettingsOf(this.config, applicationName);
+    const settings = applicationSettingsOf(this.applications, applicationName);
     if (settings.callbackSecret === null) {
       throw ApiError.badRequest(
         `Application ${applicationName} has no callback secret configured, so it takes no callbacks.`,

@@ -1,5 +1,5 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { ApplicationsConfig } from '../config/config-slices';
 import { MetricsService } from '../metrics/metrics.service';
 import { CatalogService } from './catalog.service';
 
@@ -18,7 +18,7 @@ export class KnownApplications implements OnModuleInit, OnApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
-    config: AppConfig,
+    config: ApplicationsConfig,
     private readonly catalog: CatalogService,
     @Optional() private readonly metrics?: MetricsService,
   ) {

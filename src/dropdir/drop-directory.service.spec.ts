@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { ApiError } from '../common/api-error';
-import { AppConfig, loadConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
+import { configProviders } from '../config/config.module';
 import { JobsService } from '../jobs/jobs.service';
 import { ResultRepository } from '../results/result.repository';
 import { DropDirectoryService } from './drop-directory.service';
@@ -105,7 +106,7 @@ describe('DropDirectoryService', () => {
     const module = await Test.createTestingModule({
       providers: [
         DropDirectoryService,
-        { provide: AppConfig, useValue: config },
+        ...configProviders(config),
         { provide: DropFileRepository, useValue: drops },
         { provide: JobsService, useValue: jobs },
         { provide: ResultRepository, useValue: {} },

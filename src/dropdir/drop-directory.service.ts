@@ -13,7 +13,11 @@ import {
   OnModuleInit,
 } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import {
+  ApplicationsConfig,
+  DropDirectoryConfig,
+  IntakeLimitsConfig,
+} from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 import { JobsService } from '../jobs/jobs.service';
 import { ResultRepository } from '../results/result.repository';
@@ -77,13 +81,15 @@ export class DropDirectoryService
   private lastCleanup = 0;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: DropDirectoryConfig,
+    private readonly limits: IntakeLimitsConfig,
+    applications: ApplicationsConfig,
     private readonly jobs: JobsService,
     private readonly drops: DropFileRepository,
     private readonly results: ResultRepository,
   ) {
-    this.directories = Object.keys(config.applicationSettings)
-      .map((app) => ({ app, root: applicationSettingsOf(config, app).dropDirectory }))
+    this.directories = Object.keys(applications.applicationSettings)
+      .map((app) => ({ app, root: applicationSettingsOf(applications, app).dropDirectory }))
       .filter((entry): entry is { app: string; root: string } => entry.root !== null)
       .map(({ app, root }) => dropDirectory(app, root));
   }
@@ -272,8 +278,8 @@ export class DropDirectoryService
     if (size === 0) {
       return `"${fileName}" is empty.`;
     }
-    if (size > this.config.maxRequestBytes) {
-      return `"${fileName}" has ${size} bytes, more than MAX_REQUEST_BYTES (${this.config.maxRequestBytes}).`;
+    if (size > this.limits.maxRequestBytes) {
+      return `"${fileName}" has ${size} bytes, more than MAX_REQUEST_BYTES (${this.limits.maxRequestBytes}).`;
     }
     try {
       await this.jobs.submit({

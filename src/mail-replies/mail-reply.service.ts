@@ -5,7 +5,7 @@ import type { EntityManager } from 'typeorm';
 import { CallbackRetryPolicy } from '../callbacks/callback-retry.policy';
 import { CatalogService } from '../catalog/catalog.service';
 import { RestLinks } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { IntakeLimitsConfig, MailConfig, NodeConfig, QueueConfig } from '../config/config-slices';
 import { explodeZip } from '../jobs/job-archive';
 import { ResultRepository } from '../results/result.repository';
 import { DueReply, MailReplyRepository } from './mail-reply.repository';
@@ -51,7 +51,10 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
   private stopping = false;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: MailConfig,
+    private readonly node: NodeConfig,
+    private readonly queueConfig: QueueConfig,
+    private readonly limits: IntakeLimitsConfig,
     private readonly replies: MailReplyRepository,
     private readonly results: ResultRepository,
     private readonly retryPolicy: CallbackRetryPolicy,
@@ -112,7 +115,7 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
       return;
     }
     // Results are stored on worker nodes: polling finds the replies they make due.
-    const poll = setInterval(() => this.wake(), this.config.pollIntervalMs);
+    const poll = setInterval(() => this.wake(), this.queueConfig.pollIntervalMs);
     poll.unref();
     this.timers.add(poll);
     this.wake();
@@ -286,7 +289,7 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
     }
     const heading = `Job ${reply.jobId} of application ${reply.applicationName} is done.`;
     if (result.size > reply.attachMaxBytes) {
-      const link = new RestLinks(this.config.publicBaseUrl?.replace(/\/+$/, '') ?? '').resultData(
+      const link = new RestLinks(this.node.publicBaseUrl?.replace(/\/+$/, '') ?? '').resultData(
         reply.applicationName,
         reply.jobId,
         result.type,
@@ -298,9 +301,9 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
     }
     if (result.type === 'zip') {
       const files = await explodeZip(data, {
-        maxEntries: this.config.zipMaxEntries,
-        maxUncompressedBytes: this.config.zipMaxUncompressedBytes,
-        maxCompressionRatio: this.config.zipMaxCompressionRatio,
+        maxEntries: this.limits.zipMaxEntries,
+        maxUncompressedBytes: this.limits.zipMaxUncompressedBytes,
+        maxCompressionRatio: this.limits.zipMaxCompressionRatio,
       }).catch(() => null);
       if (files !== null) {
         return {

@@ -8,7 +8,7 @@ import {
 import { AddressObject, ParsedMail, simpleParser } from 'mailparser';
 import { CatalogService } from '../catalog/catalog.service';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { IntakeLimitsConfig, MailConfig } from '../config/config-slices';
 import { EmailAccount, senderAllowed } from '../config/mail-settings';
 import { isDuplicateKey } from '../storage/query-rows';
 import { CONFIGURATION_FILE, JobMeta } from '../jobs/job-input';
@@ -56,7 +56,8 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
   private lastCleanup = 0;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: MailConfig,
+    private readonly limits: IntakeLimitsConfig,
     private readonly jobs: JobsService,
     private readonly records: MailReplyRepository,
     private readonly replies: MailReplyService,
@@ -160,7 +161,7 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
     );
     if (record.state === MailReplyState.RECEIVED) {
       // A message over the limit is never read whole: its header says where the refusal goes.
-      const tooLarge = message.size > this.config.maxRequestBytes;
+      const tooLarge = message.size > this.limits.maxRequestBytes;
       const outcome = await this.submit(
         account,
         message,
@@ -205,9 +206,9 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
       return refuse(`${from} may not send jobs of application ${account.application}.`);
     }
     const size = Math.max(message.size, raw.length);
-    if (size > this.config.maxRequestBytes) {
+    if (size > this.limits.maxRequestBytes) {
       return refuse(
-        `The message has ${size} bytes, more than the limit of ${this.config.maxRequestBytes} (MAX_REQUEST_BYTES).`,
+        `The message has ${size} bytes, more than the limit of ${this.limits.maxRequestBytes} (MAX_REQUEST_BYTES).`,
       );
     }
     if (!contentTypeOf(parsed).startsWith('multipart/')) {

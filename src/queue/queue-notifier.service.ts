@@ -1,5 +1,5 @@
 import { Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { QueueConfig } from '../config/config-slices';
 import { DatabaseEvents } from '../storage/database-events.service';
 import {
   CALLBACK_QUEUED_CHANNEL,
@@ -37,7 +37,7 @@ export class QueueNotifier implements OnApplicationShutdown {
 
   constructor(
     private readonly events: DatabaseEvents,
-    @Optional() config?: AppConfig,
+    @Optional() config?: QueueConfig,
   ) {
     this.pollIntervalMs = config?.pollIntervalMs ?? 1000;
   }

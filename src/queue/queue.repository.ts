@@ -46,7 +46,7 @@ import {
 import { notificationPrefix } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
 import { rowsOf } from '../storage/query-rows';
-import { AppConfig } from '../config/app-config';
+import { DatabaseConfig } from '../config/config-slices';
 import { ClaimConnection } from './claim-connection';
 import type { ClaimPolicies } from '../config/application-settings';
 import { activeTraceCarrier, inSpan, TraceCarrier, tracingEnabled } from '../tracing/tracing';
@@ -345,7 +345,7 @@ export class QueueRepository implements OnModuleDestroy {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     node: NodeIdentity,
-    @Optional() config?: AppConfig,
+    @Optional() config?: DatabaseConfig,
   ) {
     this.sender = notificationPrefix(node.id);
     this.claimConnection =

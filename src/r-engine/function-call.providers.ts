@@ -7,7 +7,7 @@ import {
   Provider,
 } from '@nestjs/common';
 import { MetricsService } from '../metrics/metrics.service';
-import { AppConfig } from '../config/app-config';
+import { REngineConfig } from '../config/config-slices';
 import { FUNCTION_CALL_ENGINE, type FunctionCallEngine } from './function-call-engine';
 import { FunctionLibraryService } from './function-library';
 import { R_ENGINE, type REngine } from './r-engine';
@@ -38,9 +38,9 @@ export const FUNCTION_CALL_PROVIDERS: Provider[] = [
   FunctionLibraryService,
   {
     provide: FUNCTION_CALL_ENGINE,
-    inject: [AppConfig, R_ENGINE, FunctionLibraryService],
+    inject: [REngineConfig, R_ENGINE, FunctionLibraryService],
     useFactory: (
-      config: AppConfig,
+      config: REngineConfig,
       engine: REngine,
       libraries: FunctionLibraryService,
     ): FunctionCallEngine => engine.functionCalls(config, libraries),

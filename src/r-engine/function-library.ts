@@ -1,7 +1,7 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { CatalogChanges } from '../catalog/catalog-changes';
 import { CatalogService } from '../catalog/catalog.service';
-import { AppConfig } from '../config/app-config';
+import { QueueConfig } from '../config/config-slices';
 
 /** An application's function library: the `.R` files of its catalog section R_FUNCTIONS. */
 export interface FunctionLibrary {
@@ -39,7 +39,7 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
   constructor(
     private readonly catalog: CatalogService,
     private readonly changes: CatalogChanges,
-    private readonly config: AppConfig,
+    private readonly config: QueueConfig,
   ) {}
 
   /** The application's library; read from the catalog on first use and after a change. */

@@ -3,7 +3,7 @@ import { statSync } from 'node:fs';
 import { chmod, cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import type { FunctionCallEngine } from './function-call-engine';
 import { ForkSlots } from './fork-slots';
 import type { EngineLogger, NativeRuntime } from './native-runtime';
@@ -182,7 +182,7 @@ export class NativeREngine implements REngine, NativeRuntime {
     return this.spawned.run(request);
   }
 
-  functionCalls(config: AppConfig, libraries: FunctionLibrarySource): FunctionCallEngine {
+  functionCalls(config: REngineConfig, libraries: FunctionLibrarySource): FunctionCallEngine {
     return new RSessionPool(
       {
         ...config,

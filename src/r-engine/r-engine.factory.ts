@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import { NativeREngine } from './native-r.engine';
 import { findRscript, type NativeRConfig } from './r-location';
 import type { REngine } from './r-engine';
@@ -11,7 +11,8 @@ export interface REngineLogger {
   warn(message: string): void;
 }
 
-export type REngineConfig = Pick<AppConfig, 'rEngine'> & NativeRConfig & WebRConfig;
+/** What the factory reads: R_ENGINE, and what the engine it makes reads. */
+export type REngineOptions = Pick<REngineConfig, 'rEngine'> & NativeRConfig & WebRConfig;
 
 /**
  * Chooses the engine R_ENGINE asks for. `auto` takes native R when an Rscript is found, else
@@ -19,7 +20,7 @@ export type REngineConfig = Pick<AppConfig, 'rEngine'> & NativeRConfig & WebRCon
  * fails at start-up with a clear line instead of quietly falling back to webR.
  */
 export function createREngine(
-  config: REngineConfig,
+  config: REngineOptions,
   logger: REngineLogger = new Logger('REngine'),
 ): REngine {
   switch (config.rEngine) {

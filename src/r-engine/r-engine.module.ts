@@ -8,7 +8,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { MetricsService } from '../metrics/metrics.service';
-import { AppConfig } from '../config/app-config';
+import { REngineConfig } from '../config/config-slices';
 import { CatalogModule } from '../catalog/catalog.module';
 import { FUNCTION_CALL_ENGINE } from './function-call-engine';
 import { FUNCTION_CALL_PROVIDERS } from './function-call.providers';
@@ -44,9 +44,9 @@ class REngineLifecycle implements OnModuleInit, OnApplicationShutdown {
     {
       provide: R_ENGINE,
       // An API node runs no script jobs: its engine only chooses the sandbox for function calls.
-      useFactory: (config: AppConfig) =>
+      useFactory: (config: REngineConfig) =>
         createREngine({ ...config, scriptJobs: config.role !== 'api' }),
-      inject: [AppConfig],
+      inject: [REngineConfig],
     },
     REngineLifecycle,
     ...FUNCTION_CALL_PROVIDERS,

@@ -1,4 +1,4 @@
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import type { FunctionCallEngine } from './function-call-engine';
 import type { JobProgress } from './job-progress';
 import type { PackageLibrary } from './package-library';
@@ -75,7 +75,7 @@ export interface REngine {
    * `libraries`: native R a pool of warm sessions started through its own launcher (the same
    * sandbox and limits), webR its one instance, in turn with script runs.
    */
-  functionCalls(config: AppConfig, libraries: FunctionLibrarySource): FunctionCallEngine;
+  functionCalls(config: REngineConfig, libraries: FunctionLibrarySource): FunctionCallEngine;
   /** Kills whatever runs and releases the engine's resources. */
   stop(): Promise<void>;
 }

@@ -1,12 +1,12 @@
 import { delimiter, isAbsolute, join } from 'node:path';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import { isExecutable } from './r-sandbox';
 
 /** What the native engine reads of the configuration. */
-export type NativeRConfig = Pick<AppConfig, 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'> &
+export type NativeRConfig = Pick<REngineConfig, 'rHome' | 'rscriptPath' | 'rMemoryLimitMb'> &
   Partial<
     Pick<
-      AppConfig,
+      REngineConfig,
       | 'rScriptMode'
       | 'jobTimeoutSeconds'
       | 'rSandbox'

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 import type {
   FunctionCallEngine,
@@ -15,7 +15,7 @@ import { RSession } from './r-session';
 import { inSpan } from '../tracing/tracing';
 
 export type RSessionPoolConfig = Pick<
-  AppConfig,
+  REngineConfig,
   | 'rHome'
   | 'rMemoryLimitMb'
   | 'functionSessions'
@@ -24,7 +24,7 @@ export type RSessionPoolConfig = Pick<
   | 'resultRetentionHours'
   | 'maxRequestBytes'
 > &
-  Partial<Pick<AppConfig, 'rMaxProcesses' | 'rMaxFileMb'>> & {
+  Partial<Pick<REngineConfig, 'rMaxProcesses' | 'rMaxFileMb'>> & {
     rscript: string;
     /**
      * The node's launcher, final once the script engine has started (it chose the sandbox);

@@ -2,7 +2,7 @@ import { constants as fsConstants, readFileSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { WebR } from 'webr';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import type { FunctionCallOutcome, FunctionCallRequest } from './function-call-engine';
 import { rSourcePath } from './r-sources';
 import { traceEnvironment } from '../tracing/tracing';
@@ -34,7 +34,7 @@ import {
  */
 export type WebRConfig = Partial<
   Pick<
-    AppConfig,
+    REngineConfig,
     'webrInstances' | 'maxRequestBytes' | 'rMaxFileMb' | 'rMaxWriteMb' | 'zipMaxEntries'
   >
 >;

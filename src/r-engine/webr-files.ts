@@ -2,11 +2,13 @@ import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { dirname, join, posix, resolve, sep } from 'node:path';
 import type { WebR } from 'webr';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import { R_LOG_FILE } from './r-engine';
 
 /** What a run may hand back (R_MAX_FILE_MB, R_MAX_WRITE_MB, ZIP_MAX_ENTRIES). */
-export type WebRLimits = Partial<Pick<AppConfig, 'rMaxFileMb' | 'rMaxWriteMb' | 'zipMaxEntries'>>;
+export type WebRLimits = Partial<
+  Pick<REngineConfig, 'rMaxFileMb' | 'rMaxWriteMb' | 'zipMaxEntries'>
+>;
 
 export const MIB = 1024 * 1024;
 /** A host path component longer than this cannot be created (NAME_MAX). */

@@ -1,5 +1,5 @@
 import type { WebR } from 'webr';
-import type { AppConfig } from '../config/app-config';
+import type { REngineConfig } from '../config/config-slices';
 import type {
   FunctionCallEngine,
   FunctionCallOutcome,
@@ -118,7 +118,7 @@ export class WebREngine implements REngine, FunctionCallEngine {
   }
 
   /** Function calls run on the one instance, in turn with script runs. */
-  functionCalls(_config: AppConfig, libraries: FunctionLibrarySource): FunctionCallEngine {
+  functionCalls(_config: REngineConfig, libraries: FunctionLibrarySource): FunctionCallEngine {
     this.libraries = libraries;
     return this;
   }

@@ -1,4 +1,4 @@
-import type { AppConfig } from '../config/app-config';
+import type { SecurityConfig } from '../config/config-slices';
 import {
   AccessDecision,
   AccessPolicyService,
@@ -38,7 +38,7 @@ function policy(overrides: Partial<SecuritySettings> = {}): AccessPolicyService 
     authFailureWindowSeconds: 60,
     ...overrides,
   };
-  return new AccessPolicyService(settings as AppConfig);
+  return new AccessPolicyService(settings as SecurityConfig);
 }
 
 const principal = (name: string, roles: string[] = [], source: Principal['source'] = 'user') => ({

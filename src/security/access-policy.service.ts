@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { SecurityConfig } from '../config/config-slices';
 import type { Principal } from './principal';
 import type { ApplicationSecurity, SecuritySettings } from '../config/security-settings';
 
@@ -43,7 +43,7 @@ const ALLOW: AccessDecision = { outcome: 'allow' };
 export class AccessPolicyService {
   private readonly settings: SecuritySettings;
 
-  constructor(config: AppConfig) {
+  constructor(config: SecurityConfig) {
     this.settings = config;
   }
 

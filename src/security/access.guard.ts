@@ -7,7 +7,7 @@ import {
   checkApplicationName,
   isJobId,
 } from '../common/application-name';
-import { AppConfig } from '../config/app-config';
+import { SecurityConfig } from '../config/config-slices';
 import { mediaTypeOf } from '../common/media-type';
 import { AccessQuestion, AccessPolicyService } from './access-policy.service';
 import { ACCESS_RULE, AccessRule } from './access.decorator';
@@ -33,7 +33,7 @@ export class AccessGuard implements CanActivate {
 
   constructor(
     private readonly reflector: Reflector,
-    private readonly config: AppConfig,
+    private readonly config: SecurityConfig,
     private readonly policy: AccessPolicyService,
     private readonly access: RequestAccessService,
   ) {}

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import type { AppConfig } from '../config/app-config';
+import type { SecurityConfig } from '../config/config-slices';
 import { AuthenticationService } from './authentication.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
 import { hashSecret } from '../common/secret-hash';
@@ -32,8 +32,8 @@ async function service(overrides: Partial<SecuritySettings> = {}): Promise<Authe
     ...overrides,
   };
   return new AuthenticationService(
-    settings as AppConfig,
-    new OidcTokenVerifier(settings as AppConfig),
+    settings as SecurityConfig,
+    new OidcTokenVerifier(settings as SecurityConfig),
   );
 }
 

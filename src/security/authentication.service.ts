@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import type { Request } from 'express';
-import { AppConfig } from '../config/app-config';
+import { SecurityConfig } from '../config/config-slices';
 import { rawHeaderValues } from '../common/application-name';
 import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 import type { Principal } from './principal';
@@ -53,7 +53,7 @@ export class AuthenticationService {
   private readonly methods: ReadonlySet<AuthMethod>;
 
   constructor(
-    config: AppConfig,
+    config: SecurityConfig,
     private readonly tokens: OidcTokenVerifier,
     /** Keys made at run time (ApiKeysModule, API nodes only): looked up when API_KEYS lacks the id. */
     @Optional() private readonly storedKeys?: ApiKeysService,

@@ -9,7 +9,7 @@ import {
   type FlattenedJWSInput,
 } from 'jose';
 import { backOffDelay } from '../common/back-off';
-import { AppConfig } from '../config/app-config';
+import { SecurityConfig } from '../config/config-slices';
 import { authMethodsOf, listSetting, type OidcSettings } from '../config/security-settings';
 import type { Principal } from './principal';
 
@@ -63,7 +63,7 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
   private discoveryFailures = 0;
   private stopped = false;
 
-  constructor(config: AppConfig) {
+  constructor(config: SecurityConfig) {
     this.settings = config;
     this.enabled = authMethodsOf(config.authMode).has('oidc');
     this.issuer = config.oidcIssuer ?? '';

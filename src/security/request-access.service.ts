@@ -1,7 +1,7 @@
 import { HttpStatus, Injectable, Optional } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig, SecurityConfig } from '../config/config-slices';
 import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-policy.service';
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
 import { Principal, principalOf, rememberPrincipal } from './principal';
@@ -52,7 +52,8 @@ export class RequestAccessService {
   private readonly configuredBaseUrl: string | null;
 
   constructor(
-    config: AppConfig,
+    config: SecurityConfig,
+    node: NodeConfig,
     private readonly policy: AccessPolicyService,
     private readonly authentication: AuthenticationService,
     /** The page's sessions (absent where there is no database, e.g. a bare test module). */
@@ -60,7 +61,7 @@ export class RequestAccessService {
     /** Failed authentications are counted per client address in the audit trail. */
     @Optional() private readonly audit?: AuditService,
   ) {
-    this.configuredBaseUrl = config.publicBaseUrl;
+    this.configuredBaseUrl = node.publicBaseUrl;
     this.sessionsEnabled =
       authMethodsOf(config.authMode).has('oidc') && !!config.oidcClientId && sessions !== undefined;
     this.authMode = config.authMode;

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { IntakeLimitsConfig, NodeConfig, SoapConfig } from '../config/config-slices';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { ResultRepository } from '../results/result.repository';
 import { writeMtomResponse } from './mtom-writer';
@@ -39,7 +39,9 @@ export class SoapService {
   private readonly logger = new Logger('SOAP');
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: SoapConfig,
+    private readonly intakeLimits: IntakeLimitsConfig,
+    private readonly node: NodeConfig,
     private readonly soapJobs: SoapJobService,
     private readonly waiter: JobWaiter,
     private readonly results: ResultRepository,
@@ -48,7 +50,7 @@ export class SoapService {
 
   private get limits(): SoapRequestLimits {
     return {
-      maxRequestBytes: this.config.maxRequestBytes,
+      maxRequestBytes: this.intakeLimits.maxRequestBytes,
       maxPayloads: this.config.soapMaxPayloads,
       maxParameters: this.config.soapMaxParameters,
     };
@@ -72,7 +74,7 @@ export class SoapService {
     }
     const result = ready && (await loadResult(this.results, job.applicationName, job.jobId));
     if (!result) {
-      const resultUri = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl)).result(
+      const resultUri = new RestLinks(publicBaseUrl(req, this.node.publicBaseUrl)).result(
         job.applicationName,
         job.jobId,
       );

@@ -1,5 +1,5 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
-import { AppConfig } from '../config/app-config';
+import type { DatabaseConfig } from '../config/config-slices';
 import { EmbeddedPostgres } from './embedded-postgres';
 
 /** The injection token of the DatabaseTarget. */
@@ -16,7 +16,7 @@ export type DatabaseTarget =
 
 /** The server target of `config` (DATABASE_URL, DATABASE_LISTEN_URL, DATABASE_POOLER). */
 export function serverTarget(
-  config: Pick<AppConfig, 'databaseUrl' | 'databaseListenUrl' | 'databasePooler'>,
+  config: Pick<DatabaseConfig, 'databaseUrl' | 'databaseListenUrl' | 'databasePooler'>,
 ): DatabaseTarget {
   const url = config.databaseUrl ?? '';
   return {
@@ -67,7 +67,7 @@ export function buildDataSourceOptions(
 
 /** Opens the configured database for a command-line tool, starting the embedded one if needed. */
 export async function openDatabaseForCli(
-  config: AppConfig,
+  config: DatabaseConfig,
   schema: DatabaseSchema,
 ): Promise<{ dataSource: DataSource; close: () => Promise<void> }> {
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { WorkerConfig } from '../config/config-slices';
 import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
 import { FUNCTION_CALL_ENGINE, FunctionCallEngine } from '../r-engine/function-call-engine';
 import {
@@ -26,7 +26,7 @@ export class FunctionCallJobExecutor implements JobExecutor {
   private readonly logger = new Logger(FunctionCallJobExecutor.name);
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: WorkerConfig,
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
     private readonly jobLog: JobLogRepository,
   ) {}

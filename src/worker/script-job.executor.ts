@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { AppConfig } from '../config/app-config';
+import { ApplicationsConfig, NodeConfig, WorkerConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 import { JobLogRepository } from '../jobs/job-log.repository';
 import { JobLogWriter } from '../jobs/job-log-writer';
@@ -45,13 +45,15 @@ export class ScriptJobExecutor implements JobExecutor {
   private readonly logsROutput: boolean;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: WorkerConfig,
+    private readonly applications: ApplicationsConfig,
+    node: NodeConfig,
     private readonly catalog: CatalogService,
     @Inject(R_ENGINE) private readonly engine: REngine,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly jobLog: JobLogRepository,
   ) {
-    this.logsROutput = config.logLevel === 'debug' || config.logLevel === 'trace';
+    this.logsROutput = node.logLevel === 'debug' || node.logLevel === 'trace';
   }
 
   get capacity(): number {
@@ -103,7 +105,7 @@ export class ScriptJobExecutor implements JobExecutor {
               timeoutMs: this.config.jobTimeoutSeconds * 1000,
               signal,
               applicationName: job.applicationName,
-              network: applicationSettingsOf(this.config, job.applicationName).networkAllowed,
+              network: applicationSettingsOf(this.applications, job.applicationName).networkAllowed,
               trace: activeTraceCarrier(),
               onOutput: (stream, line) => {
                 jobLog.add(stream, line);

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { AppConfig, loadConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
+import { configProviders } from '../config/config.module';
 import { resultData } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
@@ -142,7 +143,7 @@ describe('WorkerService', () => {
     const module = await Test.createTestingModule({
       providers: [
         WorkerService,
-        { provide: AppConfig, useValue: config },
+        ...configProviders(config),
         { provide: QueueRepository, useValue: queue },
         { provide: QueueNotifier, useValue: notifier },
         { provide: JOB_EXECUTOR, useValue: executor },

@@ -12,7 +12,7 @@ import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { backOffDelay } from '../common/back-off';
 import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
-import { AppConfig } from '../config/app-config';
+import { ApplicationsConfig, QueueConfig, WorkerConfig } from '../config/config-slices';
 import { claimPoliciesOf, retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../jobs/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
@@ -76,7 +76,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private timers: NodeJS.Timeout[] = [];
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: WorkerConfig,
+    private readonly queueConfig: QueueConfig,
+    private readonly applications: ApplicationsConfig,
     private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
     @Inject(JOB_EXECUTOR) private readonly executor: JobExecutor,
@@ -120,12 +122,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     // heartbeat is the fallback when the notification is lost (the job is no longer RUNNING).
     this.notifier.onResultReady((jobId) => this.stopEndedElsewhere(jobId));
     await this.notifier.listen();
-    this.timers.push(setInterval(() => this.wake(), this.config.pollIntervalMs));
-    this.timers.push(setInterval(() => void this.heartbeat(), this.config.heartbeatSeconds * 1000));
+    this.timers.push(setInterval(() => this.wake(), this.queueConfig.pollIntervalMs));
+    this.timers.push(
+      setInterval(() => void this.heartbeat(), this.queueConfig.heartbeatSeconds * 1000),
+    );
     this.timers.push(
       setInterval(
         () => void this.supervise(),
-        Math.max(1000, (this.config.leaseSeconds * 1000) / 2),
+        Math.max(1000, (this.queueConfig.leaseSeconds * 1000) / 2),
       ),
     );
     for (const timer of this.timers) {
@@ -187,11 +191,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           const jobs = await this.queue.claim(
             this.owner,
             free(first),
-            this.config.leaseSeconds,
+            this.queueConfig.leaseSeconds,
             first.applicationName,
             first.kinds,
             second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
-            claimPoliciesOf(this.config),
+            claimPoliciesOf(this.applications),
           );
           const claimed = new Map<SlotPool, number>();
           for (const job of jobs) {
@@ -331,7 +335,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async storeResultNow(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
-    const giveUpAt = Date.now() + Math.max(STORE_RETRY_MIN_MS, 2 * this.config.leaseSeconds * 1000);
+    const giveUpAt =
+      Date.now() + Math.max(STORE_RETRY_MIN_MS, 2 * this.queueConfig.leaseSeconds * 1000);
     for (let attempt = 1; ; attempt += 1) {
       try {
         return await this.complete(job.id, this.owner, result, job.hasCallback);
@@ -375,9 +380,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     log: Logger,
   ): Promise<void> {
     try {
-      if (job.attempts >= this.config.maxAttempts) {
+      if (job.attempts >= this.queueConfig.maxAttempts) {
         log.error(
-          `attempt ${job.attempts} of ${this.config.maxAttempts} could not run: ${message}; giving up`,
+          `attempt ${job.attempts} of ${this.queueConfig.maxAttempts} could not run: ${message}; giving up`,
         );
         if (await this.complete(job.id, this.owner, deadLetter(job, message), job.hasCallback)) {
           this.metrics?.jobFinished(job.applicationName, job.source, false);
@@ -386,7 +391,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         // RETRY_BACKOFF_MS has no cap of its own: MAX_ATTEMPTS bounds the doubling.
         const delay = backOffDelay(
           job.attempts,
-          this.config.retryBackoffMs,
+          this.queueConfig.retryBackoffMs,
           Number.POSITIVE_INFINITY,
         );
         log.warn(`attempt ${job.attempts} could not run (${message}); retrying in ${delay} ms`);
@@ -404,7 +409,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       return;
     }
     try {
-      const held = new Set(await this.queue.heartbeat(this.owner, ids, this.config.leaseSeconds));
+      const held = new Set(
+        await this.queue.heartbeat(this.owner, ids, this.queueConfig.leaseSeconds),
+      );
       for (const id of ids) {
         const entry = this.running.get(id);
         // A job that finished while the statement ran (DONE, or its result being stored, which
@@ -424,10 +431,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       // A job whose node stopped responding waits one more lease before it runs again: the
       // time the cluster already takes to call a node gone, now given to a restarted node to
       // take other work before the job (perhaps what froze it) can reach it again.
-      const lostRunDelaySeconds = this.config.leaseSeconds;
+      const lostRunDelaySeconds = this.queueConfig.leaseSeconds;
       // A job out of attempts gets its dead-letter result in the same transaction.
       const { requeued, exhausted } = await this.queue.recoverExpiredLeases(
-        this.config.maxAttempts,
+        this.queueConfig.maxAttempts,
         lostRunDelaySeconds,
         (job) => deadLetter(job, job.lastError ?? 'unknown failure'),
       );
@@ -445,7 +452,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           `job ${job.id}: dead-letter result stored (${job.lastError ?? 'unknown failure'})`,
         );
       }
-      const byApplication = retentionByApplication(this.config);
+      const byApplication = retentionByApplication(this.applications);
       // Nothing expires when every period is 0 (keep until deleted): no statement then.
       if ([this.config.resultRetentionHours, ...Object.values(byApplication)].some((h) => h > 0)) {
         await this.queue.deleteExpiredResults(this.config.resultRetentionHours, byApplication);

@@ -8,7 +8,8 @@ import { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
 import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
 import { ApiError } from '../../src/common/api-error';
-import { AppConfig, loadConfig } from '../../src/config/app-config';
+import { loadConfig } from '../../src/config/app-config';
+import { configProviders } from '../../src/config/config.module';
 import { JobsService, Submission } from '../../src/jobs/jobs.service';
 import { SubmissionBucketRepository } from '../../src/jobs/submission-bucket.repository';
 import { SubmissionLimits } from '../../src/jobs/submission-limits';
@@ -48,7 +49,7 @@ describe('JobsService.submit: the intake of every front end', () => {
     const module = await Test.createTestingModule({
       providers: [
         JobsService,
-        { provide: AppConfig, useValue: config },
+        ...configProviders(config),
         { provide: QueueRepository, useValue: new QueueRepository(dataSource, node) },
         // An embedded target: the notifier wakes in-process listeners only (there are none here).
         {

@@ -1,5 +1,5 @@
 import { Test, TestingModule } from '@nestjs/testing';
-import { AppConfig } from '../../src/config/app-config';
+import { configProviders } from '../../src/config/config.module';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { JOB_EXECUTOR, type JobExecutor } from '../../src/queue/queue.types';
@@ -38,7 +38,7 @@ describe('WorkerService supervisor pass', () => {
     const module: TestingModule = await Test.createTestingModule({
       providers: [
         WorkerService,
-        { provide: AppConfig, useValue: db.config },
+        ...configProviders(db.config),
         { provide: QueueRepository, useValue: queue },
         // Results stored are reported within this process (no other node listens here).
         {

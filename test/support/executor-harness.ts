@@ -5,6 +5,7 @@ import { DataSource } from 'typeorm';
 import { CatalogChanges } from '../../src/catalog/catalog-changes';
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
+import { configProviders } from '../../src/config/config.module';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { JobLogRepository } from '../../src/jobs/job-log.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
@@ -118,7 +119,7 @@ export async function startExecutorHarness(
         CatalogService,
         JobLogRepository,
         JobRecordsRepository,
-        { provide: AppConfig, useValue: db.config },
+        ...configProviders(db.config),
         { provide: R_ENGINE, useValue: engine },
         { provide: DataSource, useValue: db.dataSource },
         // The node's database events: heard from the server, or in-process on PGlite.

@@ -1,0 +1,179 @@
+import { configSlice } from './config-slice';
+
+/*
+ * The configuration by concern. AppConfig loads and validates every setting once, at start-up
+ * (loadConfig); each class below is a typed view of some of its keys, provided by ConfigModule
+ * and injected where the concern is handled. A key may belong to more than one slice: the views
+ * read the same AppConfig, so they never disagree.
+ */
+
+/** The node: its role, HTTP port, the URL clients reach it by, logging. */
+export abstract class NodeConfig extends configSlice([
+  'role',
+  'port',
+  'publicBaseUrl',
+  'corsOrigins',
+  'logLevel',
+  'logFormat',
+  'accessLog',
+]) {}
+
+/** The database: the server or the embedded one under DATA_DIR, migrations, the example catalog. */
+export abstract class DatabaseConfig extends configSlice([
+  'databaseUrl',
+  'databaseListenUrl',
+  'databasePooler',
+  'embeddedDatabase',
+  'dataDir',
+  'migrationsRun',
+  'catalogDir',
+]) {}
+
+/**
+ * The per-application maps, which stored application settings change at run time (their
+ * entries replaced in place, src/applications): read them on each use, never copy them.
+ * RESULT_RETENTION_HOURS is the default an application's settings fall back on.
+ */
+export abstract class ApplicationsConfig extends configSlice([
+  'applicationSecurity',
+  'applicationSettings',
+  'applicationSlots',
+  'resultRetentionHours',
+]) {}
+
+/** Queue delivery: how often nodes poll, leases and heartbeats, attempts and their back-off. */
+export abstract class QueueConfig extends configSlice([
+  'pollIntervalMs',
+  'leaseSeconds',
+  'heartbeatSeconds',
+  'maxAttempts',
+  'retryBackoffMs',
+]) {}
+
+/** A worker: its slots, the jobs' time limits and logs, shutdown, the supervisor's clean-up. */
+export abstract class WorkerConfig extends configSlice([
+  'scriptSlots',
+  'functionSlots',
+  'applicationSlots',
+  'jobTimeoutSeconds',
+  'functionTimeoutSeconds',
+  'jobLogMaxBytes',
+  'shutdownGraceSeconds',
+  'resultRetentionHours',
+  'usageRetentionDays',
+  'auditRetentionDays',
+]) {}
+
+/**
+ * R: the engine, where R is, the sandbox and a job's limits, fork servers and their slots, warm
+ * sessions for function calls, webR. AUTH_MODE: without a sandbox, R may not run where there
+ * are users to protect; MAX_REQUEST_BYTES and ZIP_MAX_ENTRIES bound what R hands back.
+ */
+export abstract class REngineConfig extends configSlice([
+  'role',
+  'rEngine',
+  'rHome',
+  'rscriptPath',
+  'rMemoryLimitMb',
+  'rSandbox',
+  'rCpuLimitSeconds',
+  'rMaxProcesses',
+  'rMaxFileMb',
+  'rMaxWriteMb',
+  'rScriptMode',
+  'webrInstances',
+  'scriptSlots',
+  'applicationSlots',
+  'applicationSettings',
+  'resultRetentionHours',
+  'jobTimeoutSeconds',
+  'functionSessions',
+  'functionSessionMaxCalls',
+  'maxRequestBytes',
+  'zipMaxEntries',
+  'authMode',
+]) {}
+
+/** What an intake takes in: the request's bytes, ZIP archives, the upload form's parts. */
+export abstract class IntakeLimitsConfig extends configSlice([
+  'maxRequestBytes',
+  'zipMaxEntries',
+  'zipMaxUncompressedBytes',
+  'zipMaxCompressionRatio',
+  'formMaxFiles',
+  'formMaxFields',
+  'formMaxFieldBytes',
+  'formTempDir',
+]) {}
+
+/** Drop directories: how often they are scanned, and the leases of their claims. */
+export abstract class DropDirectoryConfig extends configSlice([
+  'dropPollIntervalMs',
+  'leaseSeconds',
+  'heartbeatSeconds',
+]) {}
+
+/** SOAP (SPEC §7): how long Process waits, how many payloads and parameters a request has. */
+export abstract class SoapConfig extends configSlice([
+  'soapTimeoutSeconds',
+  'soapMaxPayloads',
+  'soapMaxParameters',
+]) {}
+
+/** Job callbacks: one attempt's time limit, the retries and how long they go on. */
+export abstract class CallbackConfig extends configSlice([
+  'callbackRetrySeconds',
+  'callbackFirstRetryMs',
+  'callbackMaxRetryDelaySeconds',
+  'callbackTimeoutSeconds',
+]) {}
+
+/** Authentication and access rules (users, API keys, OIDC, the per-application rules). */
+export abstract class SecurityConfig extends configSlice([
+  'authMode',
+  'adminUser',
+  'adminPassword',
+  'users',
+  'apiKeys',
+  'globalAdmins',
+  'applicationSecurity',
+  'authMaxFailures',
+  'authFailureWindowSeconds',
+  'oidcIssuer',
+  'oidcAudience',
+  'oidcPrincipalClaim',
+  'oidcRolesClaims',
+  'oidcAlgorithms',
+  'oidcClockToleranceSeconds',
+  'oidcJwksCooldownSeconds',
+  'oidcClientId',
+  'oidcClientSecret',
+  'oidcScope',
+  'oidcSessionHours',
+]) {}
+
+/** E-mail: the mailboxes polled for jobs (checked, passwords read) and the SMTP of replies. */
+export abstract class MailConfig extends configSlice([
+  'mailAccounts',
+  'smtpUrl',
+  'smtpPassword',
+  'adminEmail',
+  'emailFrom',
+  'emailAttachMaxBytes',
+]) {}
+
+/** Every slice, as ConfigModule provides them. */
+export const CONFIG_SLICES = [
+  NodeConfig,
+  DatabaseConfig,
+  ApplicationsConfig,
+  QueueConfig,
+  WorkerConfig,
+  REngineConfig,
+  IntakeLimitsConfig,
+  DropDirectoryConfig,
+  SoapConfig,
+  CallbackConfig,
+  SecurityConfig,
+  MailConfig,
+] as const;
