@@ -12,6 +12,7 @@ import { DataSource } from 'typeorm';
 import { ApplicationSettingsRepository } from './applications/application-settings.repository';
 import { applyStoredSlots } from './applications/application-settings.service';
 import { AppModule } from './app.module';
+import { HttpAnswerAdapter } from './common/http-answer.adapter';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
 import { AppConfig, corsOriginsOf } from './config/app-config';
@@ -122,11 +123,15 @@ export async function startService(
       app = await NestFactory.createApplicationContext(module, { logger, abortOnError: false });
       await app.init();
     } else {
-      const httpApp = await NestFactory.create<NestExpressApplication>(module, {
-        logger,
-        bodyParser: false,
-        abortOnError: false,
-      });
+      const httpApp = await NestFactory.create<NestExpressApplication>(
+        module,
+        new HttpAnswerAdapter(),
+        {
+          logger,
+          bodyParser: false,
+          abortOnError: false,
+        },
+      );
       httpApp.disable('x-powered-by');
       httpApp.set('trust proxy', false);
       // The job log's live stream and its text share a path, told apart by Accept.

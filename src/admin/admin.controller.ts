@@ -8,16 +8,16 @@ import {
   Param,
   Put,
   Req,
-  Res,
   UseGuards,
 } from '@nestjs/common';
-import { RendersRepresentations } from '../common/representation.interceptor';
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
+import { HttpAnswer } from '../common/http-answer';
 import { readLimitedBody } from '../common/limited-body';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { AppConfig } from '../config/app-config';
 import { Access } from '../security/access.decorator';
@@ -61,16 +61,18 @@ export class AdminController {
   @UseGuards(ApplicationNameGuard)
   async readFile(
     @Req() req: Request,
-    @Res() res: Response,
     @Param('section') section: string,
     @Param('file') file: string[],
-  ): Promise<void> {
+  ): Promise<HttpAnswer> {
     const name = fileName(file);
     const content = await this.catalog.read(applicationNameOf(req), section, name);
-    res
-      .status(200)
-      .type(TEXT_EXTENSIONS.test(name) ? 'text/plain; charset=utf-8' : 'application/octet-stream')
-      .send(content);
+    return new HttpAnswer(content, {
+      headers: {
+        'Content-Type': TEXT_EXTENSIONS.test(name)
+          ? 'text/plain; charset=utf-8'
+          : 'application/octet-stream',
+      },
+    });
   }
 
   /** The body is the file, as is. 201 with Location when new, 204 when replaced. */
@@ -79,10 +81,9 @@ export class AdminController {
   @UseGuards(ApplicationNameGuard)
   async writeFile(
     @Req() req: Request,
-    @Res() res: Response,
     @Param('section') section: string,
     @Param('file') file: string[],
-  ): Promise<void> {
+  ): Promise<HttpAnswer> {
     const name = fileName(file);
     const limit = this.config.catalogMaxFileBytes;
     const content = await readLimitedBody(
@@ -90,14 +91,9 @@ export class AdminController {
       limit,
       `A catalog file may have at most ${limit} bytes (CATALOG_MAX_FILE_BYTES).`,
     );
-    const applicationName = applicationNameOf(req);
-    if (await this.catalog.write(applicationName, section, name, content)) {
-      const base = publicBaseUrl(req, this.config.publicBaseUrl);
-      res.status(201).setHeader('Location', catalogFileUri(base, section, name));
-    } else {
-      res.status(204);
-    }
-    res.end();
+    const created = await this.catalog.write(applicationNameOf(req), section, name, content);
+    const base = publicBaseUrl(req, this.config.publicBaseUrl);
+    return HttpAnswer.createdOrReplaced(created, catalogFileUri(base, section, name));
   }
 
   @Delete('catalog/:section/*file')
@@ -123,8 +119,8 @@ export class AdminController {
   @Access('globalAdmin')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  configuration(@Res() res: Response): void {
-    res.status(200).json(maskedConfiguration(this.config));
+  configuration(): object {
+    return maskedConfiguration(this.config);
   }
 
   @All('system/configuration')

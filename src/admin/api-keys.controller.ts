@@ -1,18 +1,8 @@
-import {
-  All,
-  Controller,
-  Delete,
-  Get,
-  Header,
-  HttpCode,
-  Param,
-  Post,
-  Req,
-  Res,
-} from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { All, Controller, Delete, Get, Header, HttpCode, Param, Post, Req } from '@nestjs/common';
+import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
-import { readJsonBody } from '../common/json-body';
+import { HttpAnswer } from '../common/http-answer';
+import { JsonBody } from '../common/json-body';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { parseNewApiKey } from '../api-keys/api-key-input';
@@ -44,22 +34,22 @@ export class ApiKeysController {
   @Post()
   @Access('globalAdmin')
   @RawData()
-  async create(@Req() req: Request, @Res() res: Response): Promise<void> {
-    const request = parseNewApiKey(await readJsonBody(req), new Date());
+  @Header('Cache-Control', 'no-store')
+  async create(@Req() req: Request, @JsonBody() body: unknown): Promise<HttpAnswer> {
+    const request = parseNewApiKey(body, new Date());
     const created = await this.keys.create(request, principalOf(req)?.name ?? null);
-    res
-      .status(201)
-      .setHeader('Cache-Control', 'no-store')
-      .setHeader('Location', `/svc/api/rest/admin/api-keys/${created.listing.id}`)
-      .json({ key: created.key, ...keyView(created.listing) });
+    return new HttpAnswer(
+      { key: created.key, ...keyView(created.listing) },
+      { status: 201, headers: { Location: `/svc/api/rest/admin/api-keys/${created.listing.id}` } },
+    );
   }
 
   @Get()
   @Access('globalAdmin')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  async list(@Res() res: Response): Promise<void> {
-    res.status(200).json({ apiKeys: (await this.keys.list()).map(keyView) });
+  async list(): Promise<{ apiKeys: Array<Record<string, unknown>> }> {
+    return { apiKeys: (await this.keys.list()).map(keyView) };
   }
 
   @All()

@@ -1,7 +1,8 @@
-import { All, Controller, Get, Param, Put, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
-import { checkApplicationName } from '../common/application-name';
-import { readJsonBody } from '../common/json-body';
+import { All, Controller, Get, Header, Param, Put, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { ApplicationNamePipe } from '../common/application-name';
+import { HttpAnswer } from '../common/http-answer';
+import { JsonBody } from '../common/json-body';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import {
@@ -11,8 +12,6 @@ import {
 import { Access } from '../security/access.decorator';
 import { principalOf } from '../security/principal';
 
-const WHERE = 'The application name in the path';
-
 /** An application's rights and settings at run time (docs/api.md#application-settings): global admins, JSON. */
 @Controller('svc/api/rest/admin/applications')
 export class ApplicationsController {
@@ -21,35 +20,31 @@ export class ApplicationsController {
   @Get(':app')
   @Access('globalAdmin')
   @RawData()
-  async read(@Param('app') app: string, @Res() res: Response): Promise<void> {
-    const view = await this.applications.view(checkApplicationName(app, WHERE));
-    res
-      .status(200)
-      .setHeader('Cache-Control', 'no-store')
-      .setHeader('ETag', applicationEtag(view.version))
-      .json(view);
+  @Header('Cache-Control', 'no-store')
+  async read(@Param('app', ApplicationNamePipe) app: string): Promise<HttpAnswer> {
+    const view = await this.applications.view(app);
+    return new HttpAnswer(view, { headers: { ETag: applicationEtag(view.version) } });
   }
 
   @Put(':app')
   @Access('globalAdmin')
   @RawData()
+  @Header('Cache-Control', 'no-store')
   async replace(
-    @Param('app') app: string,
+    @Param('app', ApplicationNamePipe) app: string,
     @Req() req: Request,
-    @Res() res: Response,
-  ): Promise<void> {
-    const name = checkApplicationName(app, WHERE);
+    @JsonBody() body: unknown,
+  ): Promise<HttpAnswer> {
     const replaced = await this.applications.replace(
-      name,
-      await readJsonBody(req),
+      app,
+      body,
       req.headers['if-match'],
       principalOf(req)?.name ?? null,
     );
-    res
-      .status(200)
-      .setHeader('Cache-Control', 'no-store')
-      .setHeader('ETag', applicationEtag(replaced.view.version))
-      .json({ ...replaced.view, restartRequired: replaced.restartRequired });
+    return new HttpAnswer(
+      { ...replaced.view, restartRequired: replaced.restartRequired },
+      { headers: { ETag: applicationEtag(replaced.view.version) } },
+    );
   }
 
   @All(':app')

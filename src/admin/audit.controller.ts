@@ -1,11 +1,12 @@
-import { All, Controller, Get, Query, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { All, Controller, Get, Header, Query, Req } from '@nestjs/common';
+import type { Request } from 'express';
 import { create } from 'xmlbuilder2';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
+import { HttpAnswer } from '../common/http-answer';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
-import { tableFormatOf } from '../common/table-format';
+import { TableFormat, tableFormatOf } from '../common/table-format';
 import { AUDIT_ACTIONS, AuditService } from '../audit/audit.service';
 import type { AuditEventEntity } from '../audit/audit-event.entity';
 import { Access } from '../security/access.decorator';
@@ -94,6 +95,35 @@ function textParameter(value: unknown, name: string): string | null {
   return value;
 }
 
+/** The trail's page as CSV (a spreadsheet's download), JSON or XML. */
+function renderEvents(events: EventView[], more: boolean, format: TableFormat): string {
+  if (format === 'csv') {
+    const lines = [
+      CSV_COLUMNS.join(','),
+      ...events.map((e) => CSV_COLUMNS.map((c) => csvCell(e[c])).join(',')),
+    ];
+    return `${lines.join('\r\n')}\r\n`;
+  }
+  if (format === 'json') {
+    return JSON.stringify({ auditEvents: events, more });
+  }
+  const root = create({
+    version: '1.0',
+    encoding: 'UTF-8',
+    invalidCharReplacement: '\uFFFD',
+  }).ele('urn:svc:rest:types', 'auditEvents', { more: String(more) });
+  for (const event of events) {
+    const element = root.ele('auditEvent');
+    for (const column of CSV_COLUMNS) {
+      const value = event[column];
+      if (value !== null) {
+        element.ele(column).txt(value);
+      }
+    }
+  }
+  return root.end({ prettyPrint: false });
+}
+
 /** The audit trail (docs/api.md#audit-trail): global admins; XML, JSON or CSV. */
 @Controller('svc/api/rest/admin/audit')
 export class AuditController {
@@ -102,11 +132,8 @@ export class AuditController {
   @Get()
   @Access('globalAdmin')
   @RawData()
-  async list(
-    @Req() req: Request,
-    @Res() res: Response,
-    @Query() query: Record<string, unknown>,
-  ): Promise<void> {
+  @Header('Cache-Control', 'no-store')
+  async list(@Req() req: Request, @Query() query: Record<string, unknown>): Promise<HttpAnswer> {
     const answer = tableFormatOf(req, typeof query.format === 'string' ? query.format : undefined);
     const action = textParameter(query.action, 'action');
     if (action !== null && !(AUDIT_ACTIONS as readonly string[]).includes(action)) {
@@ -128,7 +155,10 @@ export class AuditController {
     const rows = await this.audit.list(filter);
     const more = rows.length > filter.limit;
     const events = rows.slice(0, filter.limit).map(viewOf);
-    res.status(200).setHeader('Vary', 'Accept').setHeader('Cache-Control', 'no-store');
+    const headers: Record<string, string> = {
+      Vary: 'Accept',
+      'Content-Type': `${answer.type}; charset=utf-8`,
+    };
     if (more) {
       // The next page: the same query with the offset moved on.
       const next = new URLSearchParams(
@@ -137,38 +167,12 @@ export class AuditController {
         ),
       );
       next.set('offset', String(filter.offset + filter.limit));
-      res.setHeader('Link', `<${req.path}?${next.toString()}>; rel="next"`);
+      headers.Link = `<${req.path}?${next.toString()}>; rel="next"`;
     }
     if (answer.format === 'csv') {
-      const lines = [
-        CSV_COLUMNS.join(','),
-        ...events.map((e) => CSV_COLUMNS.map((c) => csvCell(e[c])).join(',')),
-      ];
-      res
-        .type('text/csv; charset=utf-8')
-        .setHeader('Content-Disposition', 'attachment; filename="audit.csv"')
-        .send(`${lines.join('\r\n')}\r\n`);
-      return;
+      headers['Content-Disposition'] = 'attachment; filename="audit.csv"';
     }
-    if (answer.format === 'json') {
-      res.type(`${answer.type}; charset=utf-8`).send(JSON.stringify({ auditEvents: events, more }));
-      return;
-    }
-    const root = create({
-      version: '1.0',
-      encoding: 'UTF-8',
-      invalidCharReplacement: '\uFFFD',
-    }).ele('urn:svc:rest:types', 'auditEvents', { more: String(more) });
-    for (const event of events) {
-      const element = root.ele('auditEvent');
-      for (const column of CSV_COLUMNS) {
-        const value = event[column];
-        if (value !== null) {
-          element.ele(column).txt(value);
-        }
-      }
-    }
-    res.type(`${answer.type}; charset=utf-8`).send(root.end({ prettyPrint: false }));
+    return new HttpAnswer(renderEvents(events, more, answer.format), { headers });
   }
 
   @All()

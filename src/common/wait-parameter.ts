@@ -1,3 +1,4 @@
+import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { Response } from 'express';
 import { ApiError } from './api-error';
 
@@ -29,3 +30,9 @@ export function clientGoneSignal(res: Response): AbortSignal {
   });
   return gone.signal;
 }
+
+/** A handler's parameter: `clientGoneSignal` of the request's response. */
+export const ClientGone = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): AbortSignal =>
+    clientGoneSignal(context.switchToHttp().getResponse<Response>()),
+);

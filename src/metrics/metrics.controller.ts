@@ -1,5 +1,6 @@
-import { All, Controller, Get, Header, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { All, Controller, Get, Header, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { HttpAnswer } from '../common/http-answer';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { Access } from '../security/access.decorator';
@@ -14,10 +15,9 @@ export class MetricsController {
   @Access('public')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  async scrape(@Res() res: Response): Promise<void> {
+  async scrape(): Promise<HttpAnswer> {
     const body = await this.metrics.render();
-    res.status(200).setHeader('Content-Type', this.metrics.contentType);
-    res.send(body);
+    return new HttpAnswer(body, { headers: { 'Content-Type': this.metrics.contentType } });
   }
 
   @All()

@@ -1,17 +1,7 @@
-import {
-  All,
-  Controller,
-  Delete,
-  Get,
-  HttpCode,
-  Param,
-  Put,
-  Req,
-  Res,
-  UseGuards,
-} from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { All, Controller, Delete, Get, HttpCode, Param, Put, Req, UseGuards } from '@nestjs/common';
+import type { Request } from 'express';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
+import { HttpAnswer } from '../common/http-answer';
 import { readLimitedBody } from '../common/limited-body';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, REST_PREFIX } from '../common/public-uri';
@@ -51,11 +41,7 @@ export class PackagesController {
   @Put('packages/:name')
   @Access('applicationAdmin')
   @UseGuards(ApplicationNameGuard)
-  async upload(
-    @Req() req: Request,
-    @Res() res: Response,
-    @Param('name') name: string,
-  ): Promise<void> {
+  async upload(@Req() req: Request, @Param('name') name: string): Promise<HttpAnswer> {
     const created = await this.packages.upload(
       applicationNameOf(req),
       name,
@@ -68,13 +54,8 @@ export class PackagesController {
         ),
       principalOf(req)?.name ?? 'anonymous',
     );
-    if (created) {
-      const base = publicBaseUrl(req, this.config.publicBaseUrl);
-      res.status(201).setHeader('Location', `${base}${REST_PREFIX}/admin/packages/${name}`);
-    } else {
-      res.status(204);
-    }
-    res.end();
+    const base = publicBaseUrl(req, this.config.publicBaseUrl);
+    return HttpAnswer.createdOrReplaced(created, `${base}${REST_PREFIX}/admin/packages/${name}`);
   }
 
   @Delete('packages/:name')

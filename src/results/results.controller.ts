@@ -1,7 +1,8 @@
 import { Access } from '../security/access.decorator';
 import { All, Controller, Delete, Get, HttpCode, Param, Query, Req, Res } from '@nestjs/common';
-import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
+import { HttpAnswer } from '../common/http-answer';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/api-error';
 import { ApplicationNamePipe, isJobId, JobIdPipe } from '../common/application-name';
@@ -9,19 +10,14 @@ import { methodNotAllowed } from '../common/method-not-allowed';
 import { formatOf } from '../common/negotiation';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
-import {
-  RestRepresentation,
-  ResultsStreamWriter,
-} from '../common/representation/rest-representation';
+import { RestRepresentation } from '../common/representation/rest-representation';
+import { resultListing } from './result-listing';
 import { resultView } from './result-view';
 import { ResultMetadata, ResultRepository } from './result.repository';
 import { JobWaiter } from '../queue/job-waiter.service';
-import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
+import { ClientGone, waitMilliseconds } from '../common/wait-parameter';
 import { sendResultData } from './result-data.response';
 import { malformed, missing } from '../common/missing-resource';
-
-/** Results are read in pages of this size when listed whole, so the list is never all in memory. */
-const LIST_PAGE_SIZE = 500;
 
 function parsePaging(value: string | undefined, name: string): number | undefined {
   if (value === undefined) {
@@ -47,46 +43,25 @@ export class ResultsController {
     return new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
   }
 
+  /** The list is streamed as it is read (`resultListing`). */
   @Get('results/:app')
   async list(
     @Req() req: Request,
-    @Res() res: Response,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Query('limit') limitParam?: string,
     @Query('offset') offsetParam?: string,
-  ): Promise<void> {
-    const limit = parsePaging(limitParam, 'limit');
-    const offset = parsePaging(offsetParam, 'offset') ?? 0;
-    const links = this.links(req);
+  ): Promise<HttpAnswer> {
     const { format, mediaType } = formatOf(req);
-    // Read the first page before answering, so a database failure is still a clean 503.
-    let page = await this.results.page(
+    const listing = await resultListing(this.results, {
       applicationName,
-      Math.min(limit ?? LIST_PAGE_SIZE, LIST_PAGE_SIZE),
-      null,
-      offset,
-    );
-    res.status(200).type(`${mediaType}; charset=utf-8`).vary('Accept');
-    const writer = new ResultsStreamWriter(format, (chunk) => res.write(chunk));
-    let remaining = limit ?? Number.POSITIVE_INFINITY;
-    try {
-      while (page.length > 0 && remaining > 0) {
-        for (const result of page.slice(0, remaining)) {
-          writer.add(resultView(links, result));
-        }
-        remaining -= page.length;
-        if (page.length < LIST_PAGE_SIZE || remaining <= 0) {
-          break;
-        }
-        const last = page[page.length - 1];
-        page = await this.results.page(applicationName, Math.min(remaining, LIST_PAGE_SIZE), last);
-      }
-      writer.end();
-      res.end();
-    } catch {
-      // Headers are gone: cut the answer so the client sees an incomplete body, not a short list.
-      res.destroy();
-    }
+      limit: parsePaging(limitParam, 'limit'),
+      offset: parsePaging(offsetParam, 'offset') ?? 0,
+      links: this.links(req),
+      format,
+    });
+    return new HttpAnswer(listing, {
+      headers: { 'Content-Type': `${mediaType}; charset=utf-8`, Vary: 'Accept' },
+    });
   }
 
   @All('results/:app')
@@ -98,7 +73,7 @@ export class ResultsController {
   @Get('results/:app/:jobId')
   async metadata(
     @Req() req: Request,
-    @Res({ passthrough: true }) res: Response,
+    @ClientGone() clientGone: AbortSignal,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
     @Query('wait') wait?: unknown,
@@ -109,7 +84,7 @@ export class ResultsController {
     const result =
       waitMs === null
         ? await find()
-        : await this.waiter.waitFor(jobId, find, waitMs, { signal: clientGoneSignal(res) });
+        : await this.waiter.waitFor(jobId, find, waitMs, { signal: clientGone });
     if (!result) {
       throw missing.pendingResult(applicationName, jobId);
     }

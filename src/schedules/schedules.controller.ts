@@ -3,19 +3,18 @@ import {
   Controller,
   Delete,
   Get,
+  Header,
   HttpCode,
   Param,
   Post,
   Put,
   Req,
-  Res,
   UseGuards,
 } from '@nestjs/common';
-import type { Request, Response } from 'express';
-import { ApiError } from '../common/api-error';
+import type { Request } from 'express';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
-import { readLimitedBody } from '../common/limited-body';
-import { mediaTypeOf } from '../common/media-type';
+import { HttpAnswer } from '../common/http-answer';
+import { JsonBody, JsonBodyRule } from '../common/json-body';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
@@ -26,35 +25,17 @@ import { SchedulesService, ScheduleView } from './schedules.service';
 /** The largest schedule definition accepted (a function call's payload included). */
 export const MAX_SCHEDULE_BYTES = 1_048_576;
 
-/** The JSON body of a POST or PUT: application/json, at most MAX_SCHEDULE_BYTES, parsed. */
-async function jsonBody(req: Request): Promise<unknown> {
-  if (mediaTypeOf(req) !== 'application/json') {
-    throw ApiError.unsupportedMediaType('A schedule is sent as application/json.');
-  }
-  const body = await readLimitedBody(
-    req,
-    MAX_SCHEDULE_BYTES,
-    `A schedule may have at most ${MAX_SCHEDULE_BYTES} bytes.`,
-  );
-  try {
-    return JSON.parse(body.toString('utf8')) as unknown;
-  } catch (error) {
-    throw ApiError.badRequest(`The body is not JSON: ${(error as Error).message}.`);
-  }
-}
-
-/** A JSON answer; never cached (its next and last runs change by the second). */
-function send(res: Response, status: number, value: unknown): void {
-  res
-    .status(status)
-    .setHeader('Cache-Control', 'no-store')
-    .type('application/json; charset=utf-8')
-    .send(JSON.stringify(value));
-}
+/** The JSON body of a POST or PUT. */
+const SCHEDULE_BODY: JsonBodyRule = {
+  maxBytes: MAX_SCHEDULE_BYTES,
+  wrongType: 'A schedule is sent as application/json.',
+  tooLarge: `A schedule may have at most ${MAX_SCHEDULE_BYTES} bytes.`,
+};
 
 /**
  * Scheduled jobs (admin API, docs/api.md#schedules): the application in X-SVC-Application-Name,
- * as for the catalog; its admins and the global admins only. JSON in and out.
+ * as for the catalog; its admins and the global admins only. JSON in and out, never cached (a
+ * schedule's next and last runs change by the second).
  */
 @Controller('svc/api/rest/admin/schedules')
 export class SchedulesController {
@@ -71,10 +52,9 @@ export class SchedulesController {
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  async list(@Req() req: Request, @Res() res: Response): Promise<void> {
-    send(res, 200, {
-      schedules: await this.schedules.list(applicationNameOf(req), this.base(req)),
-    });
+  @Header('Cache-Control', 'no-store')
+  async list(@Req() req: Request): Promise<{ schedules: ScheduleView[] }> {
+    return { schedules: await this.schedules.list(applicationNameOf(req), this.base(req)) };
   }
 
   /** 201 with the schedule and its Location. */
@@ -82,14 +62,10 @@ export class SchedulesController {
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  async create(@Req() req: Request, @Res() res: Response): Promise<void> {
-    const schedule = await this.schedules.create(
-      applicationNameOf(req),
-      await jsonBody(req),
-      this.base(req),
-    );
-    res.setHeader('Location', schedule.selfUri);
-    send(res, 201, schedule);
+  @Header('Cache-Control', 'no-store')
+  async create(@Req() req: Request, @JsonBody(SCHEDULE_BODY) body: unknown): Promise<HttpAnswer> {
+    const schedule = await this.schedules.create(applicationNameOf(req), body, this.base(req));
+    return new HttpAnswer(schedule, { status: 201, headers: { Location: schedule.selfUri } });
   }
 
   @All()
@@ -102,17 +78,22 @@ export class SchedulesController {
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  async get(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
-    send(res, 200, await this.schedules.get(applicationNameOf(req), id, this.base(req)));
+  @Header('Cache-Control', 'no-store')
+  get(@Req() req: Request, @Param('id') id: string): Promise<ScheduleView> {
+    return this.schedules.get(applicationNameOf(req), id, this.base(req));
   }
 
   @Put(':id')
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  async replace(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
-    const body = await jsonBody(req);
-    send(res, 200, await this.schedules.replace(applicationNameOf(req), id, body, this.base(req)));
+  @Header('Cache-Control', 'no-store')
+  replace(
+    @Req() req: Request,
+    @Param('id') id: string,
+    @JsonBody(SCHEDULE_BODY) body: unknown,
+  ): Promise<ScheduleView> {
+    return this.schedules.replace(applicationNameOf(req), id, body, this.base(req));
   }
 
   @Delete(':id')
@@ -133,16 +114,20 @@ export class SchedulesController {
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  async pause(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
-    send(res, 200, await this.setPaused(req, id, true));
+  @HttpCode(200)
+  @Header('Cache-Control', 'no-store')
+  pause(@Req() req: Request, @Param('id') id: string): Promise<ScheduleView> {
+    return this.setPaused(req, id, true);
   }
 
   @Post(':id/resume')
   @Access('applicationAdmin')
   @RawData()
   @UseGuards(ApplicationNameGuard)
-  async resume(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
-    send(res, 200, await this.setPaused(req, id, false));
+  @HttpCode(200)
+  @Header('Cache-Control', 'no-store')
+  resume(@Req() req: Request, @Param('id') id: string): Promise<ScheduleView> {
+    return this.setPaused(req, id, false);
   }
 
   @All([':id/pause', ':id/resume'])

@@ -1,8 +1,9 @@
-import { All, Controller, Get, Header, Req, Res } from '@nestjs/common';
-import { RendersRepresentations } from '../common/representation.interceptor';
-import type { Request, Response } from 'express';
+import { All, Controller, Get, Header, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { HttpAnswer } from '../common/http-answer';
 import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
+import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
 import { SystemService } from './system.service';
@@ -18,29 +19,29 @@ export class SystemController {
   @Get('health/check')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  async check(@Res() res: Response): Promise<void> {
-    const health = await this.system.check();
-    res
-      .status(health.healthy ? 200 : 500)
-      .type('text/plain; charset=utf-8')
-      .send(health.healthy ? 'OK' : 'ERROR');
+  @Header('Content-Type', 'text/plain; charset=utf-8')
+  async check(): Promise<HttpAnswer> {
+    const { healthy } = await this.system.check();
+    return new HttpAnswer(healthy ? 'OK' : 'ERROR', { status: healthy ? 200 : 500 });
   }
 
   /** The process is up and serving HTTP; checks nothing else (a restart would not help). */
   @Get('health/live')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  live(@Res() res: Response): void {
-    res.status(200).json({ status: 'up' });
+  live(): { status: 'up' } {
+    return { status: 'up' };
   }
 
   /** 200 while the node can take requests (database answers, not shutting down), else 503. */
   @Get('health/ready')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  async ready(@Res() res: Response): Promise<void> {
+  async ready(): Promise<HttpAnswer> {
     const { ready, reason } = await this.system.ready();
-    res.status(ready ? 200 : 503).json(ready ? { status: 'up' } : { status: 'down', reason });
+    return ready
+      ? new HttpAnswer({ status: 'up' })
+      : new HttpAnswer({ status: 'down', reason }, { status: 503 });
   }
 
   @Get('info')

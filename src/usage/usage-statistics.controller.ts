@@ -1,11 +1,12 @@
-import { All, Controller, Get, Query, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { All, Controller, Get, Query, Req } from '@nestjs/common';
+import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
+import { HttpAnswer } from '../common/http-answer';
 import { methodNotAllowed } from '../common/method-not-allowed';
-import { tableFormatOf } from '../common/table-format';
 import { RawData } from '../common/negotiation.guard';
 import { renderRepresentation } from '../common/representation/rest-representation';
+import { tableFormatOf } from '../common/table-format';
 import { Access } from '../security/access.decorator';
 import { MonthlyUsage, UsageRepository } from './usage.repository';
 
@@ -72,12 +73,11 @@ export class UsageStatisticsController {
   @RawData()
   async statistics(
     @Req() req: Request,
-    @Res() res: Response,
     @Query('application') application: string | undefined,
     @Query('from') from: string | undefined,
     @Query('to') to: string | undefined,
     @Query('format') format: string | undefined,
-  ): Promise<void> {
+  ): Promise<HttpAnswer> {
     const answer = tableFormatOf(req, typeof format === 'string' ? format : undefined);
     const now = new Date();
     const last =
@@ -97,25 +97,19 @@ export class UsageStatisticsController {
           ? checkApplicationName(application, 'The application parameter')
           : null,
     });
-    res.status(200).setHeader('Vary', 'Accept');
+    const headers = { Vary: 'Accept', 'Content-Type': `${answer.type}; charset=utf-8` };
     if (answer.format === 'csv') {
-      res
-        .type('text/csv; charset=utf-8')
-        .setHeader(
-          'Content-Disposition',
-          `attachment; filename="usage-${monthText(first)}-${monthText(last)}.csv"`,
-        )
-        .send(csvOf(months));
-      return;
-    }
-    res.type(`${answer.type}; charset=utf-8`).send(
-      renderRepresentation(
-        {
-          element: 'usageStatistics',
-          value: { from: monthText(first), to: monthText(last), months },
+      return new HttpAnswer(csvOf(months), {
+        headers: {
+          ...headers,
+          'Content-Disposition': `attachment; filename="usage-${monthText(first)}-${monthText(last)}.csv"`,
         },
-        answer.format,
-      ),
+      });
+    }
+    const statistics = { from: monthText(first), to: monthText(last), months };
+    return new HttpAnswer(
+      renderRepresentation({ element: 'usageStatistics', value: statistics }, answer.format),
+      { headers },
     );
   }
 
