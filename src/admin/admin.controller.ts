@@ -1,5 +1,4 @@
 import {
-  All,
   Controller,
   Delete,
   Get,
@@ -14,7 +13,6 @@ import type { Request } from 'express';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { readLimitedBody } from '../common/limited-body';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
@@ -47,12 +45,6 @@ export class AdminController {
   async listCatalog(@Req() req: Request): Promise<RestRepresentation> {
     const base = publicBaseUrl(req, this.config.publicBaseUrl);
     return { element: 'catalog', value: await this.catalog.view(applicationNameOf(req), base) };
-  }
-
-  @All('catalog')
-  @Access('public')
-  otherOnCatalog(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 
   @Get('catalog/:section/*file')
@@ -108,12 +100,6 @@ export class AdminController {
     await this.catalog.remove(applicationNameOf(req), section, fileName(file));
   }
 
-  @All('catalog/:section/*file')
-  @Access('public')
-  otherOnFile(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'PUT', 'DELETE']);
-  }
-
   /** The effective configuration with secrets masked. */
   @Get('system/configuration')
   @Access('globalAdmin')
@@ -121,11 +107,5 @@ export class AdminController {
   @Header('Cache-Control', 'no-store')
   configuration(): object {
     return maskedConfiguration(this.config);
-  }
-
-  @All('system/configuration')
-  @Access('public')
-  otherOnConfiguration(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

@@ -1,9 +1,8 @@
-import { All, Controller, Delete, Get, Header, HttpCode, Param, Post, Req } from '@nestjs/common';
+import { Controller, Delete, Get, Header, HttpCode, Param, Post, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
 import { HttpAnswer } from '../common/http-answer';
 import { JsonBody } from '../common/json-body';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { parseNewApiKey } from '../api-keys/api-key-input';
 import type { ApiKeyListing } from '../api-keys/api-key.repository';
@@ -52,12 +51,6 @@ export class ApiKeysController {
     return { apiKeys: (await this.keys.list()).map(keyView) };
   }
 
-  @All()
-  @Access('public')
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'POST']);
-  }
-
   @Delete(':keyId')
   @Access('globalAdmin')
   @RawData()
@@ -68,11 +61,5 @@ export class ApiKeysController {
         `No API key ${keyId.slice(0, 64)} (keys of API_KEYS cannot be revoked here).`,
       );
     }
-  }
-
-  @All(':keyId')
-  @Access('public')
-  otherOnKey(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['DELETE']);
   }
 }

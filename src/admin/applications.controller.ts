@@ -1,9 +1,8 @@
-import { All, Controller, Get, Header, Param, Put, Req } from '@nestjs/common';
+import { Controller, Get, Header, Param, Put, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApplicationNamePipe } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { JsonBody } from '../common/json-body';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import {
   applicationEtag,
@@ -45,11 +44,5 @@ export class ApplicationsController {
       { ...replaced.view, restartRequired: replaced.restartRequired },
       { headers: { ETag: applicationEtag(replaced.view.version) } },
     );
-  }
-
-  @All(':app')
-  @Access('public')
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'PUT']);
   }
 }

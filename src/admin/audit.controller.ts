@@ -1,10 +1,9 @@
-import { All, Controller, Get, Header, Query, Req } from '@nestjs/common';
+import { Controller, Get, Header, Query, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { create } from 'xmlbuilder2';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { TableFormat, tableFormatOf } from '../common/table-format';
 import { AUDIT_ACTIONS, AuditService } from '../audit/audit.service';
@@ -173,11 +172,5 @@ export class AuditController {
       headers['Content-Disposition'] = 'attachment; filename="audit.csv"';
     }
     return new HttpAnswer(renderEvents(events, more, answer.format), { headers });
-  }
-
-  @All()
-  @Access('public')
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

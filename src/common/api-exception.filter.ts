@@ -6,10 +6,12 @@ import {
   HttpStatus,
   Logger,
 } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
 import { QueryFailedError } from 'typeorm';
 import { ApiError } from './api-error';
+import { methodNotAllowedFor, registeredRoutes } from './method-not-allowed';
 import { errorFormat } from './negotiation';
 import { renderRepresentation } from './representation/rest-representation';
 
@@ -58,15 +60,30 @@ function statusOf(error: unknown): number | undefined {
  * Every error answer of the REST API: the `error` body of SPEC §4 in the negotiated format
  * (XML when nothing acceptable was asked for), never a stack trace. Unknown errors are logged
  * and answered 500; an unreachable database is 503 so clients retry.
+ *
+ * The one 405 of the API is made here too: a 404 for a path that routes serve with other methods
+ * only is a 405 with `Allow`, from the routes Nest registered (method-not-allowed.ts). Such a
+ * request reaches no handler of those routes, only the REST catch-all (public) or Nest's
+ * not-found handler, so it is answered before authentication, as a missing path is; a handler's
+ * own 404 (an unknown job) stays, since its route takes the method.
  */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
   private readonly logger = new Logger('HTTP');
 
-  catch(exception: unknown, host: ArgumentsHost): void {
+  constructor(private readonly adapterHost: HttpAdapterHost) {}
+
+  catch(thrown: unknown, host: ArgumentsHost): void {
     const ctx = host.switchToHttp();
     const req = ctx.getRequest<Request>();
     const res = ctx.getResponse<Response>();
+    const exception =
+      thrown instanceof HttpException && (thrown.getStatus() as HttpStatus) === HttpStatus.NOT_FOUND
+        ? (methodNotAllowedFor(
+            registeredRoutes(this.adapterHost.httpAdapter?.getInstance()),
+            req,
+          ) ?? thrown)
+        : thrown;
     let status: HttpStatus;
     let message: string;
     const headers: Record<string, string> = {};

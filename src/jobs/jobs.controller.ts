@@ -1,5 +1,4 @@
 import {
-  All,
   Controller,
   Delete,
   Get,
@@ -20,7 +19,6 @@ import { ApplicationNameGuard, ApplicationNamePipe, JobIdPipe } from '../common/
 import { CallbackRepository } from '../callbacks/callback.repository';
 import { CallbackState } from '../callbacks/job-callback.entity';
 import { isFormPost } from '../common/form-post';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
@@ -78,12 +76,6 @@ export class JobsController {
         resultUri,
       },
     };
-  }
-
-  @All()
-  @Access('public')
-  otherOnJobs(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['POST']);
   }
 
   @Get(':app/:jobId')
@@ -202,18 +194,6 @@ export class JobsController {
         callback,
       },
     };
-  }
-
-  @All(':app/:jobId/log')
-  @Access('public')
-  otherOnLog(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
-  }
-
-  @All(':app/:jobId')
-  @Access('public')
-  otherOnJob(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
   }
 }
 

@@ -1,7 +1,5 @@
-import { All, Controller, Get, Header, Req } from '@nestjs/common';
-import type { Request } from 'express';
+import { Controller, Get, Header } from '@nestjs/common';
 import { HttpAnswer } from '../common/http-answer';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { Access } from '../security/access.decorator';
 import { MetricsService } from './metrics.service';
@@ -18,11 +16,5 @@ export class MetricsController {
   async scrape(): Promise<HttpAnswer> {
     const body = await this.metrics.render();
     return new HttpAnswer(body, { headers: { 'Content-Type': this.metrics.contentType } });
-  }
-
-  @All()
-  @Access('public')
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

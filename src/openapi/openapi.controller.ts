@@ -1,6 +1,5 @@
-import { All, Controller, Get, Req, Res } from '@nestjs/common';
+import { Controller, Get, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
@@ -30,10 +29,5 @@ export class OpenApiController {
     const body = this.openApi.yaml(publicBaseUrl(req, this.config.publicBaseUrl));
     res.status(200).type('application/yaml; charset=utf-8').setHeader('Cache-Control', 'no-cache');
     res.send(body);
-  }
-
-  @All(['openapi.json', 'openapi.yaml'])
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

@@ -1,9 +1,8 @@
-import { All, Controller, Delete, Get, HttpCode, Param, Put, Req, UseGuards } from '@nestjs/common';
+import { Controller, Delete, Get, HttpCode, Param, Put, Req, UseGuards } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { readLimitedBody } from '../common/limited-body';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { publicBaseUrl, REST_PREFIX } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestRepresentation } from '../common/representation/rest-representation';
@@ -29,12 +28,6 @@ export class PackagesController {
   @UseGuards(ApplicationNameGuard)
   async list(@Req() req: Request): Promise<RestRepresentation> {
     return { element: 'packages', value: await this.packages.list(applicationNameOf(req)) };
-  }
-
-  @All('packages')
-  @Access('public')
-  otherOnList(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 
   /** The body is the source package (.tar.gz). 201 with Location when new, 204 when replaced. */
@@ -64,11 +57,5 @@ export class PackagesController {
   @HttpCode(204)
   async remove(@Req() req: Request, @Param('name') name: string): Promise<void> {
     await this.packages.remove(applicationNameOf(req), name);
-  }
-
-  @All('packages/:name')
-  @Access('public')
-  otherOnPackage(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['PUT', 'DELETE']);
   }
 }

@@ -1,11 +1,10 @@
-import { All, Controller, HttpCode, Post, Req, UseGuards } from '@nestjs/common';
+import { Controller, HttpCode, Post, Req, UseGuards } from '@nestjs/common';
 import type { Request } from 'express';
 import getRawBody from 'raw-body';
 import { ApiError } from '../common/api-error';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { mediaTypeOf } from '../common/media-type';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { AppConfig } from '../config/app-config';
 import { FunctionCallKind, KIND_OF_MEDIA_TYPE, payloadText } from '../jobs/function-call-result';
@@ -56,11 +55,5 @@ export class ProcessController {
       status: answer.status,
       headers: { 'Content-Type': answer.contentType },
     });
-  }
-
-  @All()
-  @Access('public')
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['POST']);
   }
 }

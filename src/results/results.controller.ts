@@ -1,12 +1,11 @@
 import { Access } from '../security/access.decorator';
-import { All, Controller, Delete, Get, HttpCode, Param, Query, Req, Res } from '@nestjs/common';
+import { Controller, Delete, Get, HttpCode, Param, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { HttpAnswer } from '../common/http-answer';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/api-error';
 import { ApplicationNamePipe, isJobId, JobIdPipe } from '../common/application-name';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { formatOf } from '../common/negotiation';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
@@ -64,11 +63,6 @@ export class ResultsController {
     });
   }
 
-  @All('results/:app')
-  otherOnList(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
-  }
-
   /** `?wait=N`: answers as soon as the result is stored, else as without it after N seconds. */
   @Get('results/:app/:jobId')
   async metadata(
@@ -102,11 +96,6 @@ export class ResultsController {
     }
   }
 
-  @All('results/:app/:jobId')
-  otherOnResult(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'DELETE']);
-  }
-
   @Get('result/:app/:file')
   @RawData()
   async data(
@@ -125,10 +114,5 @@ export class ResultsController {
       throw missing.resultData(req.path);
     }
     await sendResultData(req, res, result);
-  }
-
-  @All('result/:app/:file')
-  otherOnData(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

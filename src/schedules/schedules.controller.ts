@@ -1,5 +1,4 @@
 import {
-  All,
   Controller,
   Delete,
   Get,
@@ -15,7 +14,6 @@ import type { Request } from 'express';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { JsonBody, JsonBodyRule } from '../common/json-body';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
@@ -68,12 +66,6 @@ export class SchedulesController {
     return new HttpAnswer(schedule, { status: 201, headers: { Location: schedule.selfUri } });
   }
 
-  @All()
-  @Access('public')
-  otherOnSchedules(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'POST']);
-  }
-
   @Get(':id')
   @Access('applicationAdmin')
   @RawData()
@@ -104,12 +96,6 @@ export class SchedulesController {
     await this.schedules.remove(applicationNameOf(req), id);
   }
 
-  @All(':id')
-  @Access('public')
-  otherOnSchedule(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD', 'PUT', 'DELETE']);
-  }
-
   @Post(':id/pause')
   @Access('applicationAdmin')
   @RawData()
@@ -128,12 +114,6 @@ export class SchedulesController {
   @Header('Cache-Control', 'no-store')
   resume(@Req() req: Request, @Param('id') id: string): Promise<ScheduleView> {
     return this.setPaused(req, id, false);
-  }
-
-  @All([':id/pause', ':id/resume'])
-  @Access('public')
-  otherOnPauseResume(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['POST']);
   }
 
   private setPaused(req: Request, id: string, paused: boolean): Promise<ScheduleView> {

@@ -1,7 +1,6 @@
-import { All, Controller, Get, Param, Req, Res } from '@nestjs/common';
+import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { AppConfig } from '../config/app-config';
@@ -31,10 +30,5 @@ export class WsdlController {
     }
     res.status(200).setHeader('Content-Type', XML_TEXT);
     res.end(content);
-  }
-
-  @All(':file')
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

@@ -1,7 +1,5 @@
-import { All, Controller, Get, Header, Req } from '@nestjs/common';
-import type { Request } from 'express';
+import { Controller, Get, Header } from '@nestjs/common';
 import { HttpAnswer } from '../common/http-answer';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestRepresentation } from '../common/representation/rest-representation';
@@ -47,10 +45,5 @@ export class SystemController {
   @Get('info')
   async info(): Promise<RestRepresentation> {
     return { element: 'nodeInformation', value: await this.system.information() };
-  }
-
-  @All(['health/check', 'health/live', 'health/ready', 'info'])
-  other(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }

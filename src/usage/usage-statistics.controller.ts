@@ -1,9 +1,8 @@
-import { All, Controller, Get, Query, Req } from '@nestjs/common';
+import { Controller, Get, Query, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
 import { checkApplicationName } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
-import { methodNotAllowed } from '../common/method-not-allowed';
 import { RawData } from '../common/negotiation.guard';
 import { renderRepresentation } from '../common/representation/rest-representation';
 import { tableFormatOf } from '../common/table-format';
@@ -111,11 +110,5 @@ export class UsageStatisticsController {
       renderRepresentation({ element: 'usageStatistics', value: statistics }, answer.format),
       { headers },
     );
-  }
-
-  @All('statistics')
-  @Access('public')
-  otherOnStatistics(@Req() req: Request): never {
-    throw methodNotAllowed(req, ['GET', 'HEAD']);
   }
 }
