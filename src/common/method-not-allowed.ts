@@ -6,7 +6,11 @@ import { ApiError } from './api-error';
 /** The order methods are listed in an `Allow` header. */
 const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
-/** What svc reads of Express's router (express 5, router 2): its layers and their routes. */
+/**
+ * What svc reads of Express's router (express 5, router 2.3, whose `match` keeps no state on the
+ * layer): its layers and their routes. If an upgrade moves them, method-not-allowed.e2e-spec.ts
+ * fails (every 405 would turn back into a 404).
+ */
 interface RouterLayer {
   route?: { path: unknown; methods: Record<string, boolean | undefined> };
   match(path: string): unknown;
