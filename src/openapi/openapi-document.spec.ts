@@ -59,8 +59,8 @@ function documentedContents(document: OpenApiDocument): DocumentedContent[] {
 
 /**
  * `GET /jobs/{app}/{jobId}` for every route Nest registers under the REST prefix, found as Nest
- * finds them: the module graph of ApiModule scanned, then each controller's handlers. `@All`
- * catch-alls (405) are left out: OpenAPI has no place for them.
+ * finds them: the module graph of ApiModule scanned, then each controller's handlers. The `@All`
+ * catch-all (404) is left out: OpenAPI has no place for it.
  */
 async function servedRoutes(): Promise<string[]> {
   const container = new NestContainer();
