@@ -261,7 +261,7 @@ describe('every registered route answers its other methods with 405 and Allow, b
 
   it('walks the routes', async () => {
     const routes = declaredRoutes();
-    // Not vacuous: the REST API, the pages and the metrics are in the walk.
+    // Not vacuous: the REST API, the sign-in routes, the root and the metrics are in the walk.
     expect([...routes.keys()]).toEqual(
       expect.arrayContaining([
         `${REST}/jobs`,
@@ -269,7 +269,7 @@ describe('every registered route answers its other methods with 405 and Allow, b
         `${REST}/jobs/:app/:jobId/log`,
         `${REST}/admin/catalog/:section/*file`,
         '/metrics',
-        '/svc',
+        '/svc/session',
         '/',
       ]),
     );
