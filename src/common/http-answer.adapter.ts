@@ -9,8 +9,8 @@ import { HttpAnswer } from './http-answer';
  * headers) and then replies with its body as Nest does with any returned value, except that
  * bytes (a Buffer or a Readable) are sent as they are: Nest would send a Buffer as JSON.
  * Applied here rather than by an interceptor, because an interceptor costs every request it
- * wraps (rxjs and async-context binds, docs/performance.md), and /process, the hottest route,
- * answers this way.
+ * wraps (rxjs and async-context binds, docs/performance.md). /process, the hottest route, writes
+ * its answer itself: through this path it cost 0.4-0.5 ms more CPU per call.
  */
 export class HttpAnswerAdapter extends ExpressAdapter {
   override reply(response: Response, body: unknown, statusCode?: number): unknown {
