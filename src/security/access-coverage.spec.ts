@@ -1,33 +1,8 @@
 import 'reflect-metadata';
-import { MODULE_METADATA, PATH_METADATA } from '@nestjs/common/constants';
+import { PATH_METADATA } from '@nestjs/common/constants';
 import { ApiModule } from '../api.module';
 import { ACCESS_RULE } from './access.decorator';
-
-interface DynamicModuleLike {
-  module?: unknown;
-  imports?: unknown[];
-  controllers?: unknown[];
-}
-
-/** Every controller an API node serves: ApiModule's own and those of every module it imports. */
-function controllersOf(root: unknown, seen = new Set<unknown>()): Array<new () => unknown> {
-  if (root === null || root === undefined || seen.has(root)) {
-    return [];
-  }
-  seen.add(root);
-  const dynamic = typeof root === 'object' ? (root as DynamicModuleLike) : null;
-  const moduleClass = dynamic ? dynamic.module : root;
-  const read = (key: string): unknown[] =>
-    typeof moduleClass === 'function'
-      ? ((Reflect.getMetadata(key, moduleClass) as unknown[] | undefined) ?? [])
-      : [];
-  const controllers = [...read(MODULE_METADATA.CONTROLLERS), ...(dynamic?.controllers ?? [])];
-  const imports = [...read(MODULE_METADATA.IMPORTS), ...(dynamic?.imports ?? [])];
-  return [
-    ...(controllers as Array<new () => unknown>),
-    ...imports.flatMap((imported) => controllersOf(imported, seen)),
-  ];
-}
+import { controllersOf } from '../../test/support/api-controllers';
 
 describe('access rules cover every route (deny by default is a last resort, not a habit)', () => {
   const controllers = controllersOf(ApiModule);

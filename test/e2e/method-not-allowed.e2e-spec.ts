@@ -11,7 +11,7 @@ import {
   Post,
   RequestMethod,
 } from '@nestjs/common';
-import { METHOD_METADATA, MODULE_METADATA, PATH_METADATA } from '@nestjs/common/constants';
+import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import { APP_FILTER, NestFactory } from '@nestjs/core';
 import { ApiModule } from '../../src/api.module';
 import { ApiError } from '../../src/common/api-error';
@@ -19,6 +19,7 @@ import { ApiExceptionFilter } from '../../src/common/api-exception.filter';
 import { ADMIN_ENV } from '../support/admin-auth';
 import { Answer, parseXml, REST, request } from '../support/rest-client';
 import { startTestService, TestService } from '../support/test-service';
+import { controllersOf } from '../support/api-controllers';
 
 /** The methods the walk tries on every path, in `Allow` order. */
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -179,34 +180,6 @@ describe('405 from the registered routes, with no handler written for it', () =>
     expect([put.status, put.text]).toEqual([418, 'mine']);
   });
 });
-
-interface DynamicModuleLike {
-  module?: unknown;
-  imports?: unknown[];
-  controllers?: unknown[];
-}
-
-/** Every controller an API node serves: ApiModule's own and those of every module it imports. */
-function controllersOf(root: unknown, seen = new Set<unknown>()): Array<new () => unknown> {
-  if (root === null || root === undefined || seen.has(root)) {
-    return [];
-  }
-  seen.add(root);
-  const dynamic = typeof root === 'object' ? (root as DynamicModuleLike) : null;
-  const moduleClass = dynamic ? dynamic.module : root;
-  const read = (key: string): unknown[] =>
-    typeof moduleClass === 'function'
-      ? ((Reflect.getMetadata(key, moduleClass) as unknown[] | undefined) ?? [])
-      : [];
-  return [
-    ...([...read(MODULE_METADATA.CONTROLLERS), ...(dynamic?.controllers ?? [])] as Array<
-      new () => unknown
-    >),
-    ...[...read(MODULE_METADATA.IMPORTS), ...(dynamic?.imports ?? [])].flatMap((imported) =>
-      controllersOf(imported, seen),
-    ),
-  ];
-}
 
 /** Every path template the API's controllers declare, with the methods declared on it. */
 function declaredRoutes(): Map<string, Set<string>> {
