@@ -2,6 +2,7 @@ import { HttpStatus } from '@nestjs/common';
 import type { Request } from 'express';
 import { METHODS } from 'node:http';
 import { ApiError } from './api-error';
+import { labelRoute } from './route-label';
 
 /** The order methods are listed in an `Allow` header. */
 const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -91,7 +92,13 @@ export function methodNotAllowed(req: Request, allowed: string[]): ApiError {
  */
 export function methodNotAllowedFor(routes: RegisteredRoute[], req: Request): ApiError | undefined {
   const allowed = allowedMethods(routes, req.path);
-  return allowed.length > 0 && !allowed.includes(req.method.toUpperCase())
-    ? methodNotAllowed(req, allowed)
-    : undefined;
+  if (allowed.length === 0 || allowed.includes(req.method.toUpperCase())) {
+    return undefined;
+  }
+  // The request is counted under the resource (its first route's pattern), not the catch-all.
+  const resource = routes.find((route) => route.matches(req.path));
+  if (resource) {
+    labelRoute(req, resource.path);
+  }
+  return methodNotAllowed(req, allowed);
 }

@@ -1,10 +1,11 @@
 import { Injectable, NestMiddleware } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
+import { routeLabelOf } from '../common/route-label';
 import { MetricsService } from './metrics.service';
 
 /**
- * Times every HTTP request and records it by route pattern (`/svc/api/rest/results/:app`, not
- * the concrete path, so label values stay few); unmatched paths share the route `unmatched`.
+ * Times every HTTP request and records it by route pattern (routeLabelOf): unknown paths share
+ * the route `unmatched`, a 405 is counted under the resource it names.
  */
 @Injectable()
 export class HttpMetricsMiddleware implements NestMiddleware {
@@ -13,10 +14,8 @@ export class HttpMetricsMiddleware implements NestMiddleware {
   use(req: Request, res: Response, next: NextFunction): void {
     const started = process.hrtime.bigint();
     res.once('finish', () => {
-      const routePath = (req.route as { path?: unknown } | undefined)?.path;
-      const route = typeof routePath === 'string' ? `${req.baseUrl}${routePath}` : 'unmatched';
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      this.metrics.httpRequest(req.method, route, res.statusCode, seconds);
+      this.metrics.httpRequest(req.method, routeLabelOf(req), res.statusCode, seconds);
     });
     next();
   }

@@ -183,6 +183,38 @@ describe('system endpoints (SPEC §9)', () => {
       expect(text).not.toContain(application);
     }
   });
+
+  it('metrics: a 405 is counted under the resource it names, an unknown path as unmatched', async () => {
+    const count = async (labels: Record<string, string>): Promise<number> =>
+      histogramCount(
+        (await request(`${service.url}/metrics`)).text,
+        'svc_http_request_duration_seconds',
+        labels,
+      ) ?? 0;
+    const refused = { method: 'PUT', route: `${REST}/jobs`, status: '405' };
+    const unknown = { method: 'GET', route: 'unmatched', status: '404' };
+    const catchAlls = [`${REST}/*path`, '/*path'].map((route) => ({
+      method: 'GET',
+      route,
+      status: '404',
+    }));
+    const before = { refused: await count(refused), unknown: await count(unknown) };
+
+    expect((await request(`${service.url}${REST}/jobs`, { method: 'PUT' })).status).toBe(405);
+    expect((await request(`${service.url}${REST}/no-such-resource`)).status).toBe(404);
+    expect((await request(`${service.url}/no-such-page`)).status).toBe(404);
+
+    // The answer is counted when it has been sent: wait until the last one shows.
+    await waitFor(
+      async () => (await count(unknown)) === before.unknown + 2,
+      10000,
+      'the unmatched counter',
+    );
+    expect(await count(refused)).toBe(before.refused + 1);
+    for (const catchAll of catchAlls) {
+      expect(await count(catchAll)).toBe(0);
+    }
+  });
 });
 
 describe('system endpoints on a node of role api (R for /process only)', () => {
