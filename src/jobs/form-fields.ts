@@ -1,7 +1,7 @@
 import { ApiError } from '../common/api-error';
 import { APPLICATION_HEADER, checkApplicationName } from '../common/application-name';
-import type { JobMeta } from './job-input';
-import { parseMetaFields } from './job-meta';
+import type { JobMeta } from '../job-core/job-input';
+import { parseMetaFields } from '../job-core/job-meta';
 import { CALLBACK_URL_HEADER } from '../callbacks/callback-url.policy';
 import { parsePriority, PRIORITY_HEADER } from './job-priority';
 

@@ -4,7 +4,7 @@ import { AuditService } from '../audit/audit.service';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { JobState } from '../queue/job.entity';
-import { resultData } from './job-result';
+import { resultData } from '../job-core/job-result';
 
 /** Who cancels when no one is authenticated (AUTH_MODE=none). */
 export const ANONYMOUS = 'anonymous';

@@ -6,9 +6,9 @@ import { applicationNameOf, rawHeaderPairs, rawHeaderValues } from '../common/ap
 import { mediaTypeOf } from '../common/media-type';
 import { publicBaseUrl } from '../common/public-uri';
 import type { AppConfig } from '../config/app-config';
-import { KIND_OF_MEDIA_TYPE } from './function-call-result';
+import { KIND_OF_MEDIA_TYPE } from '../job-core/function-call-result';
 import { ZIP_MEDIA_TYPES } from './job-archive';
-import { parseMetaHeaders } from './job-meta';
+import { parseMetaHeaders } from '../job-core/job-meta';
 import { parsePriority, PRIORITY_HEADER } from './job-priority';
 import { principalOf } from '../security/principal';
 import type { CallbackRequest, IntakePart, Submission } from './jobs.service';

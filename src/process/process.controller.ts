@@ -6,7 +6,11 @@ import { ApplicationNameGuard, applicationNameOf } from '../common/application-n
 import { mediaTypeOf } from '../common/media-type';
 import { RawData } from '../common/negotiation.guard';
 import { AppConfig } from '../config/app-config';
-import { FunctionCallKind, KIND_OF_MEDIA_TYPE, payloadText } from '../jobs/function-call-result';
+import {
+  FunctionCallKind,
+  KIND_OF_MEDIA_TYPE,
+  payloadText,
+} from '../job-core/function-call-result';
 import { Access } from '../security/access.decorator';
 import { ProcessService } from './process.service';
 

@@ -7,7 +7,7 @@ import {
   FUNCTION_OF_KIND,
   functionCallErrorDocument,
   FunctionCallKind,
-} from '../jobs/function-call-result';
+} from '../job-core/function-call-result';
 import { FUNCTION_CALL_ENGINE, FunctionCallEngine } from '../r-engine/function-call-engine';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { inSpan } from '../tracing/tracing';

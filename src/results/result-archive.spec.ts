@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { explodeZip } from '../jobs/job-archive';
-import type { ZipLimits } from '../jobs/job-input';
+import type { ZipLimits } from '../job-core/job-input';
 import * as yauzl from 'yauzl';
 import {
   listZipEntryNames,

@@ -1,7 +1,7 @@
 import { ApiError } from '../common/api-error';
 import { isEmailAddress } from '../config/mail-settings';
-import { parseMetaParameters } from '../jobs/job-meta';
-import type { FunctionCallKind } from '../jobs/function-call-result';
+import { parseMetaParameters } from '../job-core/job-meta';
+import type { FunctionCallKind } from '../job-core/function-call-result';
 import { cronOf } from './schedule-plan';
 import { CatchUp, ScheduleEmail } from './schedule.entity';
 

@@ -8,10 +8,10 @@ import {
   functionCallErrorDocument,
   FunctionCallKind,
   payloadFileName,
-} from '../jobs/function-call-result';
-import { resultData } from '../jobs/job-result';
-import { JobLogRepository } from '../jobs/job-log.repository';
-import { JobLogWriter } from '../jobs/job-log-writer';
+} from '../job-core/function-call-result';
+import { resultData } from '../job-core/job-result';
+import { JobLogRepository } from '../job-core/job-log.repository';
+import { JobLogWriter } from '../job-core/job-log-writer';
 import type { JobProgress } from '../r-engine/job-progress';
 
 /**

@@ -8,8 +8,8 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ApplicationsConfig, NodeConfig, WorkerConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
-import { JobLogRepository } from '../jobs/job-log.repository';
-import { JobLogWriter } from '../jobs/job-log-writer';
+import { JobLogRepository } from '../job-core/job-log.repository';
+import { JobLogWriter } from '../job-core/job-log-writer';
 import { CatalogService } from '../catalog/catalog.service';
 import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
 import { describeJobPath, JobOutputError } from '../r-engine/job-tree';
@@ -18,9 +18,9 @@ import { removeTree } from '../r-engine/job-tree-removal';
 import { R_ENGINE, R_LOG_FILE, REngine } from '../r-engine/r-engine';
 import { zipFilesToBufferOrFile } from '../results/result-archive';
 import { BLOB_INLINE_MAX_BYTES, copyChunksToFile, JOB_FILE_CHUNKS } from '../storage/blob-chunks';
-import { CONFIGURATION_FILE } from '../jobs/job-input';
-import { renderConfigurationFile } from '../jobs/job-meta';
-import { errorResult, resultData, resultDataFile } from '../jobs/job-result';
+import { CONFIGURATION_FILE } from '../job-core/job-input';
+import { renderConfigurationFile } from '../job-core/job-meta';
+import { errorResult, resultData, resultDataFile } from '../job-core/job-result';
 import { activeTraceCarrier, inSpan } from '../tracing/tracing';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */

@@ -7,7 +7,7 @@ import { CatalogModule } from '../catalog/catalog.module';
 import { ScriptJobExecutor } from './script-job.executor';
 import { FunctionCallJobExecutor } from './function-call.executor';
 import { JobKindExecutor } from './job-kind.executor';
-import { JobLogModule } from '../jobs/job-log.module';
+import { JobCoreModule } from '../job-core/job-core.module';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from '../queue/queue.module';
 import { JOB_EXECUTOR } from '../queue/queue.types';
@@ -20,7 +20,7 @@ import { WorkerService } from './worker.service';
 @Module({
   imports: [
     QueueModule,
-    JobLogModule,
+    JobCoreModule,
     REngineModule,
     CatalogModule,
     CallbacksModule,

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { loadConfig } from '../config/app-config';
 import { configProviders } from '../config/config.module';
-import { resultData } from '../jobs/job-result';
+import { resultData } from '../job-core/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { inProcessEvents } from '../../test/support/in-process-events';

@@ -14,7 +14,7 @@ import { runWithLogContext } from '../common/log-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { ApplicationsConfig, QueueConfig, WorkerConfig } from '../config/config-slices';
 import { claimPoliciesOf, retentionByApplication } from '../config/application-settings';
-import { errorResult } from '../jobs/job-result';
+import { errorResult } from '../job-core/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';

@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
 import { ApiError } from '../../src/common/api-error';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
-import { resultDataFile } from '../../src/jobs/job-result';
+import { resultDataFile } from '../../src/job-core/job-result';
 import { SubmissionBucketRepository } from '../../src/jobs/submission-bucket.repository';
 import { SubmissionLimits } from '../../src/jobs/submission-limits';
 import { JobsService } from '../../src/jobs/jobs.service';

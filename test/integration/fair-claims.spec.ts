@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { resultData } from '../../src/jobs/job-result';
+import { resultData } from '../../src/job-core/job-result';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { loadConfig } from '../../src/config/app-config';
 import { claimPoliciesOf } from '../../src/config/application-settings';

@@ -1,4 +1,4 @@
-import { payloadFileName, type FunctionCallKind } from '../../src/jobs/function-call-result';
+import { payloadFileName, type FunctionCallKind } from '../../src/job-core/function-call-result';
 import type { ResultData } from '../../src/queue/queue.types';
 import { missingFunctionMessage } from '../../src/r-engine/function-call-engine';
 import { FUNCTION_CALL_PROVIDERS } from '../../src/r-engine/function-call.providers';

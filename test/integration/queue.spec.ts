@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { errorResult, resultData } from '../../src/jobs/job-result';
+import { errorResult, resultData } from '../../src/job-core/job-result';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { CLAIM_APPLICATION_NAME } from '../../src/queue/claim-connection';
 import { QueueRepository, RESULT_READY_CHANNEL } from '../../src/queue/queue.repository';

@@ -4,11 +4,11 @@ import { JobLogRepository } from './job-log.repository';
 
 /**
  * The job's log table, one provider for the roles that write it (WorkerModule) and those that
- * read it (JobsModule).
+ * read it (JobsModule). The rest of job-core is functions and types that both of them import.
  */
 @Module({
   imports: [QueueModule],
   providers: [JobLogRepository],
   exports: [JobLogRepository],
 })
-export class JobLogModule {}
+export class JobCoreModule {}
