@@ -7,15 +7,25 @@ import {
   waitFor,
 } from '../../test/support/test-service';
 import { inProcessEvents } from '../../test/support/in-process-events';
-import { DatabaseEvents, LISTEN_APPLICATION_NAME } from './database-events.service';
+import { proxyDatabase } from '../../test/support/cuttable-proxy';
+import {
+  DatabaseEvents,
+  LISTEN_APPLICATION_NAME,
+  LIVENESS_CHECK_MS,
+  LIVENESS_TIMEOUT_MS,
+} from './database-events.service';
 import { StorageModule } from './storage.module';
 
 const CHANNEL = 'svc_test_event';
 
 /** Waits, without timers (they may be fake), until `condition` holds; 10 s of real time at most. */
-async function until(condition: () => boolean, what: string): Promise<void> {
+async function until(
+  condition: () => boolean,
+  what: string,
+  update: () => Promise<void> = () => Promise.resolve(),
+): Promise<void> {
   const deadline = Date.now() + 10_000;
-  while (!condition()) {
+  for (await update(); !condition(); await update()) {
     if (Date.now() > deadline) {
       throw new Error(`timed out waiting for ${what}`);
     }
@@ -41,11 +51,13 @@ it('on the embedded database, delivers a publish in-process once', async () => {
   const modules: TestingModule[] = [];
 
   /** A node: its own StorageModule (connection pool, NodeIdentity, DatabaseEvents). */
-  async function node(listen = true): Promise<{ events: DatabaseEvents; heard: string[] }> {
+  async function node(
+    listen: boolean | string = true,
+  ): Promise<{ events: DatabaseEvents; heard: string[] }> {
     const module = await Test.createTestingModule({
       imports: [
         StorageModule.forTarget(
-          { kind: 'server', url, listenUrl: listen ? url : null },
+          { kind: 'server', url, listenUrl: listen === true ? url : listen || null },
           { entities: [], migrations: [] },
           'svc-test',
         ),
@@ -164,5 +176,64 @@ it('on the embedded database, delivers a publish in-process once', async () => {
       await until(() => a.heard.includes(`heard ${round}`), 'a notification after the reconnect');
     }
     expect(a.heard).toEqual(['heard 1', 'heard 2']);
+  });
+
+  it('notices a LISTEN connection cut without a word by its liveness check, and listens again', async () => {
+    const { proxy, url: viaProxy } = await proxyDatabase(url);
+    try {
+      // Before the node: its check's interval starts with its connection.
+      jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'Date'] });
+      const a = await node(viaProxy);
+      let listenings = 0;
+      a.events.onListening(() => listenings++);
+      await notifyFromSql(' before');
+      await until(() => a.heard.includes('before'), 'a notification before the cut');
+
+      // Neither side hears of this cut: the connection looks open, notifications stop.
+      proxy.freeze();
+      await notifyFromSql(' during');
+      await jest.advanceTimersByTimeAsync(LIVENESS_CHECK_MS);
+      expect(a.events.listening).toBe(true);
+      await jest.advanceTimersByTimeAsync(LIVENESS_TIMEOUT_MS);
+      expect(a.events.listening).toBe(false);
+      // Reconnected after the back-off through the proxy, which forwards new connections.
+      await jest.advanceTimersByTimeAsync(1000);
+      await until(() => listenings === 1, 'listening again');
+      await notifyFromSql(' after');
+      await until(() => a.heard.includes('after'), 'a notification after the reconnect');
+      expect(a.heard).toEqual(['before', 'after']);
+    } finally {
+      await proxy.cut();
+    }
+  });
+
+  it('asks an open LISTEN connection for a sign of life once per interval, and keeps it', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'Date'] });
+    const a = await node();
+    /** The last statement of the node's LISTEN session. */
+    const lastStatement = async (): Promise<string> => {
+      const { rows } = await sender.query<{ query: string }>(
+        `SELECT query FROM pg_stat_activity
+          WHERE application_name = $1 AND datname = current_database()`,
+        [LISTEN_APPLICATION_NAME],
+      );
+      return rows.map((row) => row.query).join(' | ');
+    };
+    expect(await lastStatement()).toMatch(/^LISTEN /);
+    let losses = 0;
+    a.events.onLost(() => losses++);
+    // A check every LIVENESS_CHECK_MS from the connection on; each answered within its time.
+    for (let round = 1; round <= 3; round++) {
+      await jest.advanceTimersByTimeAsync(LIVENESS_CHECK_MS);
+      // listen() resolves once the statements sent on the connection, the check among them,
+      // are answered (real I/O, which fake time would otherwise outrun).
+      await a.events.listen();
+      expect(await lastStatement()).toBe('SELECT 1');
+    }
+    await jest.advanceTimersByTimeAsync(LIVENESS_TIMEOUT_MS);
+    expect(losses).toBe(0);
+    expect(a.events.listening).toBe(true);
+    await notifyFromSql(' still heard');
+    await until(() => a.heard.includes('still heard'), 'a notification');
   });
 });

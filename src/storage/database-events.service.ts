@@ -13,6 +13,15 @@ import { NodeIdentity } from './node-identity';
  */
 const FIRST_RECONNECT_MS = 500;
 const MAX_RECONNECT_MS = 10_000;
+/**
+ * How often the LISTEN connection is asked for a sign of life, and how long it has to give one.
+ * A connection cut without a word (a route dropped, a peer frozen) only stops delivering
+ * notifications; TCP notices after many minutes, if ever, while every live log stream and
+ * waiting request depends on them. One `SELECT 1` per node every 30 s finds it instead, and
+ * the reconnect tells subscribers to look again (onListening).
+ */
+export const LIVENESS_CHECK_MS = 30_000;
+export const LIVENESS_TIMEOUT_MS = 10_000;
 /** The LISTEN session's application_name (pg_stat_activity). */
 export const LISTEN_APPLICATION_NAME = 'svc-listener';
 
@@ -77,6 +86,10 @@ export class DatabaseEvents implements OnApplicationShutdown {
   private outage = false;
   /** LISTEN statements for channels subscribed while the connection was up. */
   private pendingListens: Promise<unknown> = Promise.resolve();
+  /** Resolved when the current connection is lost: a statement sent on it stops waiting. */
+  private clientGone: Promise<void> = Promise.resolve();
+  private markClientGone: () => void = () => undefined;
+  private livenessTimer: NodeJS.Timeout | null = null;
 
   constructor(
     @Inject(DATABASE_TARGET) target: DatabaseTarget,
@@ -132,10 +145,7 @@ export class DatabaseEvents implements OnApplicationShutdown {
       const client = this.client;
       if (client) {
         // A new channel on the open connection; at each reconnect all channels are listened to.
-        // One statement at a time: a pg client must not be given a query while one runs.
-        this.pendingListens = this.pendingListens.then(() =>
-          client.query(`LISTEN ${channel}`).catch(() => undefined),
-        );
+        void this.onConnection(client, `LISTEN ${channel}`);
       }
     }
     // One entry per subscription, so the same function subscribed twice is called twice.
@@ -178,6 +188,7 @@ export class DatabaseEvents implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.active = false;
+    this.stopLivenessChecks();
     if (this.reconnectTimer) {
       clearTimeout(this.reconnectTimer);
       this.reconnectTimer = null;
@@ -251,6 +262,8 @@ export class DatabaseEvents implements OnApplicationShutdown {
       return;
     }
     this.client = client;
+    this.clientGone = new Promise<void>((resolve) => (this.markClientGone = resolve));
+    this.startLivenessChecks(client);
     if (this.outage) {
       this.outage = false;
       this.logger.log('LISTEN connection back');
@@ -259,11 +272,62 @@ export class DatabaseEvents implements OnApplicationShutdown {
     this.listeningListeners.forEach((listener) => this.call(listener, '', 'listening'));
   }
 
+  /**
+   * Sends `sql` on the open connection after the statements already sent there (a pg client
+   * must not be given a query while one runs); resolves with true when it was answered, false
+   * when it failed or the connection was lost first (its 'error' or the liveness check says so).
+   */
+  private onConnection(client: Client, sql: string): Promise<boolean> {
+    const gone = this.clientGone.then(() => false);
+    const answered = this.pendingListens.then(() =>
+      Promise.race([
+        client.query(sql).then(
+          () => true,
+          () => false,
+        ),
+        gone,
+      ]),
+    );
+    this.pendingListens = answered;
+    return answered;
+  }
+
+  private startLivenessChecks(client: Client): void {
+    this.stopLivenessChecks();
+    let checking = false;
+    this.livenessTimer = setInterval(() => {
+      if (checking || this.client !== client) {
+        return;
+      }
+      checking = true;
+      const timeout = setTimeout(
+        () => this.lost(client, `no answer to a check within ${LIVENESS_TIMEOUT_MS / 1000} s`),
+        LIVENESS_TIMEOUT_MS,
+      );
+      void this.onConnection(client, 'SELECT 1').then(() => {
+        clearTimeout(timeout);
+        checking = false;
+      });
+    }, LIVENESS_CHECK_MS);
+    this.livenessTimer.unref();
+  }
+
+  private stopLivenessChecks(): void {
+    if (this.livenessTimer) {
+      clearInterval(this.livenessTimer);
+      this.livenessTimer = null;
+    }
+  }
+
   /** The connection was lost or could not be made: retries after the back-off. */
   private lost(client: Client, reason: string): void {
     const wasUp = this.client === client;
     if (wasUp) {
       this.client = null;
+      this.stopLivenessChecks();
+      // Statements still waiting on it end; the next connection listens to every channel.
+      this.markClientGone();
+      this.pendingListens = Promise.resolve();
     } else if (this.client !== null || this.reconnectTimer) {
       return; // a late event of a connection already replaced or given up
     }

@@ -22,6 +22,17 @@ export class CuttableProxy {
     await new Promise<void>((resolve) => this.server?.listen(this.port, '127.0.0.1', resolve));
   }
 
+  /**
+   * Stops forwarding on the connections open now, without closing them: a network cut that
+   * neither side hears of. Connections made afterwards are forwarded as before.
+   */
+  freeze(): void {
+    for (const socket of this.sockets) {
+      socket.unpipe();
+      socket.pause();
+    }
+  }
+
   async cut(): Promise<void> {
     const server = this.server;
     this.server = null;
