@@ -16,10 +16,11 @@ import { readLimitedBody } from '../common/limited-body';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
-import { RestRepresentation } from '../common/representation/rest-representation';
+import { RestView } from '../common/representation/rest-representation';
 import { AppConfig } from '../config/app-config';
 import { Access } from '../security/access.decorator';
 import { catalogFileUri, CatalogAdminService } from './catalog-admin.service';
+import { CatalogRepresentation } from './catalog-view';
 import { maskedConfiguration } from './masked-configuration';
 
 /** Extensions of catalog files that are text; others are sent as bytes. */
@@ -42,9 +43,9 @@ export class AdminController {
   @Get('catalog')
   @Access('applicationAdmin')
   @UseGuards(ApplicationNameGuard)
-  async listCatalog(@Req() req: Request): Promise<RestRepresentation> {
+  async listCatalog(@Req() req: Request): Promise<RestView> {
     const base = publicBaseUrl(req, this.config.publicBaseUrl);
-    return { element: 'catalog', value: await this.catalog.view(applicationNameOf(req), base) };
+    return new CatalogRepresentation(await this.catalog.view(applicationNameOf(req), base));
   }
 
   @Get('catalog/:section/*file')

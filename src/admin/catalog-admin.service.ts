@@ -3,9 +3,9 @@ import { auditRowJson } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
 import { REST_PREFIX } from '../common/public-uri';
-import { CatalogView } from '../common/representation/rest-representation';
 import { CATALOG_SECTIONS, CatalogSection } from '../catalog/catalog-file.entity';
 import { CatalogService } from '../catalog/catalog.service';
+import { CatalogView } from './catalog-view';
 
 /** Longest file name the catalog stores (its column). */
 const MAX_FILE_NAME_LENGTH = 255;

@@ -6,7 +6,7 @@ import { renderRepresentation } from '../common/representation/rest-representati
 import { ApplicationsConfig, CallbackConfig, QueueConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 import { QueueNotifier } from '../queue/queue-notifier.service';
-import { resultView } from '../results/result-view';
+import { ResultRepresentation, resultView } from '../results/result-view';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
 import { CallbackRepository, DueCallback } from './callback.repository';
@@ -174,10 +174,7 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
       }
       const body = Buffer.from(
         renderRepresentation(
-          {
-            element: 'result',
-            value: resultView(new RestLinks(callback.linksBase), callback.result),
-          },
+          new ResultRepresentation(resultView(new RestLinks(callback.linksBase), callback.result)),
           'json',
         ),
         'utf8',

@@ -13,6 +13,7 @@ import { QueryFailedError } from 'typeorm';
 import { ApiError } from './api-error';
 import { methodNotAllowedFor, registeredRoutes } from './method-not-allowed';
 import { errorFormat } from './negotiation';
+import { ErrorRepresentation } from './representation/error-view';
 import { renderRepresentation } from './representation/rest-representation';
 
 const CONNECTION_ERROR_CODES = new Set([
@@ -141,7 +142,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
       .type(`${mediaType}; charset=utf-8`)
       .send(
         renderRepresentation(
-          { element: 'error', value: { status, error: STATUS_CODES[status] ?? 'Error', message } },
+          new ErrorRepresentation({ status, error: STATUS_CODES[status] ?? 'Error', message }),
           format,
         ),
       );

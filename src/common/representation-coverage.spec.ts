@@ -3,7 +3,7 @@ import { INTERCEPTORS_METADATA, MODULE_METADATA } from '@nestjs/common/constants
 import { ApiModule } from '../api.module';
 import { RepresentationInterceptor } from './representation.interceptor';
 
-/** Controllers whose routes answer bytes themselves and never return a RestRepresentation. */
+/** Controllers whose routes answer bytes themselves and never return a RestView. */
 const RAW_CONTROLLERS = [
   'ProcessController',
   // R's output as text or as an event stream.

@@ -8,13 +8,9 @@ import {
 import type { Request, Response } from 'express';
 import { map, Observable } from 'rxjs';
 import { formatOf } from './negotiation';
-import { renderRepresentation, RestRepresentation } from './representation/rest-representation';
+import { isRestView, renderRepresentation } from './representation/rest-representation';
 
-export function isRestRepresentation(value: unknown): value is RestRepresentation {
-  return typeof value === 'object' && value !== null && 'element' in value && 'value' in value;
-}
-
-/** Turns a controller's RestRepresentation into vnd+xml or vnd+json, as negotiated. */
+/** Turns a controller's RestView into vnd+xml or vnd+json, as negotiated. */
 @Injectable()
 export class RepresentationInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -22,7 +18,7 @@ export class RepresentationInterceptor implements NestInterceptor {
     const res = context.switchToHttp().getResponse<Response>();
     return next.handle().pipe(
       map((value: unknown) => {
-        if (!isRestRepresentation(value)) {
+        if (!isRestView(value)) {
           return value;
         }
         const { format, mediaType } = formatOf(req);
@@ -35,7 +31,7 @@ export class RepresentationInterceptor implements NestInterceptor {
 }
 
 /**
- * Puts RepresentationInterceptor on a controller whose routes return RestRepresentations. It is
+ * Puts RepresentationInterceptor on a controller whose routes return RestViews. It is
  * not global: an interceptor costs every route it wraps (Nest binds async contexts and builds
  * observables per request), and the routes that answer bytes themselves (/process, metrics, the
  * upload page, the fallback) have nothing for it to render.

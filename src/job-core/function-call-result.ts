@@ -1,6 +1,8 @@
 import {
-  renderErrorResultJson,
+  RestElement,
+  RestView,
   renderRepresentation,
+  renderUnwrappedJson,
 } from '../common/representation/rest-representation';
 import type { FunctionName } from '../r-engine/function-call-engine';
 
@@ -37,10 +39,33 @@ export function functionCallErrorDocument(
   call: { jobId: string; applicationName: string; submissionTime: Date },
   message: string,
 ): string {
-  const view = { ...call, errorMessage: message };
-  return kind === 'xml'
-    ? renderRepresentation({ element: 'errorResult', value: view }, 'xml')
-    : renderErrorResultJson(view);
+  const view = new ErrorResultRepresentation({ ...call, errorMessage: message });
+  return kind === 'xml' ? renderRepresentation(view, 'xml') : renderUnwrappedJson(view);
+}
+
+export interface ErrorResultView {
+  jobId: string;
+  applicationName: string;
+  submissionTime: Date;
+  errorMessage: string;
+}
+
+/** `errorResult`: the call as attributes, R's message as a child element. */
+export class ErrorResultRepresentation implements RestView {
+  constructor(private readonly view: ErrorResultView) {}
+
+  toElement(): RestElement {
+    const v = this.view;
+    return {
+      name: 'errorResult',
+      attributes: {
+        jobId: v.jobId,
+        applicationName: v.applicationName,
+        submissionTime: v.submissionTime,
+      },
+      children: [{ name: 'errorMessage', attributes: {}, text: v.errorMessage }],
+    };
+  }
 }
 
 /** A request body as the string R receives; null when it is not UTF-8. */

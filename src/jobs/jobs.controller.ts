@@ -20,7 +20,7 @@ import { CallbackRepository } from '../callbacks/callback.repository';
 import { CallbackState } from '../callbacks/job-callback.entity';
 import { isFormPost } from '../common/form-post';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
-import { RestRepresentation } from '../common/representation/rest-representation';
+import { RestView } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
 import { FormJobService } from './form-job.service';
 import { JobRecordsRepository } from '../queue/job-records.repository';
@@ -28,6 +28,7 @@ import { JobsService, SubmittedJob } from './jobs.service';
 import { readRestSubmission } from './rest-submission';
 import { JobEntity, JobState } from '../queue/job.entity';
 import { JobCancellationService } from './job-cancellation.service';
+import { JobStatusRepresentation, JobTokenRepresentation } from './jobs-view';
 import { principalOf } from '../security/principal';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
@@ -50,10 +51,7 @@ export class JobsController {
   @Access('submitJob')
   @HttpCode(202)
   @UseGuards(ApplicationNameGuard)
-  async submit(
-    @Req() req: Request,
-    @Res({ passthrough: true }) res: Response,
-  ): Promise<RestRepresentation> {
+  async submit(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<RestView> {
     // A form post (the upload page) is read by FormJobService; any other body by its media type.
     const job = isFormPost(req)
       ? await this.formJobs.submit(req, res)
@@ -62,20 +60,17 @@ export class JobsController {
   }
 
   /** The 202 answer of a submission: the job token, and the result's URI in Location. */
-  private jobToken(req: Request, res: Response, job: SubmittedJob): RestRepresentation {
+  private jobToken(req: Request, res: Response, job: SubmittedJob): RestView {
     const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
     const resultUri = links.result(job.applicationName, job.jobId);
     res.setHeader('Location', resultUri);
-    return {
-      element: 'jobToken',
-      value: {
-        jobId: job.jobId,
-        applicationName: job.applicationName,
-        submissionTime: job.submissionTime,
-        applicationResultsUri: links.applicationResults(job.applicationName),
-        resultUri,
-      },
-    };
+    return new JobTokenRepresentation({
+      jobId: job.jobId,
+      applicationName: job.applicationName,
+      submissionTime: job.submissionTime,
+      applicationResultsUri: links.applicationResults(job.applicationName),
+      resultUri,
+    });
   }
 
   @Get(':app/:jobId')
@@ -87,7 +82,7 @@ export class JobsController {
     @Param('jobId', JobIdPipe) jobId: string,
     @Query('wait') wait?: unknown,
     @Query('while') whileParameter?: unknown,
-  ): Promise<RestRepresentation> {
+  ): Promise<RestView> {
     const waitMs = waitMilliseconds(wait, this.config.resultWaitMaxSeconds);
     const seenState = stateToWaitIn(whileParameter, waitMs !== null);
     const job = await this.existingJob(applicationName, jobId);
@@ -122,7 +117,7 @@ export class JobsController {
     @Res({ passthrough: true }) res: Response,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
-  ): Promise<RestRepresentation | undefined> {
+  ): Promise<RestView | undefined> {
     const outcome = await this.cancellation.cancel(
       applicationName,
       jobId,
@@ -158,7 +153,7 @@ export class JobsController {
     return job;
   }
 
-  private async jobStatus(req: Request, job: JobEntity): Promise<RestRepresentation> {
+  private async jobStatus(req: Request, job: JobEntity): Promise<RestView> {
     const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
     // The delivery row is made when the job ends; until then its callback is pending, untried.
     const callback =
@@ -172,28 +167,25 @@ export class JobsController {
             lastAttemptTime: null,
             deliveryTime: null,
           });
-    return {
-      element: 'jobStatus',
-      value: {
-        jobId: job.id,
-        applicationName: job.applicationName,
-        state: job.state,
-        submissionTime: job.submittedAt,
-        startTime: job.state === JobState.QUEUED ? null : job.startedAt,
-        finishTime: job.finishedAt,
-        attempts: job.attempts,
-        resultUri: links.result(job.applicationName, job.id),
-        cancellation:
-          job.cancelledAt && job.cancelledBy !== null
-            ? { by: job.cancelledBy, time: job.cancelledAt }
-            : null,
-        progress:
-          job.progressFraction !== null
-            ? { fraction: job.progressFraction, message: job.progressMessage ?? '' }
-            : null,
-        callback,
-      },
-    };
+    return new JobStatusRepresentation({
+      jobId: job.id,
+      applicationName: job.applicationName,
+      state: job.state,
+      submissionTime: job.submittedAt,
+      startTime: job.state === JobState.QUEUED ? null : job.startedAt,
+      finishTime: job.finishedAt,
+      attempts: job.attempts,
+      resultUri: links.result(job.applicationName, job.id),
+      cancellation:
+        job.cancelledAt && job.cancelledBy !== null
+          ? { by: job.cancelledBy, time: job.cancelledAt }
+          : null,
+      progress:
+        job.progressFraction !== null
+          ? { fraction: job.progressFraction, message: job.progressMessage ?? '' }
+          : null,
+      callback,
+    });
   }
 }
 

@@ -5,11 +5,12 @@ import { HttpAnswer } from '../common/http-answer';
 import { readLimitedBody } from '../common/limited-body';
 import { publicBaseUrl, REST_PREFIX } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
-import { RestRepresentation } from '../common/representation/rest-representation';
+import { RestView } from '../common/representation/rest-representation';
 import { AppConfig } from '../config/app-config';
 import { Access } from '../security/access.decorator';
 import { principalOf } from '../security/principal';
 import { MAX_PACKAGE_BYTES, PackagesService } from './packages.service';
+import { PackagesRepresentation } from './packages-view';
 
 /**
  * An application's R packages (admin API): the application in X-SVC-Application-Name, as for
@@ -26,8 +27,8 @@ export class PackagesController {
   @Get('packages')
   @Access('applicationAdmin')
   @UseGuards(ApplicationNameGuard)
-  async list(@Req() req: Request): Promise<RestRepresentation> {
-    return { element: 'packages', value: await this.packages.list(applicationNameOf(req)) };
+  async list(@Req() req: Request): Promise<RestView> {
+    return new PackagesRepresentation(await this.packages.list(applicationNameOf(req)));
   }
 
   /** The body is the source package (.tar.gz). 201 with Location when new, 204 when replaced. */

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
-import type { PackageNodeView, PackageView } from '../common/representation/rest-representation';
 import { checkPackageName, readPackageDescription } from './package-archive';
 import { PackageRepository } from './package.repository';
+import type { PackageNodeView, PackageView } from './packages-view';
 
 /** Largest source package the admin API takes. */
 export const MAX_PACKAGE_BYTES = 64 * 1024 * 1024;

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { RestLinks } from '../common/public-uri';
-import { RestFormat, ResultsStreamWriter } from '../common/representation/rest-representation';
-import { resultView } from './result-view';
+import { RestFormat, RestListStreamWriter } from '../common/representation/rest-representation';
+import { RESULTS_ELEMENT, ResultRepresentation, resultView } from './result-view';
 import type { ResultRepository } from './result.repository';
 
 /** Results are read in pages of this size when listed whole, so the list is never all in memory. */
@@ -35,12 +35,14 @@ export async function resultListing(
   );
   async function* chunks(): AsyncGenerator<string> {
     const pending: string[] = [];
-    const writer = new ResultsStreamWriter(format, (chunk) => pending.push(chunk));
+    const writer = new RestListStreamWriter(RESULTS_ELEMENT, format, (chunk) =>
+      pending.push(chunk),
+    );
     let page = first;
     let remaining = limit ?? Number.POSITIVE_INFINITY;
     while (page.length > 0 && remaining > 0) {
       for (const result of page.slice(0, remaining)) {
-        writer.add(resultView(links, result));
+        writer.add(new ResultRepresentation(resultView(links, result)));
       }
       yield pending.splice(0).join('');
       remaining -= page.length;

@@ -1,6 +1,17 @@
 import type { RestLinks } from '../common/public-uri';
-import type { ResultView } from '../common/representation/rest-representation';
+import type { RestElement, RestView } from '../common/representation/rest-representation';
 import type { ResultMetadata } from './result.repository';
+
+export interface ResultView {
+  jobId: string;
+  applicationName: string;
+  resultTime: Date;
+  success: boolean;
+  /** The data's extension: zip, xml, json, txt, ... */
+  type: string;
+  selfUri: string;
+  dataUri: string;
+}
 
 /** The `result` representation of a stored result: GET /results/{app}/{jobId}, listings, callbacks. */
 export function resultView(links: RestLinks, result: ResultMetadata): ResultView {
@@ -13,4 +24,41 @@ export function resultView(links: RestLinks, result: ResultMetadata): ResultView
     selfUri: links.result(result.applicationName, result.jobId),
     dataUri: links.resultData(result.applicationName, result.jobId, result.type),
   };
+}
+
+/** `result`: every value an attribute. */
+export class ResultRepresentation implements RestView {
+  constructor(private readonly view: ResultView) {}
+
+  toElement(): RestElement {
+    const v = this.view;
+    return {
+      name: 'result',
+      attributes: {
+        jobId: v.jobId,
+        applicationName: v.applicationName,
+        resultTime: v.resultTime,
+        success: v.success,
+        type: v.type,
+        selfUri: v.selfUri,
+        dataUri: v.dataUri,
+      },
+    };
+  }
+}
+
+/** The root of an application's listing, streamed item by item (`result-listing.ts`). */
+export const RESULTS_ELEMENT = 'results';
+
+/** `results`: one `result` per stored result. */
+export class ResultsRepresentation implements RestView {
+  constructor(private readonly views: readonly ResultView[]) {}
+
+  toElement(): RestElement {
+    return {
+      name: RESULTS_ELEMENT,
+      attributes: {},
+      children: this.views.map((view) => new ResultRepresentation(view).toElement()),
+    };
+  }
 }

@@ -9,9 +9,9 @@ import { ApplicationNamePipe, isJobId, JobIdPipe } from '../common/application-n
 import { formatOf } from '../common/negotiation';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
-import { RestRepresentation } from '../common/representation/rest-representation';
+import { RestView } from '../common/representation/rest-representation';
 import { resultListing } from './result-listing';
-import { resultView } from './result-view';
+import { ResultRepresentation, resultView } from './result-view';
 import { ResultMetadata, ResultRepository } from './result.repository';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { ClientGone, waitMilliseconds } from '../common/wait-parameter';
@@ -71,7 +71,7 @@ export class ResultsController {
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
     @Query('wait') wait?: unknown,
-  ): Promise<RestRepresentation> {
+  ): Promise<RestView> {
     const waitMs = waitMilliseconds(wait, this.config.resultWaitMaxSeconds);
     const find = (): Promise<ResultMetadata | null> =>
       this.results.findMetadata(applicationName, jobId);
@@ -82,7 +82,7 @@ export class ResultsController {
     if (!result) {
       throw missing.pendingResult(applicationName, jobId);
     }
-    return { element: 'result', value: resultView(this.links(req), result) };
+    return new ResultRepresentation(resultView(this.links(req), result));
   }
 
   @Delete('results/:app/:jobId')

@@ -2,8 +2,9 @@ import { Controller, Get, Header } from '@nestjs/common';
 import { HttpAnswer } from '../common/http-answer';
 import { RawData } from '../common/negotiation.guard';
 import { RendersRepresentations } from '../common/representation.interceptor';
-import { RestRepresentation } from '../common/representation/rest-representation';
+import { RestView } from '../common/representation/rest-representation';
 import { Access } from '../security/access.decorator';
+import { NodeInformationRepresentation } from './system-view';
 import { SystemService } from './system.service';
 
 /** Health and node information (SPEC §9); public, for load balancers and orchestrators. */
@@ -43,7 +44,7 @@ export class SystemController {
   }
 
   @Get('info')
-  async info(): Promise<RestRepresentation> {
-    return { element: 'nodeInformation', value: await this.system.information() };
+  async info(): Promise<RestView> {
+    return new NodeInformationRepresentation(await this.system.information());
   }
 }

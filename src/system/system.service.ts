@@ -4,7 +4,7 @@ import { ModuleRef } from '@nestjs/core';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig, SERVICE_VERSION } from '../config/app-config';
-import { NodeInformationView } from '../common/representation/rest-representation';
+import { NodeInformationView } from './system-view';
 import { findRscript } from '../r-engine/r-location';
 import { R_ENGINE, REngine, REngineKind } from '../r-engine/r-engine';
 

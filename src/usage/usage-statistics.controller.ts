@@ -8,6 +8,7 @@ import { renderRepresentation } from '../common/representation/rest-representati
 import { tableFormatOf } from '../common/table-format';
 import { Access } from '../security/access.decorator';
 import { MonthlyUsage, UsageRepository } from './usage.repository';
+import { UsageStatisticsRepresentation } from './usage-view';
 
 const MONTH = /^(\d{4})-(0[1-9]|1[0-2])$/;
 /** The longest period one request may cover. */
@@ -107,7 +108,7 @@ export class UsageStatisticsController {
     }
     const statistics = { from: monthText(first), to: monthText(last), months };
     return new HttpAnswer(
-      renderRepresentation({ element: 'usageStatistics', value: statistics }, answer.format),
+      renderRepresentation(new UsageStatisticsRepresentation(statistics), answer.format),
       { headers },
     );
   }

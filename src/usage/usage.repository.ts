@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import type { UsageMonthView } from '../common/representation/rest-representation';
 import { JobRecordsRepository } from '../queue/job-records.repository';
+import type { UsageMonthView } from './usage-view';
 
 /**
  * One application's usage in one calendar month (UTC): jobs submitted in the month; outcomes,

@@ -2,213 +2,100 @@ import { create, fragment } from 'xmlbuilder2';
 import type { XMLBuilder } from 'xmlbuilder2/lib/interfaces';
 
 /**
- * The REST representations of SPEC §4, §8 and §9 in XML (`wsdl/rest-data.xsd`) and in the
- * Jettison "mapped" JSON that RSB's stack emitted. Both formats are rendered from one element
- * tree, so they cannot drift apart: attributes become plain keys, a text-only child becomes a
- * string, repeated children become an array only when there are two or more, and an element
- * with nothing in it becomes `""`.
+ * How the REST representations of SPEC §4, §8 and §9 are rendered: in XML (`wsdl/rest-data.xsd`)
+ * and in the Jettison "mapped" JSON that RSB's stack emitted. Each feature defines its own views
+ * (`RestView`, next to its code); a view is one element tree, and both formats are rendered from
+ * it, so they cannot drift apart: attributes become plain keys, a text-only child becomes a
+ * string, repeated children become an array only when there are two or more, and an element with
+ * nothing in it becomes `""`.
  */
 
 export const REST_TYPES_NAMESPACE = 'urn:svc:rest:types';
 
 export type RestFormat = 'xml' | 'json';
 
-export interface JobTokenView {
-  jobId: string;
-  applicationName: string;
-  submissionTime: Date;
-  applicationResultsUri: string;
-  resultUri: string;
-}
-
-export interface ResultView {
-  jobId: string;
-  applicationName: string;
-  resultTime: Date;
-  success: boolean;
-  /** The data's extension: zip, xml, json, txt, ... */
-  type: string;
-  selfUri: string;
-  dataUri: string;
-}
-
-export interface ErrorView {
-  status: number;
-  /** Short reason, e.g. "Bad Request". */
-  error: string;
-  message: string;
-}
-
-export interface JobStatusView {
-  jobId: string;
-  applicationName: string;
-  state: 'QUEUED' | 'RUNNING' | 'DONE';
-  submissionTime: Date;
-  startTime?: Date | null;
-  finishTime?: Date | null;
-  attempts: number;
-  resultUri: string;
-  /** Set when the job was cancelled: who (principal or "anonymous") and when. */
-  cancellation?: { by: string; time: Date } | null;
-  /** The last progress its R code reported with svc_progress. */
-  progress?: { fraction: number; message: string } | null;
-  /** Set when the job named a callback URL: how its delivery stands. */
-  callback?: CallbackStatusView | null;
-}
-
-export interface CallbackStatusView {
-  state: 'pending' | 'delivered' | 'failed';
-  attempts: number;
-  lastHttpStatus: number | null;
-  lastError: string | null;
-  lastAttemptTime: Date | null;
-  deliveryTime: Date | null;
-}
-
-export interface ErrorResultView {
-  jobId: string;
-  applicationName: string;
-  submissionTime: Date;
-  errorMessage: string;
-}
-
-export interface NodeInformationView {
-  name: string;
-  healthy: boolean;
-  /** Milliseconds. */
-  uptime: number;
-  uptimeText: string;
-  serverInfo: string;
-  version: string;
-  rEngine: 'native' | 'webr';
-  rVersion: string;
-  /** What isolates R code on this node: bwrap, none, or webassembly (webR). */
-  rSandbox: 'bwrap' | 'none' | 'webassembly';
-  /** Bytes. */
-  maxMemory: number;
-  /** Bytes. */
-  freeMemory: number;
-  osLoadAverage: number;
-}
-
-/** One application's usage in one calendar month (UTC); see docs/api.md for each figure. */
-export interface UsageMonthView {
-  application: string;
-  /** YYYY-MM. */
-  month: string;
-  submitted: number;
-  succeeded: number;
-  failed: number;
-  cancelled: number;
-  runTimeTotalMs: number;
-  runTimeP50Ms: number | null;
-  runTimeP95Ms: number | null;
-  /** Submission to start of the jobs that finished in the month (null: none had started). */
-  waitTimeP50Ms: number | null;
-  waitTimeP95Ms: number | null;
-  rCpuTotalMs: number;
-  rCpuJobs: number;
-  bytesIn: number;
-  bytesOut: number;
-}
-
-/** GET /admin/statistics: one entry per application and month (UTC), oldest month first. */
-export interface UsageStatisticsView {
-  /** YYYY-MM, inclusive. */
-  from: string;
-  to: string;
-  months: UsageMonthView[];
-}
-
-export interface CatalogView {
-  directories: { type: string; files: { name: string; dataUri: string }[] }[];
-}
-
-/** One node's install of a package (GET /admin/packages). */
-export interface PackageNodeView {
-  node: string;
-  /** pending: the node has not reported on this upload yet. */
-  state: 'installed' | 'failed' | 'unsupported' | 'pending';
-  reportedTime: Date;
-  /** R's output when the install failed; why, when unsupported. */
-  output: string | null;
-}
-
-/** An application's R package as uploaded, and what each worker node made of it. */
-export interface PackageView {
-  applicationName: string;
-  name: string;
-  version: string;
-  sha256: string;
-  installedBy: string;
-  installedTime: Date;
-  nodes: PackageNodeView[];
-}
-
-export type RestRepresentation =
-  | { element: 'jobToken'; value: JobTokenView }
-  | { element: 'result'; value: ResultView }
-  | { element: 'results'; value: ResultView[] }
-  | { element: 'error'; value: ErrorView }
-  | { element: 'jobStatus'; value: JobStatusView }
-  | { element: 'errorResult'; value: ErrorResultView }
-  | { element: 'nodeInformation'; value: NodeInformationView }
-  | { element: 'catalog'; value: CatalogView }
-  | { element: 'usageStatistics'; value: UsageStatisticsView }
-  | { element: 'packages'; value: PackageView[] };
-
-type AttributeValue = string | number | boolean | Date | null | undefined;
+/** An attribute's value; null and undefined leave the attribute out. */
+export type RestAttributeValue = string | number | boolean | Date | null | undefined;
 
 /** An element: attributes, then either text or child elements (never both, per the XSD). */
-interface Node {
+export interface RestElement {
   name: string;
-  attributes: Record<string, AttributeValue>;
-  children?: Node[];
+  attributes: Record<string, RestAttributeValue>;
+  children?: RestElement[];
   text?: string;
+}
+
+/** A REST representation, as a controller returns it: its feature says what it looks like. */
+export interface RestView {
+  /** The representation as one element tree; the root's name is the representation's. */
+  toElement(): RestElement;
+}
+
+export function isRestView(value: unknown): value is RestView {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Partial<RestView>).toElement === 'function'
+  );
 }
 
 type JsonValue = string | number | boolean | JsonValue[] | { [key: string]: JsonValue };
 
-export function renderRepresentation(rep: RestRepresentation, format: RestFormat): string {
-  const node = toNode(rep);
-  return format === 'xml' ? renderXmlDocument(node) : JSON.stringify({ [node.name]: toJson(node) });
+export function renderRepresentation(view: RestView, format: RestFormat): string {
+  const element = view.toElement();
+  return format === 'xml'
+    ? renderXmlDocument(element)
+    : JSON.stringify({ [element.name]: toJson(element) });
 }
 
-/** The flat JSON body of a failed JSON function call (SPEC §5.2), not wrapped in an element. */
-export function renderErrorResultJson(view: ErrorResultView): string {
-  return JSON.stringify(toJson(errorResultNode(view)));
+/** A view's JSON without its root element around it (the flat body of SPEC §5.2). */
+export function renderUnwrappedJson(view: RestView): string {
+  return JSON.stringify(toJson(view.toElement()));
 }
 
 /**
- * Writes a `results` element item by item, so that a long listing is never held in memory.
- * Its output equals `renderRepresentation({ element: 'results', ... })` for the same items.
- * Nothing is written until the first `add` or `end`: a caller whose first read fails can
- * still answer with an error status instead of a half-sent 200.
+ * Writes a list element (its root named `name`, its items all of one element name) item by item,
+ * so that a long listing is never held in memory. Its output equals `renderRepresentation` of the
+ * same list. Nothing is written until the first `add` or `end`: a caller whose first read fails
+ * can still answer with an error status instead of a half-sent 200.
  */
-export class ResultsStreamWriter {
+export class RestListStreamWriter {
   private count = 0;
+  private itemName: string | null = null;
   /** JSON only: the first item, held until we know whether it stands alone or opens an array. */
   private firstJson: string | null = null;
   private ended = false;
+  /** What xmlbuilder2 writes before the `>` or `/>` of the root; the stream tests pin this. */
+  private readonly xmlOpen: string;
 
   constructor(
+    private readonly name: string,
     private readonly format: RestFormat,
     private readonly write: (chunk: string) => void,
-  ) {}
+  ) {
+    this.xmlOpen = `${XML_DECLARATION}<${name} xmlns="${REST_TYPES_NAMESPACE}"`;
+  }
 
-  add(view: ResultView): void {
+  add(view: RestView): void {
     if (this.ended) {
-      throw new Error('ResultsStreamWriter: add() after end()');
+      throw new Error('RestListStreamWriter: add() after end()');
     }
-    const node = resultNode(view);
+    const element = view.toElement();
+    // Jettison groups children by name: items of another name would not render as one list.
+    if (this.itemName !== null && element.name !== this.itemName) {
+      throw new Error(
+        `RestListStreamWriter: a ${element.name} in a list of ${this.itemName} elements`,
+      );
+    }
+    this.itemName = element.name;
     if (this.format === 'xml') {
       // Serialised without a namespace: inside the namespaced root it inherits the default one.
-      const item = renderXmlFragment(node);
-      this.write(this.count === 0 ? `${XML_RESULTS_OPEN}>${item}` : item);
+      const item = renderXmlFragment(element);
+      this.write(this.count === 0 ? `${this.xmlOpen}>${item}` : item);
     } else {
-      const item = JSON.stringify(toJson(node));
+      const item = JSON.stringify(toJson(element));
       if (this.count === 0) {
-        this.write('{"results":{"result":');
+        this.write(`{${JSON.stringify(this.name)}:{${JSON.stringify(element.name)}:`);
         this.firstJson = item;
       } else if (this.count === 1) {
         this.write(`[${this.firstJson ?? ''},${item}`);
@@ -222,13 +109,13 @@ export class ResultsStreamWriter {
 
   end(): void {
     if (this.ended) {
-      throw new Error('ResultsStreamWriter: end() called twice');
+      throw new Error('RestListStreamWriter: end() called twice');
     }
     this.ended = true;
     if (this.format === 'xml') {
-      this.write(this.count === 0 ? `${XML_RESULTS_OPEN}/>` : '</results>');
+      this.write(this.count === 0 ? `${this.xmlOpen}/>` : `</${this.name}>`);
     } else if (this.count === 0) {
-      this.write('{"results":""}');
+      this.write(`{${JSON.stringify(this.name)}:""}`);
     } else if (this.count === 1) {
       this.write(`${this.firstJson ?? ''}}}`);
       this.firstJson = null;
@@ -239,206 +126,33 @@ export class ResultsStreamWriter {
 }
 
 const XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>';
-/** What xmlbuilder2 writes before the `>` or `/>` of the root; the stream test pins this. */
-const XML_RESULTS_OPEN = `${XML_DECLARATION}<results xmlns="${REST_TYPES_NAMESPACE}"`;
-
-function toNode(rep: RestRepresentation): Node {
-  switch (rep.element) {
-    case 'jobToken': {
-      const v = rep.value;
-      return {
-        name: 'jobToken',
-        attributes: {
-          jobId: v.jobId,
-          applicationName: v.applicationName,
-          submissionTime: v.submissionTime,
-          applicationResultsUri: v.applicationResultsUri,
-          resultUri: v.resultUri,
-        },
-      };
-    }
-    case 'result':
-      return resultNode(rep.value);
-    case 'results':
-      return { name: 'results', attributes: {}, children: rep.value.map(resultNode) };
-    case 'error': {
-      const v = rep.value;
-      return {
-        name: 'error',
-        attributes: { status: v.status, error: v.error },
-        children: [{ name: 'message', attributes: {}, text: v.message }],
-      };
-    }
-    case 'jobStatus': {
-      const v = rep.value;
-      return {
-        name: 'jobStatus',
-        attributes: {
-          jobId: v.jobId,
-          applicationName: v.applicationName,
-          state: v.state,
-          submissionTime: v.submissionTime,
-          startTime: v.startTime,
-          finishTime: v.finishTime,
-          attempts: v.attempts,
-          resultUri: v.resultUri,
-        },
-        children: [
-          ...(v.progress
-            ? [
-                {
-                  name: 'progress',
-                  attributes: { fraction: v.progress.fraction, message: v.progress.message },
-                },
-              ]
-            : []),
-          ...(v.cancellation
-            ? [
-                {
-                  name: 'cancellation',
-                  attributes: { by: v.cancellation.by, time: v.cancellation.time },
-                },
-              ]
-            : []),
-          ...(v.callback
-            ? [
-                {
-                  name: 'callback',
-                  attributes: {
-                    state: v.callback.state,
-                    attempts: v.callback.attempts,
-                    lastHttpStatus: v.callback.lastHttpStatus,
-                    lastError: v.callback.lastError,
-                    lastAttemptTime: v.callback.lastAttemptTime,
-                    deliveryTime: v.callback.deliveryTime,
-                  },
-                },
-              ]
-            : []),
-        ],
-      };
-    }
-    case 'errorResult':
-      return errorResultNode(rep.value);
-    case 'nodeInformation': {
-      const v = rep.value;
-      return {
-        name: 'nodeInformation',
-        attributes: {
-          name: v.name,
-          healthy: v.healthy,
-          // xs:long: a fractional count (process.uptime() * 1000) would make the XML invalid.
-          uptime: Math.trunc(v.uptime),
-          uptimeText: v.uptimeText,
-          serverInfo: v.serverInfo,
-          version: v.version,
-          rEngine: v.rEngine,
-          rVersion: v.rVersion,
-          rSandbox: v.rSandbox,
-          maxMemory: Math.trunc(v.maxMemory),
-          freeMemory: Math.trunc(v.freeMemory),
-          osLoadAverage: v.osLoadAverage,
-        },
-      };
-    }
-    case 'usageStatistics':
-      return {
-        name: 'usageStatistics',
-        attributes: { from: rep.value.from, to: rep.value.to },
-        // A month without started jobs has no run time percentiles: the attributes are left out.
-        children: rep.value.months.map((usage) => ({ name: 'usage', attributes: { ...usage } })),
-      };
-    case 'packages':
-      return {
-        name: 'packages',
-        attributes: {},
-        children: rep.value.map((pkg) => ({
-          name: 'package',
-          attributes: {
-            name: pkg.name,
-            applicationName: pkg.applicationName,
-            version: pkg.version,
-            sha256: pkg.sha256,
-            installedBy: pkg.installedBy,
-            installedTime: pkg.installedTime,
-          },
-          children: pkg.nodes.map((node) => ({
-            name: 'node',
-            attributes: { name: node.node, state: node.state, reportedTime: node.reportedTime },
-            children:
-              node.output === null ? [] : [{ name: 'output', attributes: {}, text: node.output }],
-          })),
-        })),
-      };
-    case 'catalog':
-      return {
-        name: 'catalog',
-        attributes: {},
-        children: rep.value.directories.map((directory) => ({
-          name: 'directory',
-          attributes: { type: directory.type },
-          children: directory.files.map((file) => ({
-            name: 'file',
-            attributes: { name: file.name, dataUri: file.dataUri },
-          })),
-        })),
-      };
-  }
-}
-
-function resultNode(v: ResultView): Node {
-  return {
-    name: 'result',
-    attributes: {
-      jobId: v.jobId,
-      applicationName: v.applicationName,
-      resultTime: v.resultTime,
-      success: v.success,
-      type: v.type,
-      selfUri: v.selfUri,
-      dataUri: v.dataUri,
-    },
-  };
-}
-
-function errorResultNode(v: ErrorResultView): Node {
-  return {
-    name: 'errorResult',
-    attributes: {
-      jobId: v.jobId,
-      applicationName: v.applicationName,
-      submissionTime: v.submissionTime,
-    },
-    children: [{ name: 'errorMessage', attributes: {}, text: v.errorMessage }],
-  };
-}
 
 // ---- XML ----
 
-function renderXmlDocument(node: Node): string {
+function renderXmlDocument(element: RestElement): string {
   const doc = create({ version: '1.0', encoding: 'UTF-8' });
-  appendXml(doc.ele(REST_TYPES_NAMESPACE, node.name), node);
+  appendXml(doc.ele(REST_TYPES_NAMESPACE, element.name), element);
   return doc.end();
 }
 
-function renderXmlFragment(node: Node): string {
+function renderXmlFragment(element: RestElement): string {
   const frag = fragment();
-  appendXml(frag.ele(node.name), node);
+  appendXml(frag.ele(element.name), element);
   return frag.end();
 }
 
-/** Fills `element` (already created for `node`); children inherit its namespace. */
-function appendXml(element: XMLBuilder, node: Node): void {
-  for (const [key, value] of Object.entries(node.attributes)) {
+/** Fills `xml` (already created for `element`); children inherit its namespace. */
+function appendXml(xml: XMLBuilder, element: RestElement): void {
+  for (const [key, value] of Object.entries(element.attributes)) {
     if (value !== null && value !== undefined) {
-      element.att(key, xmlSafe(attributeText(value)));
+      xml.att(key, xmlSafe(attributeText(value)));
     }
   }
-  if (node.text !== undefined) {
-    element.txt(xmlSafe(node.text));
+  if (element.text !== undefined) {
+    xml.txt(xmlSafe(element.text));
   }
-  for (const child of node.children ?? []) {
-    appendXml(element.ele(child.name), child);
+  for (const child of element.children ?? []) {
+    appendXml(xml.ele(child.name), child);
   }
 }
 
@@ -457,14 +171,14 @@ function xmlSafe(text: string): string {
 
 // ---- JSON (Jettison "mapped") ----
 
-function toJson(node: Node): JsonValue {
-  const attributes = Object.entries(node.attributes).filter(
+function toJson(element: RestElement): JsonValue {
+  const attributes = Object.entries(element.attributes).filter(
     (entry): entry is [string, string | number | boolean | Date] =>
       entry[1] !== null && entry[1] !== undefined,
   );
-  const children = node.children ?? [];
+  const children = element.children ?? [];
   if (attributes.length === 0 && children.length === 0) {
-    return node.text ?? '';
+    return element.text ?? '';
   }
   const object: { [key: string]: JsonValue } = {};
   for (const [key, value] of attributes) {
