@@ -18,6 +18,7 @@ import { publicBaseUrl } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestRepresentation } from '../common/representation/rest-representation';
 import { AppConfig } from '../config/app-config';
+import { AdminConfig, NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { catalogFileUri, CatalogAdminService } from './catalog-admin.service';
 import { maskedConfiguration } from './masked-configuration';
@@ -35,7 +36,10 @@ function fileName(segments: string[] | string): string {
 @Controller('svc/api/rest/admin')
 export class AdminController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly node: NodeConfig,
+    private readonly admin: AdminConfig,
+    /** Whole, for one reader only: the masked effective configuration shows every setting. */
+    private readonly effective: AppConfig,
     private readonly catalog: CatalogAdminService,
   ) {}
 
@@ -43,7 +47,7 @@ export class AdminController {
   @Access('applicationAdmin')
   @UseGuards(ApplicationNameGuard)
   async listCatalog(@Req() req: Request): Promise<RestRepresentation> {
-    const base = publicBaseUrl(req, this.config.publicBaseUrl);
+    const base = publicBaseUrl(req, this.node.publicBaseUrl);
     return { element: 'catalog', value: await this.catalog.view(applicationNameOf(req), base) };
   }
 
@@ -77,14 +81,14 @@ export class AdminController {
     @Param('file') file: string[],
   ): Promise<HttpAnswer> {
     const name = fileName(file);
-    const limit = this.config.catalogMaxFileBytes;
+    const limit = this.admin.catalogMaxFileBytes;
     const content = await readLimitedBody(
       req,
       limit,
       `A catalog file may have at most ${limit} bytes (CATALOG_MAX_FILE_BYTES).`,
     );
     const created = await this.catalog.write(applicationNameOf(req), section, name, content);
-    const base = publicBaseUrl(req, this.config.publicBaseUrl);
+    const base = publicBaseUrl(req, this.node.publicBaseUrl);
     return HttpAnswer.createdOrReplaced(created, catalogFileUri(base, section, name));
   }
 
@@ -106,6 +110,6 @@ export class AdminController {
   @RawData()
   @Header('Cache-Control', 'no-store')
   configuration(): object {
-    return maskedConfiguration(this.config);
+    return maskedConfiguration(this.effective);
   }
 }

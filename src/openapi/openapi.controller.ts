@@ -2,7 +2,7 @@ import { Controller, Get, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { RestApiConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { OpenApiService } from './openapi.service';
 
@@ -11,7 +11,7 @@ import { OpenApiService } from './openapi.service';
 @Access('public')
 export class OpenApiController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: RestApiConfig,
     private readonly openApi: OpenApiService,
   ) {}
 

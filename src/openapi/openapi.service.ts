@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { dump } from 'js-yaml';
-import { AppConfig, SERVICE_VERSION } from '../config/app-config';
+import { SERVICE_VERSION } from '../config/app-config';
+import { RestApiConfig, SecurityConfig } from '../config/config-slices';
 import { authMethodsOf } from '../config/security-settings';
 import { loadOpenApiDocument, withBaseUrl } from './openapi-document';
 import type { OpenApiDocument } from './openapi-objects';
@@ -10,11 +11,11 @@ import type { OpenApiDocument } from './openapi-objects';
 export class OpenApiService {
   private readonly loaded: OpenApiDocument;
 
-  constructor(config: AppConfig) {
+  constructor(rest: RestApiConfig, security: SecurityConfig) {
     this.loaded = loadOpenApiDocument({
       version: SERVICE_VERSION,
-      waitMaxSeconds: config.resultWaitMaxSeconds,
-      oidcIssuer: authMethodsOf(config.authMode).has('oidc') ? config.oidcIssuer : null,
+      waitMaxSeconds: rest.resultWaitMaxSeconds,
+      oidcIssuer: authMethodsOf(security.authMode).has('oidc') ? security.oidcIssuer : null,
     });
   }
 
