@@ -18,6 +18,7 @@ import { publicBaseUrl } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestView } from '../common/representation/rest-representation';
 import { AppConfig } from '../config/app-config';
+import { AdminConfig, NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { catalogFileUri, CatalogAdminService } from './catalog-admin.service';
 import { CatalogRepresentation } from './catalog-view';
@@ -36,7 +37,10 @@ function fileName(segments: string[] | string): string {
 @Controller('svc/api/rest/admin')
 export class AdminController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly node: NodeConfig,
+    private readonly admin: AdminConfig,
+    /** Whole, for one reader only: the masked effective configuration shows every setting. */
+    private readonly effective: AppConfig,
     private readonly catalog: CatalogAdminService,
   ) {}
 
@@ -44,7 +48,7 @@ export class AdminController {
   @Access('applicationAdmin')
   @UseGuards(ApplicationNameGuard)
   async listCatalog(@Req() req: Request): Promise<RestView> {
-    const base = publicBaseUrl(req, this.config.publicBaseUrl);
+    const base = publicBaseUrl(req, this.node.publicBaseUrl);
     return new CatalogRepresentation(await this.catalog.view(applicationNameOf(req), base));
   }
 
@@ -78,14 +82,14 @@ export class AdminController {
     @Param('file') file: string[],
   ): Promise<HttpAnswer> {
     const name = fileName(file);
-    const limit = this.config.catalogMaxFileBytes;
+    const limit = this.admin.catalogMaxFileBytes;
     const content = await readLimitedBody(
       req,
       limit,
       `A catalog file may have at most ${limit} bytes (CATALOG_MAX_FILE_BYTES).`,
     );
     const created = await this.catalog.write(applicationNameOf(req), section, name, content);
-    const base = publicBaseUrl(req, this.config.publicBaseUrl);
+    const base = publicBaseUrl(req, this.node.publicBaseUrl);
     return HttpAnswer.createdOrReplaced(created, catalogFileUri(base, section, name));
   }
 
@@ -107,6 +111,6 @@ export class AdminController {
   @RawData()
   @Header('Cache-Control', 'no-store')
   configuration(): object {
-    return maskedConfiguration(this.config);
+    return maskedConfiguration(this.effective);
   }
 }

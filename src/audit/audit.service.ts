@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { currentRequestActor, type RequestActor } from '../common/request-actor';
-import { AppConfig } from '../config/app-config';
+import { AuditConfig } from '../config/config-slices';
 import { AuditFilter, AuditRepository, AuditRow } from './audit.repository';
 import type { AuditEventEntity } from './audit-event.entity';
 
@@ -52,7 +52,7 @@ export class AuditService implements OnApplicationShutdown {
 
   constructor(
     private readonly repository: AuditRepository,
-    private readonly config: AppConfig,
+    private readonly config: AuditConfig,
   ) {}
 
   /** The stored form of a principal: the name, or `h:` and its HMAC with AUDIT_PSEUDONYMIZE. */

@@ -1,8 +1,9 @@
 import { maskUrlCredentials } from '../admin/masked-configuration';
-import { AppConfig, ConfigError } from '../config/app-config';
+import { ConfigError } from '../config/app-config';
+import type { DatabaseConfig } from '../config/config-slices';
 
 /** Which database a command works on, for its output; a password in the URL is masked. */
-export function describeDatabase(config: AppConfig): string {
+export function describeDatabase(config: DatabaseConfig): string {
   return config.embeddedDatabase
     ? `embedded database in ${config.dataDir}`
     : `database ${maskUrlCredentials(config.databaseUrl ?? '')}`;

@@ -32,13 +32,15 @@ export abstract class DatabaseConfig extends configSlice([
 /**
  * The per-application maps, which stored application settings change at run time (their
  * entries replaced in place, src/applications): read them on each use, never copy them.
- * RESULT_RETENTION_HOURS is the default an application's settings fall back on.
+ * RESULT_RETENTION_HOURS and MAX_REQUEST_BYTES are the defaults an application's settings
+ * fall back on (its results' lifetime, its largest job).
  */
 export abstract class ApplicationsConfig extends configSlice([
   'applicationSecurity',
   'applicationSettings',
   'applicationSlots',
   'resultRetentionHours',
+  'maxRequestBytes',
 ]) {}
 
 /** Queue delivery: how often nodes poll, leases and heartbeats, attempts and their back-off. */
@@ -162,6 +164,44 @@ export abstract class MailConfig extends configSlice([
   'emailAttachMaxBytes',
 ]) {}
 
+/**
+ * The REST API: the base URL its links and documents name, a request body's bytes, the longest
+ * `?wait=N` a client may ask for on results and job status (the OpenAPI document states it).
+ */
+export abstract class RestApiConfig extends configSlice([
+  'publicBaseUrl',
+  'maxRequestBytes',
+  'resultWaitMaxSeconds',
+]) {}
+
+/**
+ * Synchronous function calls (/process): how many run at once on a node and wait behind them,
+ * one call's time limit, a request's bytes.
+ */
+export abstract class ProcessConfig extends configSlice([
+  'processMaxConcurrent',
+  'processMaxQueued',
+  'functionTimeoutSeconds',
+  'maxRequestBytes',
+]) {}
+
+/** The audit trail: principals pseudonymized (and the key of their hash), how long rows stay. */
+export abstract class AuditConfig extends configSlice([
+  'auditPseudonymize',
+  'auditPseudonymKey',
+  'auditRetentionDays',
+]) {}
+
+/**
+ * Administration and monitoring: the largest catalog file the admin API takes, how long the
+ * deep health check waits, the port a worker serves /metrics on.
+ */
+export abstract class AdminConfig extends configSlice([
+  'catalogMaxFileBytes',
+  'healthCheckTimeoutMs',
+  'workerMetricsPort',
+]) {}
+
 /** Every slice, as ConfigModule provides them. */
 export const CONFIG_SLICES = [
   NodeConfig,
@@ -176,4 +216,8 @@ export const CONFIG_SLICES = [
   CallbackConfig,
   SecurityConfig,
   MailConfig,
+  RestApiConfig,
+  ProcessConfig,
+  AuditConfig,
+  AdminConfig,
 ] as const;

@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { IntakeLimitsConfig, NodeConfig } from '../config/config-slices';
 import { isZipUpload } from './job-archive';
 import { IntakePart, JobsService, SubmittedJob } from './jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
@@ -29,7 +29,8 @@ export const FORM_SOURCE = 'form';
 @Injectable()
 export class FormJobService implements OnModuleInit {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: IntakeLimitsConfig,
+    private readonly node: NodeConfig,
     private readonly jobsService: JobsService,
     private readonly requestAccess: RequestAccessService,
   ) {}
@@ -71,7 +72,7 @@ export class FormJobService implements OnModuleInit {
       const callback =
         callbackUrl === null
           ? null
-          : { url: callbackUrl, linksBase: publicBaseUrl(req, this.config.publicBaseUrl) };
+          : { url: callbackUrl, linksBase: publicBaseUrl(req, this.node.publicBaseUrl) };
       if (form.files.length === 0 && !meta.rScript) {
         throw ApiError.badRequest(
           `the form has no job file and no X-SVC-Meta-rScript: choose a file in ${JOB_FILE_FIELD} ` +

@@ -13,7 +13,7 @@ import {
 } from '@nestjs/common';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config';
+import { RestApiConfig } from '../config/config-slices';
 import { ApiError } from '../common/api-error';
 import { ApplicationNameGuard, ApplicationNamePipe, JobIdPipe } from '../common/application-name';
 import { CallbackRepository } from '../callbacks/callback.repository';
@@ -38,7 +38,7 @@ import { missing } from '../common/missing-resource';
 @Controller('svc/api/rest/jobs')
 export class JobsController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: RestApiConfig,
     private readonly jobsService: JobsService,
     private readonly jobs: JobRecordsRepository,
     private readonly formJobs: FormJobService,

@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Injectable, Optional } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { IntakeLimitsConfig } from '../config/config-slices';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { BLOB_INLINE_MAX_BYTES } from '../storage/blob-chunks';
 import { explodeZipToFiles, validateJobFiles } from './job-archive';
@@ -174,7 +174,7 @@ export interface SubmittedJob {
 @Injectable()
 export class JobsService {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: IntakeLimitsConfig,
     private readonly queue: QueueRepository,
     private readonly notifier: QueueNotifier,
     private readonly callbackUrls: CallbackUrlPolicy,

@@ -5,7 +5,7 @@ import { ApiError } from '../common/api-error';
 import { applicationNameOf, rawHeaderPairs, rawHeaderValues } from '../common/application-name';
 import { mediaTypeOf } from '../common/media-type';
 import { publicBaseUrl } from '../common/public-uri';
-import type { AppConfig } from '../config/app-config';
+import type { RestApiConfig } from '../config/config-slices';
 import { KIND_OF_MEDIA_TYPE } from '../job-core/function-call-result';
 import { ZIP_MEDIA_TYPES } from './job-archive';
 import { parseMetaHeaders } from '../job-core/job-meta';
@@ -21,7 +21,7 @@ import type { CallbackRequest, IntakePart, Submission } from './jobs.service';
  */
 export async function readRestSubmission(
   req: Request,
-  config: Pick<AppConfig, 'maxRequestBytes' | 'publicBaseUrl'>,
+  config: Pick<RestApiConfig, 'maxRequestBytes' | 'publicBaseUrl'>,
 ): Promise<Submission> {
   const mediaType = mediaTypeOf(req);
   const functionCall = KIND_OF_MEDIA_TYPE[mediaType];

@@ -1,8 +1,8 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
 import { applicationSettingsOf } from '../config/application-settings';
+import { ApplicationsConfig } from '../config/config-slices';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { RateBucket, SubmissionBucketRepository } from './submission-bucket.repository';
@@ -31,7 +31,7 @@ const BUCKET_KEY_MAX = 200;
 @Injectable()
 export class SubmissionLimits {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: ApplicationsConfig,
     private readonly queue: QueueRepository,
     private readonly buckets: SubmissionBucketRepository,
     @Optional() private readonly metrics?: MetricsService,

@@ -1,6 +1,6 @@
 import { createServer, Server } from 'node:http';
 import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { AdminConfig, NodeConfig } from '../config/config-slices';
 import { MetricsService } from './metrics.service';
 
 /**
@@ -13,7 +13,8 @@ export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicatio
   private server: Server | null = null;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly node: NodeConfig,
+    private readonly config: AdminConfig,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -24,7 +25,7 @@ export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicatio
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    if (this.config.role !== 'worker' || this.config.workerMetricsPort === 0) {
+    if (this.node.role !== 'worker' || this.config.workerMetricsPort === 0) {
       return;
     }
     const server = createServer((req, res) => {

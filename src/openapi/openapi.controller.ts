@@ -1,8 +1,9 @@
-import { Controller, Get, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { Controller, Get, Header, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { HttpAnswer } from '../common/http-answer';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { RestApiConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { OpenApiService } from './openapi.service';
 
@@ -11,23 +12,23 @@ import { OpenApiService } from './openapi.service';
 @Access('public')
 export class OpenApiController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: RestApiConfig,
     private readonly openApi: OpenApiService,
   ) {}
 
   @Get('openapi.json')
   @RawData()
-  json(@Req() req: Request, @Res() res: Response): void {
+  @Header('Cache-Control', 'no-cache')
+  json(@Req() req: Request): HttpAnswer {
     const body = this.openApi.json(publicBaseUrl(req, this.config.publicBaseUrl));
-    res.status(200).type('application/json; charset=utf-8').setHeader('Cache-Control', 'no-cache');
-    res.send(body);
+    return new HttpAnswer(body, { headers: { 'Content-Type': 'application/json; charset=utf-8' } });
   }
 
   @Get('openapi.yaml')
   @RawData()
-  yaml(@Req() req: Request, @Res() res: Response): void {
+  @Header('Cache-Control', 'no-cache')
+  yaml(@Req() req: Request): HttpAnswer {
     const body = this.openApi.yaml(publicBaseUrl(req, this.config.publicBaseUrl));
-    res.status(200).type('application/yaml; charset=utf-8').setHeader('Cache-Control', 'no-cache');
-    res.send(body);
+    return new HttpAnswer(body, { headers: { 'Content-Type': 'application/yaml; charset=utf-8' } });
   }
 }

@@ -6,7 +6,7 @@ import { readLimitedBody } from '../common/limited-body';
 import { publicBaseUrl, REST_PREFIX } from '../common/public-uri';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestView } from '../common/representation/rest-representation';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { principalOf } from '../security/principal';
 import { MAX_PACKAGE_BYTES, PackagesService } from './packages.service';
@@ -20,7 +20,7 @@ import { PackagesRepresentation } from './packages-view';
 @Controller('svc/api/rest/admin')
 export class PackagesController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: NodeConfig,
     private readonly packages: PackagesService,
   ) {}
 

@@ -5,7 +5,7 @@ import { ApiError } from '../common/api-error';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
 import { mediaTypeOf } from '../common/media-type';
 import { RawData } from '../common/negotiation.guard';
-import { AppConfig } from '../config/app-config';
+import { ProcessConfig } from '../config/config-slices';
 import {
   FunctionCallKind,
   KIND_OF_MEDIA_TYPE,
@@ -41,7 +41,7 @@ async function readCall(
 @Controller('svc/api/rest/process')
 export class ProcessController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: ProcessConfig,
     private readonly process: ProcessService,
   ) {}
 

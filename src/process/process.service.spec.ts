@@ -1,5 +1,7 @@
 import { ApiError } from '../common/api-error';
-import type { AppConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
+import { configView } from '../config/config-slice';
+import { ProcessConfig } from '../config/config-slices';
 import type {
   FunctionCallEngine,
   FunctionCallOutcome,
@@ -23,12 +25,12 @@ class HeldEngine implements FunctionCallEngine {
 }
 
 function service(engine: FunctionCallEngine, maxConcurrent = 1, maxQueued = 1): ProcessService {
-  const config = {
-    functionTimeoutSeconds: 7,
-    processMaxConcurrent: maxConcurrent,
-    processMaxQueued: maxQueued,
-  } as AppConfig;
-  return new ProcessService(config, engine);
+  const config = loadConfig({
+    FUNCTION_TIMEOUT_SECONDS: '7',
+    PROCESS_MAX_CONCURRENT: String(maxConcurrent),
+    PROCESS_MAX_QUEUED: String(maxQueued),
+  });
+  return new ProcessService(configView(config, ProcessConfig.keys), engine);
 }
 
 const flush = () => new Promise((resolve) => setImmediate(resolve));

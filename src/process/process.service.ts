@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { ProcessConfig } from '../config/config-slices';
 import {
   CONTENT_TYPE_OF_KIND,
   FUNCTION_OF_KIND,
@@ -32,7 +32,7 @@ export class ProcessService {
   private readonly queue: Array<() => void> = [];
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: ProcessConfig,
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
   ) {}
 

@@ -3,7 +3,7 @@ import { Controller, Delete, Get, HttpCode, Param, Query, Req, Res } from '@nest
 import type { Request, Response } from 'express';
 import { HttpAnswer } from '../common/http-answer';
 import { RendersRepresentations } from '../common/representation.interceptor';
-import { AppConfig } from '../config/app-config';
+import { RestApiConfig } from '../config/config-slices';
 import { ApiError } from '../common/api-error';
 import { ApplicationNamePipe, isJobId, JobIdPipe } from '../common/application-name';
 import { formatOf } from '../common/negotiation';
@@ -33,7 +33,7 @@ function parsePaging(value: string | undefined, name: string): number | undefine
 @Access('readResults')
 export class ResultsController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: RestApiConfig,
     private readonly results: ResultRepository,
     private readonly waiter: JobWaiter,
   ) {}

@@ -1,6 +1,8 @@
 import type { EntityManager } from 'typeorm';
 import type { JobsService, Submission, SubmittedJob } from '../jobs/jobs.service';
-import type { AppConfig } from '../config/app-config';
+import { loadConfig } from '../config/app-config';
+import { configView } from '../config/config-slice';
+import { MailConfig } from '../config/config-slices';
 import type { MailReplyService, ResultMailRequest } from '../mail-replies/mail-reply.service';
 import type { DatabaseEvents } from '../storage/database-events.service';
 import { ScheduleTicker } from './schedule-ticker.service';
@@ -86,7 +88,7 @@ function tickerWith(row: ScheduleEntity, claimed = true) {
     {} as DatabaseEvents,
     { id: 'node-a' },
     mail as unknown as MailReplyService,
-    { emailFrom: 'jobs@example.com' } as AppConfig,
+    configView(loadConfig({ EMAIL_FROM: 'jobs@example.com' }), MailConfig.keys),
   );
   return { ticker, stored, submissions, manager, mailed };
 }

@@ -7,7 +7,7 @@ import {
 import type { Cron } from 'croner';
 import type { EntityManager } from 'typeorm';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { MailConfig } from '../config/config-slices';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { DatabaseEvents } from '../storage/database-events.service';
@@ -57,7 +57,7 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
     private readonly events: DatabaseEvents,
     private readonly node: NodeIdentity,
     private readonly mail: MailReplyService,
-    private readonly config: AppConfig,
+    private readonly config: MailConfig,
   ) {}
 
   onApplicationBootstrap(): void {

@@ -16,7 +16,7 @@ import { HttpAnswer } from '../common/http-answer';
 import { JsonBody, JsonBodyRule } from '../common/json-body';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { SchedulesService, ScheduleView } from './schedules.service';
 
@@ -38,7 +38,7 @@ const SCHEDULE_BODY: JsonBodyRule = {
 @Controller('svc/api/rest/admin/schedules')
 export class SchedulesController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: NodeConfig,
     private readonly schedules: SchedulesService,
   ) {}
 

@@ -6,7 +6,7 @@ import { KnownApplications } from '../catalog/known-applications';
 import { ApiError } from '../common/api-error';
 import { isJobId } from '../common/application-name';
 import { REST_PREFIX, RestLinks } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { MailConfig } from '../config/config-slices';
 import { readScheduleDefinition, ScheduleDefinition, ScheduledJob } from './schedule-definition';
 import { cronOf } from './schedule-plan';
 import { ScheduleEmail, ScheduleEntity } from './schedule.entity';
@@ -68,7 +68,7 @@ export class SchedulesService {
     private readonly catalog: CatalogService,
     private readonly applications: KnownApplications,
     private readonly callbackUrls: CallbackUrlPolicy,
-    private readonly config: AppConfig,
+    private readonly config: MailConfig,
   ) {}
 
   async list(applicationName: string, base: string): Promise<ScheduleView[]> {

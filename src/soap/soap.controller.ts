@@ -2,7 +2,7 @@ import { All, Controller, Get, HttpStatus, Post, Req, Res, UseFilters } from '@n
 import type { Request, Response } from 'express';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { SoapFaultFilter } from './soap-fault.filter';
 import { SoapService } from './soap.service';
@@ -30,7 +30,7 @@ function plainAnswer(res: Response, status: number, message: string): void {
 @UseFilters(SoapFaultFilter)
 export class SoapController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: NodeConfig,
     private readonly soap: SoapService,
     private readonly wsdl: WsdlService,
   ) {}

@@ -3,7 +3,7 @@ import type { Request, Response } from 'express';
 import { ApiError } from '../common/api-error';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { WsdlService } from './wsdl.service';
 
@@ -15,7 +15,7 @@ export const XML_TEXT = 'text/xml; charset=utf-8';
 @Access('public')
 export class WsdlController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: NodeConfig,
     private readonly wsdl: WsdlService,
   ) {}
 

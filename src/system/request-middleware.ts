@@ -1,5 +1,5 @@
 import { Injectable, Logger, NestMiddleware } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig } from '../config/config-slices';
 import type { NextFunction, Request, Response } from 'express';
 import { currentLogContext, requestIdMiddleware } from '../common/log-context';
 import { runAsRequest } from '../common/request-actor';
@@ -17,7 +17,7 @@ export class RequestMiddleware implements NestMiddleware {
 
   constructor(
     private readonly metrics: HttpMetricsMiddleware,
-    private readonly config: AppConfig,
+    private readonly config: NodeConfig,
   ) {}
 
   use(req: Request, res: Response, next: NextFunction): void {

@@ -3,7 +3,8 @@ import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { AppConfig, SERVICE_VERSION } from '../config/app-config';
+import { SERVICE_VERSION } from '../config/app-config';
+import { AdminConfig, REngineConfig } from '../config/config-slices';
 import { NodeInformationView } from './system-view';
 import { findRscript } from '../r-engine/r-location';
 import { R_ENGINE, REngine, REngineKind } from '../r-engine/r-engine';
@@ -55,7 +56,8 @@ export class SystemService implements BeforeApplicationShutdown {
   private readonly engine: REngine | null;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly admin: AdminConfig,
+    private readonly config: REngineConfig,
     @InjectDataSource() private readonly dataSource: DataSource,
     moduleRef: ModuleRef,
   ) {
@@ -78,7 +80,7 @@ export class SystemService implements BeforeApplicationShutdown {
   async databaseAnswers(): Promise<boolean> {
     return within(
       this.dataSource.query('SELECT 1').then(() => true),
-      this.config.healthCheckTimeoutMs,
+      this.admin.healthCheckTimeoutMs,
       false,
     );
   }
@@ -88,7 +90,7 @@ export class SystemService implements BeforeApplicationShutdown {
     const [database, r] = await Promise.all([
       this.databaseAnswers(),
       this.engine
-        ? within(this.engine.healthy(), this.config.healthCheckTimeoutMs, false)
+        ? within(this.engine.healthy(), this.admin.healthCheckTimeoutMs, false)
         : Promise.resolve(null),
     ]);
     const rEngine = r === null ? 'skipped' : r ? 'up' : 'down';
@@ -113,7 +115,7 @@ export class SystemService implements BeforeApplicationShutdown {
     const [health, rVersion] = await Promise.all([
       this.check(),
       this.engine
-        ? within(this.engine.version(), this.config.healthCheckTimeoutMs, 'unknown')
+        ? within(this.engine.version(), this.admin.healthCheckTimeoutMs, 'unknown')
         : Promise.resolve(`none: a node of role ${this.config.role} runs no R`),
     ]);
     const uptime = Date.now() - this.startedAt;

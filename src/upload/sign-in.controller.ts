@@ -4,7 +4,7 @@ import { ApiError } from '../common/api-error';
 import { SetsCookies, WithCookies } from '../common/cookies.interceptor';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
-import { AppConfig } from '../config/app-config';
+import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import {
   RequestAccessService,
@@ -48,7 +48,7 @@ export class SignInController {
   constructor(
     private readonly signIn: SignInService,
     private readonly access: RequestAccessService,
-    private readonly config: AppConfig,
+    private readonly config: NodeConfig,
   ) {}
 
   @Get('sign-in')

@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import type { Configuration } from 'openid-client';
 import { AuditService } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
-import { AppConfig } from '../config/app-config';
+import { SecurityConfig } from '../config/config-slices';
 import { authMethodsOf } from '../config/security-settings';
 import { OidcTokenVerifier } from '../security/oidc-token.verifier';
 import { WebSessionRepository } from '../security/web-session.repository';
@@ -36,17 +36,17 @@ export class SignInService {
   private configuration: Promise<{ client: OpenIdClient; config: Configuration }> | null = null;
 
   constructor(
-    private readonly appConfig: AppConfig,
+    private readonly security: SecurityConfig,
     private readonly tokens: OidcTokenVerifier,
     private readonly sessions: WebSessionRepository,
     @InjectDataSource() private readonly dataSource: DataSource,
     @Optional() private readonly audit?: AuditService,
   ) {
-    this.enabled = authMethodsOf(appConfig.authMode).has('oidc') && !!appConfig.oidcClientId;
+    this.enabled = authMethodsOf(security.authMode).has('oidc') && !!security.oidcClientId;
   }
 
   get sessionLifetimeMs(): number {
-    return this.appConfig.oidcSessionHours * 3600_000;
+    return this.security.oidcSessionHours * 3600_000;
   }
 
   /** Starts a sign-in: the cookie value that names it and the provider's URL to send the browser to. */
@@ -61,7 +61,7 @@ export class SignInService {
     const sessionId = await this.sessions.startSignIn(checks, SIGN_IN_LIFETIME_MS);
     const location = client.buildAuthorizationUrl(config, {
       redirect_uri: redirectUri,
-      scope: this.appConfig.oidcScope,
+      scope: this.security.oidcScope,
       code_challenge: await client.calculatePKCECodeChallenge(checks.codeVerifier),
       code_challenge_method: 'S256',
       state: checks.state,
@@ -144,12 +144,12 @@ export class SignInService {
   private provider(): Promise<{ client: OpenIdClient; config: Configuration }> {
     this.configuration ??= (async () => {
       const client = await loadOpenIdClient();
-      const issuer = new URL(this.appConfig.oidcIssuer ?? '');
+      const issuer = new URL(this.security.oidcIssuer ?? '');
       const config = await client.discovery(
         issuer,
-        this.appConfig.oidcClientId ?? '',
-        this.appConfig.oidcClientSecret ?? undefined,
-        this.appConfig.oidcClientSecret ? undefined : client.None(),
+        this.security.oidcClientId ?? '',
+        this.security.oidcClientSecret ?? undefined,
+        this.security.oidcClientSecret ? undefined : client.None(),
         // OIDC_ISSUER is https except on localhost (checked at start-up).
         issuer.protocol === 'http:' ? { execute: [client.allowInsecureRequests] } : undefined,
       );
