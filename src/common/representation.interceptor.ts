@@ -7,10 +7,14 @@ import {
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { map, Observable } from 'rxjs';
+import { HttpAnswer } from './http-answer';
 import { formatOf } from './negotiation';
 import { isRestView, renderRepresentation } from './representation/rest-representation';
 
-/** Turns a controller's RestView into vnd+xml or vnd+json, as negotiated. */
+/**
+ * Turns a controller's RestView into vnd+xml or vnd+json, as negotiated; also the RestView of
+ * an HttpAnswer, whose status and headers stay.
+ */
 @Injectable()
 export class RepresentationInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -18,13 +22,17 @@ export class RepresentationInterceptor implements NestInterceptor {
     const res = context.switchToHttp().getResponse<Response>();
     return next.handle().pipe(
       map((value: unknown) => {
-        if (!isRestView(value)) {
+        const view = value instanceof HttpAnswer ? value.body : value;
+        if (!isRestView(view)) {
           return value;
         }
         const { format, mediaType } = formatOf(req);
         res.setHeader('Content-Type', `${mediaType}; charset=utf-8`);
         res.vary('Accept'); // appended: CORS adds Origin
-        return renderRepresentation(value, format);
+        const rendered = renderRepresentation(view, format);
+        return value instanceof HttpAnswer
+          ? new HttpAnswer(rendered, { status: value.status, headers: value.headers })
+          : rendered;
       }),
     );
   }

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
 import { IntakeLimitsConfig, NodeConfig } from '../config/config-slices';
 import { isZipUpload } from './job-archive';
@@ -61,8 +61,8 @@ export class FormJobService implements OnModuleInit {
   }
 
   /** Receives the form, validates it whole (400/413) and stores the job. */
-  async submit(req: Request, res: Response): Promise<SubmittedJob> {
-    return withReceivedForm(req, res, this.limits, async (form) => {
+  async submit(req: Request): Promise<SubmittedJob> {
+    return withReceivedForm(req, this.limits, async (form) => {
       const applicationName = applicationNameFromFields(form.fields);
       // The access guard ran before the form was read and could not see the application it
       // names: the per-application check happens here, before anything is stored.

@@ -89,7 +89,6 @@ function tooLarge(limits: FormLimits): ApiError {
  */
 export async function withReceivedForm<T>(
   req: Request,
-  res: Response,
   limits: FormLimits,
   use: (form: ReceivedForm) => Promise<T>,
 ): Promise<T> {
@@ -127,7 +126,8 @@ export async function withReceivedForm<T>(
       streamHandler,
     } as multer.Options & { streamHandler: StreamHandler }).any();
     await new Promise<void>((resolve, reject) => {
-      middleware(req, res, (error?: unknown) =>
+      // A middleware's signature; multer reads the request only, never the response.
+      middleware(req, undefined as unknown as Response, (error?: unknown) =>
         error ? reject(formError(error, limits)) : resolve(),
       );
     });

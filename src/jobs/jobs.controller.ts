@@ -8,11 +8,10 @@ import {
   Post,
   Query,
   Req,
-  Res,
   UseGuards,
 } from '@nestjs/common';
 import { RendersRepresentations } from '../common/representation.interceptor';
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import { RestApiConfig } from '../config/config-slices';
 import { ApiError } from '../common/api-error';
 import { ApplicationNameGuard, ApplicationNamePipe, JobIdPipe } from '../common/application-name';
@@ -31,7 +30,8 @@ import { JobCancellationService } from './job-cancellation.service';
 import { JobStatusRepresentation, JobTokenRepresentation } from './jobs-view';
 import { principalOf } from '../security/principal';
 import { JobWaiter } from '../queue/job-waiter.service';
-import { clientGoneSignal, waitMilliseconds } from '../common/wait-parameter';
+import { ClientGone, waitMilliseconds } from '../common/wait-parameter';
+import { HttpAnswer } from '../common/http-answer';
 import { missing } from '../common/missing-resource';
 
 @RendersRepresentations()
@@ -51,33 +51,33 @@ export class JobsController {
   @Access('submitJob')
   @HttpCode(202)
   @UseGuards(ApplicationNameGuard)
-  async submit(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<RestView> {
+  async submit(@Req() req: Request): Promise<HttpAnswer> {
     // A form post (the upload page) is read by FormJobService; any other body by its media type.
     const job = isFormPost(req)
-      ? await this.formJobs.submit(req, res)
+      ? await this.formJobs.submit(req)
       : await this.jobsService.submit(await readRestSubmission(req, this.config));
-    return this.jobToken(req, res, job);
+    return this.jobToken(req, job);
   }
 
   /** The 202 answer of a submission: the job token, and the result's URI in Location. */
-  private jobToken(req: Request, res: Response, job: SubmittedJob): RestView {
+  private jobToken(req: Request, job: SubmittedJob): HttpAnswer {
     const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
     const resultUri = links.result(job.applicationName, job.jobId);
-    res.setHeader('Location', resultUri);
-    return new JobTokenRepresentation({
+    const token = new JobTokenRepresentation({
       jobId: job.jobId,
       applicationName: job.applicationName,
       submissionTime: job.submissionTime,
       applicationResultsUri: links.applicationResults(job.applicationName),
       resultUri,
     });
+    return new HttpAnswer(token, { headers: { Location: resultUri } });
   }
 
   @Get(':app/:jobId')
   @Access('readResults')
   async status(
     @Req() req: Request,
-    @Res({ passthrough: true }) res: Response,
+    @ClientGone() clientGone: AbortSignal,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
     @Query('wait') wait?: unknown,
@@ -100,7 +100,7 @@ export class JobsController {
         return now === null || now.state !== heldState ? { now } : null;
       },
       waitMs,
-      { events: 'result-or-start', signal: clientGoneSignal(res) },
+      { events: 'result-or-start', signal: clientGone },
     );
     return await this.jobStatus(req, await this.existingJob(applicationName, jobId, changed?.now));
   }
@@ -114,10 +114,9 @@ export class JobsController {
   @Access('cancelJob')
   async cancel(
     @Req() req: Request,
-    @Res({ passthrough: true }) res: Response,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
-  ): Promise<RestView | undefined> {
+  ): Promise<HttpAnswer> {
     const outcome = await this.cancellation.cancel(
       applicationName,
       jobId,
@@ -132,11 +131,12 @@ export class JobsController {
           `Job ${jobId} of application ${applicationName} has finished already; delete its result instead.`,
         );
       case 'stopped':
-        res.status(HttpStatus.NO_CONTENT);
-        return undefined;
+        return new HttpAnswer(null, { status: HttpStatus.NO_CONTENT });
       case 'stopping':
-        res.status(HttpStatus.ACCEPTED);
-        return await this.jobStatus(req, await this.existingJob(applicationName, jobId));
+        return new HttpAnswer(
+          await this.jobStatus(req, await this.existingJob(applicationName, jobId)),
+          { status: HttpStatus.ACCEPTED },
+        );
     }
   }
 
