@@ -351,6 +351,27 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority DESC, claimed.submitted_at`;
 
+/**
+ * The callback jobs' claim (QueueRepository.claimCallbacks): $1 owner, $2 free callback slots,
+ * $3 lease seconds. The due ones by job_callback_claim_idx, which holds only queued callback jobs.
+ */
+export const CALLBACK_CLAIM_SQL = `WITH due AS (
+         SELECT id FROM job WHERE state = 'QUEUED' AND kind = 'callback' AND run_after <= now()
+          ORDER BY run_after LIMIT $2
+          FOR UPDATE SKIP LOCKED),
+       claimed AS (
+         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
+                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
+          WHERE job.id IN (SELECT id FROM due)
+         RETURNING job.id, job.application_name, job.submitted_at, job.attempts, job.callback_of,
+                   job.callback_url, job.callback_links_base, job.traceparent, job.tracestate)
+       SELECT claimed.*, c.attempts AS callback_attempts, c.created_at,
+              r.result_time, r.success, r.type
+         FROM claimed
+         JOIN job_callback c ON c.job_id = claimed.callback_of
+         JOIN result r ON r.job_id = claimed.callback_of
+        ORDER BY claimed.submitted_at`;
+
 /** The claim on `client`; with a capped application, behind the capped claims' advisory lock. */
 async function runClaim(
   client: PoolClient,
@@ -791,25 +812,11 @@ export class QueueRepository implements OnModuleDestroy {
    * reads none of them.
    */
   async claimCallbacks(owner: string, limit: number, leaseSeconds: number): Promise<ClaimedJob[]> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH due AS (
-         SELECT id FROM job WHERE state = 'QUEUED' AND kind = 'callback' AND run_after <= now()
-          ORDER BY run_after LIMIT $2
-          FOR UPDATE SKIP LOCKED),
-       claimed AS (
-         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
-                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
-          WHERE job.id IN (SELECT id FROM due)
-         RETURNING job.id, job.application_name, job.submitted_at, job.attempts, job.callback_of,
-                   job.callback_url, job.callback_links_base, job.traceparent, job.tracestate)
-       SELECT claimed.*, c.attempts AS callback_attempts, c.created_at,
-              r.result_time, r.success, r.type
-         FROM claimed
-         JOIN job_callback c ON c.job_id = claimed.callback_of
-         JOIN result r ON r.job_id = claimed.callback_of
-        ORDER BY claimed.submitted_at`,
-      [owner, limit, leaseSeconds],
-    );
+    const raw: unknown = await this.dataSource.query(CALLBACK_CLAIM_SQL, [
+      owner,
+      limit,
+      leaseSeconds,
+    ]);
     return rowsOf<CallbackClaimRow>(raw).map((row) => {
       const callback: CallbackDelivery = {
         jobId: row.callback_of,
