@@ -81,7 +81,7 @@ export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 export const RESULT_READY_CHANNEL = 'svc_result_ready';
 /** Payload: the ids of the jobs one claim started, comma-separated (sent by the claim). */
 export const JOB_STARTED_CHANNEL = 'svc_job_started';
-/** A job's callback was queued (its result stored): wakes the callback delivery. */
+/** A job's callback was queued (its result stored): wakes the workers' callback slots. */
 export const CALLBACK_QUEUED_CHANNEL = 'svc_callback_queued';
 
 /**
