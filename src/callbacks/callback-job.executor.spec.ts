@@ -1,4 +1,4 @@
-import { createServer, Server } from 'node:http';
+import { createServer, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Test } from '@nestjs/testing';
 import { loadConfig } from '../config/app-config';
@@ -108,7 +108,10 @@ class CallbackRows {
     return Promise.resolve(true);
   }
 
+  released = 0;
+
   release(): Promise<number> {
+    this.released++;
     this.leased = false;
     this.nextAttemptAt = Date.now();
     return Promise.resolve(1);
@@ -145,6 +148,7 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 describe('callback jobs: CallbackJobExecutor in the worker, back-off', () => {
   let receiver: Server;
   let statuses: number[];
+  const held: ServerResponse[] = [];
   let bodies: Array<{ signature: string; body: Buffer }>;
   let url: string;
 
@@ -157,7 +161,13 @@ describe('callback jobs: CallbackJobExecutor in the worker, back-off', () => {
           signature: String(req.headers['x-svc-signature']),
           body: Buffer.concat(chunks),
         });
-        res.statusCode = statuses.shift() ?? 200;
+        const status = statuses.shift() ?? 200;
+        // 0: no answer until the test ends it.
+        if (status === 0) {
+          held.push(res);
+          return;
+        }
+        res.statusCode = status;
         res.end();
       });
     });
@@ -254,6 +264,25 @@ describe('callback jobs: CallbackJobExecutor in the worker, back-off', () => {
       await service.onApplicationShutdown();
     },
   );
+
+  it('a shutdown cuts a running attempt short and hands the callback job back, the attempt not counted', async () => {
+    statuses = [0];
+    const rows = new CallbackRows(url, new Date());
+    const service = await serviceFor(rows, { SHUTDOWN_GRACE_SECONDS: '1' });
+    await service.onApplicationBootstrap();
+    await until(() => bodies.length === 1, 'the attempt to reach the receiver');
+    const stopped = service.onApplicationShutdown();
+    // The grace period passes with the receiver still silent.
+    await jest.advanceTimersByTimeAsync(1000);
+    await stopped;
+    expect(rows.released).toBe(1);
+    expect(rows.attempts).toBe(0);
+    expect(rows.state).toBe(CallbackState.PENDING);
+    expect(rows.claimedAt).toHaveLength(1);
+    for (const res of held.splice(0)) {
+      res.end();
+    }
+  });
 
   it('gives up once the next attempt would fall past CALLBACK_RETRY_SECONDS', async () => {
     // The longest draw: the whole doubled delay.
