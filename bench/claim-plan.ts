@@ -1,18 +1,22 @@
 /**
  * `node dist/bench/claim-plan.js`: the plan of the claim (QueueRepository.claim, CLAIM_SQL) with
- * 100,000 queued jobs spread over 100 applications, and over one, as docs/queue.md shows it.
+ * 100,000 queued jobs spread over 100 applications, and over one, as docs/queue.md shows it;
+ * then, with --callbacks N (default 10000) callback jobs queued beside them (all but 16 waiting
+ * to be retried later), the claim's generic plan again and the callback jobs' own claim
+ * (QueueRepository.claimCallbacks, CALLBACK_CLAIM_SQL).
  * Builds the data set in a throwaway database on the local PostgreSQL (BenchDatabase), runs
  * EXPLAIN (ANALYZE, BUFFERS) of the claim a worker with 2 script and 2 function-call slots sends,
  * inside a transaction that is rolled back (its generic plan, as a node connected directly runs it,
  * and its custom plan, as through PgBouncer or on the embedded database), and drops the database.
  *
- * Options: --jobs N (default 100000), --running N (jobs RUNNING beside them, default 20).
+ * Options: --jobs N (default 100000), --running N (jobs RUNNING beside them, default 20),
+ * --callbacks N.
  */
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
 import { loadConfig } from '../src/config/app-config';
 import { DATABASE_SCHEMA } from '../src/database-schema';
-import { CLAIM_SQL, JOB_STARTED_CHANNEL } from '../src/queue/queue.repository';
+import { CALLBACK_CLAIM_SQL, CLAIM_SQL, JOB_STARTED_CHANNEL } from '../src/queue/queue.repository';
 import { openDatabaseForCli } from '../src/storage/database-options';
 import { BenchDatabase } from './bench-database';
 import { heading } from './report';
@@ -44,6 +48,53 @@ async function fill(
     [jobs + running, applications, running],
   );
   await client.query('VACUUM ANALYZE job');
+}
+
+/**
+ * `callbacks` finished jobs of app000 with their results and callbacks, each with its callback
+ * job queued: the first 16 due now, the others an hour from now (waiting to be retried).
+ */
+async function fillCallbacks(client: Client, callbacks: number): Promise<void> {
+  await client.query(
+    `WITH ended AS (
+       INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after,
+                        attempts, finished_at, callback_url)
+       SELECT gen_random_uuid(), 'app000', 'script', 'DONE', 0, '{}', 'rest', now() - interval '2 hours',
+              now() - interval '2 hours', 1, now() - interval '1 hour', 'https://hooks.example.com/' || i
+         FROM generate_series(0, $1 - 1) AS i
+       RETURNING id, submitted_at, callback_url),
+     results AS (
+       INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
+       SELECT id, 'app000', now(), true, 'zip', 'application/zip', ''::bytea, 0, '' FROM ended),
+     callbacks AS (
+       INSERT INTO job_callback (job_id, url, state, attempts, created_at)
+       SELECT id, callback_url, 'pending', 1, now() - interval '1 hour' FROM ended)
+     INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after,
+                      attempts, callback_url, callback_of)
+     SELECT gen_random_uuid(), 'app000', 'callback', 'QUEUED', 0, '{}', 'callback', now() - interval '1 hour',
+            CASE WHEN row_number() OVER (ORDER BY id) <= 16 THEN now() - interval '1 second'
+                 ELSE now() + interval '1 hour' END,
+            1, callback_url, id
+       FROM ended`,
+    [callbacks],
+  );
+  await client.query('VACUUM ANALYZE job');
+  await client.query('VACUUM ANALYZE job_callback');
+  await client.query('VACUUM ANALYZE result');
+}
+
+/** EXPLAIN of the callback jobs' claim for 16 free callback slots, rolled back. */
+async function callbackPlan(client: Client): Promise<string> {
+  await client.query('BEGIN');
+  try {
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${CALLBACK_CLAIM_SQL}`,
+      ['w1', 16, 60],
+    );
+    return rows.map((row) => row['QUERY PLAN']).join('\n');
+  } finally {
+    await client.query('ROLLBACK');
+  }
 }
 
 /** The claim's parameters as a worker with 2 script and 2 function-call slots sends them. */
@@ -99,8 +150,13 @@ function literal(client: Client, value: string | number | string[] | null): stri
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { jobs: { type: 'string' }, running: { type: 'string' } },
+    options: {
+      jobs: { type: 'string' },
+      running: { type: 'string' },
+      callbacks: { type: 'string' },
+    },
   });
+  const callbacks = optionInt('callbacks', values.callbacks ?? '10000', 0, 10_000_000);
   const jobs = optionInt('jobs', values.jobs ?? '100000', 1, 10_000_000);
   const running = optionInt('running', values.running ?? '20', 0, 100_000);
   const database = await BenchDatabase.create();
@@ -137,6 +193,22 @@ async function main(): Promise<void> {
           log(await plan(client, generic));
         }
       }
+      // Callback jobs beside the R jobs: the R jobs' claim reads none of them (job_claim_idx
+      // leaves them out), the callbacks' claim reads only the due ones.
+      await fill(client, jobs, 100, running);
+      await fillCallbacks(client, callbacks);
+      await client.query('SET plan_cache_mode = force_generic_plan');
+      log(
+        heading(
+          `${jobs} queued jobs over 100 applications, ${running} running, ${callbacks} callback jobs queued: generic plan (direct connection)`,
+        ),
+      );
+      await plan(client, true);
+      log(await plan(client, true));
+      await client.query('SET plan_cache_mode = auto');
+      log(heading(`the callback jobs' claim, ${callbacks} queued (16 due), 16 free slots`));
+      await callbackPlan(client);
+      log(await callbackPlan(client));
     } finally {
       await client.end();
     }

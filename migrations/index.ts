@@ -18,6 +18,7 @@ import { FairClaims1795720000000 } from './1795720000000-FairClaims';
 import { AddMailReply1795730000000 } from './1795730000000-AddMailReply';
 import { AddSchedules1795740000000 } from './1795740000000-AddSchedules';
 import { AddScheduleEmail1795750000000 } from './1795750000000-AddScheduleEmail';
+import { CallbackJobs1795760000000 } from './1795760000000-CallbackJobs';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -40,4 +41,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddMailReply1795730000000,
   AddSchedules1795740000000,
   AddScheduleEmail1795750000000,
+  CallbackJobs1795760000000,
 ];

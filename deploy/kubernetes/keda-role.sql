@@ -7,6 +7,6 @@ GRANT CONNECT ON DATABASE :"DBNAME" TO :"role";
 GRANT USAGE ON SCHEMA public TO :"role";
 -- Only the column the query reads: the jobs themselves (application, metadata, files, results)
 -- stay out of reach.
-GRANT SELECT (state) ON job TO :"role";
+GRANT SELECT (state, kind) ON job TO :"role";
 -- A slow answer must not hold a connection: KEDA asks again at its next poll.
 ALTER ROLE :"role" SET statement_timeout = '5s';

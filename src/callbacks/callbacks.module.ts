@@ -5,8 +5,8 @@ import { CallbackUrlPolicy } from './callback-url.policy';
 import { CallbackRepository } from './callback.repository';
 
 /**
- * Job callbacks: the URL check at submission and the delivery state. The delivery itself
- * (CallbackDeliveryService) runs on worker nodes, in WorkerModule.
+ * Job callbacks: the URL check at submission and the delivery state. The delivery itself runs
+ * on worker nodes as callback jobs (CallbackJobExecutor, in WorkerModule).
  */
 @Module({
   imports: [QueueModule],

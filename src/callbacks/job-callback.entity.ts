@@ -1,4 +1,4 @@
-import { Column, Entity, Index, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
+import { Column, Entity, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
 import { JobEntity } from '../queue/job.entity';
 
 export const CallbackState = Object.freeze({
@@ -9,12 +9,12 @@ export const CallbackState = Object.freeze({
 export type CallbackState = (typeof CallbackState)[keyof typeof CallbackState];
 
 /**
- * The delivery of one job's callback: made in the statement that stores the job's result, so a
- * stored result with a callback URL always has one; deleted with the job (and so its result).
+ * What a job's callback shows (its delivery state): made in the statement that stores the job's
+ * result, with the callback job that delivers it (kind `callback` in `job`, whose run_after and
+ * lease say when it is attempted), so a stored result with a callback URL always has one;
+ * deleted with the job (and so its result).
  */
 @Entity({ name: 'job_callback' })
-// Delivery picks pending rows that are due; a partial index keeps that scan to the pending ones.
-@Index('job_callback_due_idx', ['nextAttemptAt'], { where: `state = 'pending'` })
 export class JobCallbackEntity {
   @PrimaryColumn({ name: 'job_id', type: 'uuid' }) jobId!: string;
 
@@ -31,9 +31,6 @@ export class JobCallbackEntity {
 
   /** When the job ended: the retry period (CALLBACK_RETRY_SECONDS) counts from here. */
   @Column({ name: 'created_at', type: 'timestamptz' }) createdAt!: Date;
-
-  /** Not attempted before this time; while an attempt runs, the end of its lease. */
-  @Column({ name: 'next_attempt_at', type: 'timestamptz' }) nextAttemptAt!: Date;
 
   @Column({ name: 'last_attempt_at', type: 'timestamptz', nullable: true })
   lastAttemptAt!: Date | null;

@@ -1,6 +1,6 @@
 /**
  * The job table's statements that other modules need, beside delivery (QueueRepository): the
- * job as the API reads it, the job's log, usage, callbacks and the deletion of a result. Every
+ * job as the API reads it, the job's log, usage and the deletion of a result. Every
  * statement on `job` is in the queue module, in this file or in queue.repository.ts. A statement
  * that also reads or writes another module's table stays one statement here, as the module that
  * calls it wrote it, since splitting it would give up what one statement guarantees (said at
@@ -8,10 +8,10 @@
  */
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, Not } from 'typeorm';
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { rowsOf } from '../storage/query-rows';
-import { JobEntity, JobState } from './job.entity';
+import { JobEntity, JobKind, JobState } from './job.entity';
 
 /** `progress` lines hold a svc_progress report as JSON ({fraction, message}). */
 export type LogStream = 'stdout' | 'stderr' | 'svc' | 'progress';
@@ -49,21 +49,6 @@ export interface LogTail {
  */
 export const JOB_LOG_CHANNEL = 'svc_job_log';
 
-/** A callback taken for one attempt, with its job's and result's columns (`claimDueCallbacks`). */
-export interface DueCallbackRow {
-  job_id: string;
-  url: string;
-  attempts: number;
-  created_at: Date;
-  application_name: string;
-  callback_links_base: string | null;
-  traceparent: string | null;
-  tracestate: string | null;
-  result_time: Date;
-  success: boolean;
-  type: string;
-}
-
 /** Jobs submitted by one application in one month (`submittedPerMonth`). */
 export interface SubmittedRow {
   application_name: string;
@@ -75,11 +60,14 @@ export interface SubmittedRow {
 export class JobRecordsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** A job of `applicationName` as the API shows it; null when there is none. */
+  /**
+   * A job of `applicationName` as the API shows it; null when there is none. A callback job
+   * (kind `callback`, the delivery of another job's callback) is none: it never shows as a job.
+   */
   async findOne(applicationName: string, jobId: string): Promise<JobEntity | null> {
     return this.dataSource
       .getRepository(JobEntity)
-      .findOne({ where: { id: jobId, applicationName } });
+      .findOne({ where: { id: jobId, applicationName, kind: Not(JobKind.CALLBACK) } });
   }
 
   /**
@@ -142,7 +130,7 @@ export class JobRecordsRepository {
     const rows = rowsOf<LogLineRow>(
       await this.dataSource.query(
         `SELECT l.seq, l.stream, l.logged_at, l.line FROM job_log_line l
-           JOIN job j ON j.id = l.job_id AND j.application_name = $2
+           JOIN job j ON j.id = l.job_id AND j.application_name = $2 AND j.kind <> 'callback'
           WHERE l.job_id = $1 AND l.seq > $3 ORDER BY l.seq LIMIT $4`,
         [jobId, applicationName, afterSeq, limit],
       ),
@@ -169,7 +157,7 @@ export class JobRecordsRepository {
            FROM job j
            LEFT JOIN LATERAL (SELECT seq, stream, logged_at, line FROM job_log_line
                                WHERE job_id = j.id AND seq > $3 ORDER BY seq LIMIT $4) l ON true
-          WHERE j.id = $1 AND j.application_name = $2
+          WHERE j.id = $1 AND j.application_name = $2 AND j.kind <> 'callback'
           ORDER BY l.seq`,
         [jobId, applicationName, afterSeq, limit],
       ),
@@ -199,40 +187,11 @@ export class JobRecordsRepository {
                   AND ($3::varchar IS NULL OR application_name = $3::varchar)
                UNION ALL
                SELECT application_name, submitted_at FROM job
-                WHERE state <> 'DONE' AND submitted_at >= $1 AND submitted_at < $2
+                WHERE state <> 'DONE' AND kind <> 'callback' AND submitted_at >= $1 AND submitted_at < $2
                   AND ($3::varchar IS NULL OR application_name = $3::varchar)) AS jobs
         GROUP BY 1, 2`,
       [from, until, application],
     );
-  }
-
-  /**
-   * Takes up to `limit` due callbacks for one attempt each, with what their body is made of, in
-   * ONE statement: `FOR UPDATE SKIP LOCKED` lets nodes take callbacks at once without taking the
-   * same one, and moving next_attempt_at `leaseSeconds` ahead keeps the others off it while its
-   * attempt runs (no transaction is held open over the HTTP request). A node that dies
-   * mid-attempt leaves the callback due again when that lease ends.
-   */
-  async claimDueCallbacks(limit: number, leaseSeconds: number): Promise<DueCallbackRow[]> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH due AS (
-         SELECT job_id FROM job_callback
-          WHERE state = 'pending' AND next_attempt_at <= now()
-          ORDER BY next_attempt_at
-          LIMIT $1
-          FOR UPDATE SKIP LOCKED),
-       leased AS (
-         UPDATE job_callback c SET next_attempt_at = now() + make_interval(secs => $2)
-           FROM due WHERE c.job_id = due.job_id
-         RETURNING c.job_id, c.url, c.attempts, c.created_at)
-       SELECT leased.*, job.application_name, job.callback_links_base, job.traceparent, job.tracestate,
-              result.result_time, result.success, result.type
-         FROM leased
-         JOIN job ON job.id = leased.job_id
-         JOIN result ON result.job_id = leased.job_id`,
-      [limit, leaseSeconds],
-    );
-    return rowsOf<DueCallbackRow>(raw);
   }
 
   /**

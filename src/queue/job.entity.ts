@@ -1,4 +1,4 @@
-import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { JobKind, JobState } from './queue.types';
 
 // The queue defines a job's kinds and states; the entity and the job front ends use them.
@@ -11,11 +11,15 @@ export { JobKind, JobState };
 @Entity({ name: 'job' })
 // The claim takes each application's queued jobs by priority (highest first) then age: the partial
 // index job_claim_idx on (application_name, kind, priority DESC,
-// submitted_at) WHERE state = 'QUEUED'
-// (migration FairClaims; see queue.repository.ts). TypeORM cannot describe a descending column,
-// so the migration owns it and the schema check leaves it alone.
+// submitted_at) WHERE state = 'QUEUED' AND kind <> 'callback'
+// (migrations FairClaims, CallbackJobs; see queue.repository.ts). TypeORM cannot describe a
+// descending column, so the migrations own it and the schema check leaves it alone.
 @Index('job_claim_idx', { synchronize: false })
 @Index('job_lease_idx', ['leaseExpiresAt'], { where: `state = 'RUNNING'` })
+// The callback claim takes queued callback jobs by due time; they are not in job_claim_idx.
+@Index('job_callback_claim_idx', ['runAfter'], { where: `state = 'QUEUED' AND kind = 'callback'` })
+// Deleting a job deletes its callback job (the foreign key's cascade looks them up here).
+@Index('job_callback_of_idx', ['callbackOf'], { where: 'callback_of IS NOT NULL' })
 export class JobEntity {
   @PrimaryColumn('uuid') id!: string;
 
@@ -89,4 +93,11 @@ export class JobEntity {
   @Column({ type: 'varchar', length: 55, nullable: true }) traceparent!: string | null;
 
   @Column({ type: 'varchar', length: 512, nullable: true }) tracestate!: string | null;
+
+  /** A callback job's job: the callback delivers that job's result, and is deleted with it. */
+  @Column({ name: 'callback_of', type: 'uuid', nullable: true }) callbackOf!: string | null;
+
+  @ManyToOne(() => JobEntity, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'callback_of', foreignKeyConstraintName: 'job_callback_of_fk' })
+  callbackOfJob?: JobEntity;
 }

@@ -16,7 +16,7 @@ import { JOB_LOG_CHANNEL } from './job-records.repository';
  * - a job was queued: wakes workers early;
  * - a job's result was stored: wakes whoever waits for it (onResultReady);
  * - jobs were started by a worker (onJobStarted);
- * - a job's callback was queued with its result (onCallbackQueued): wakes the deliveries; sent
+ * - a job's callback was queued with its result (onCallbackQueued): wakes the workers' callback slots; sent
  *   only for jobs that have a callback;
  * - lines were appended to a job's log (onLogAppended): wakes the live streams of the log; at
  *   most one per job per batch of lines (JobRecordsRepository.appendLogLines).

@@ -26,6 +26,7 @@ import type { PoolClient, QueryConfig } from 'pg';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import {
+  CallbackDelivery,
   ClaimedJob,
   ExpiredJob,
   JobFileContent,
@@ -34,6 +35,7 @@ import {
   JobKind,
   JobState as JobStateName,
   NewJobRow,
+  R_JOB_KINDS,
   ResultData,
 } from './queue.types';
 import {
@@ -79,7 +81,7 @@ export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 export const RESULT_READY_CHANNEL = 'svc_result_ready';
 /** Payload: the ids of the jobs one claim started, comma-separated (sent by the claim). */
 export const JOB_STARTED_CHANNEL = 'svc_job_started';
-/** A job's callback was queued (its result stored): wakes the callback delivery. */
+/** A job's callback was queued (its result stored): wakes the workers' callback slots. */
 export const CALLBACK_QUEUED_CHANNEL = 'svc_callback_queued';
 
 /**
@@ -100,20 +102,35 @@ function usageInsert(outcome: string, cpu: string, bytesOut: string): string {
 
 /** What the UPDATE that ends a job returns for its usage record and its callback. */
 const DONE_COLUMNS =
-  'id, application_name, kind, submitted_at, started_at, finished_at, callback_url';
+  'id, application_name, kind, submitted_at, started_at, finished_at, callback_url, ' +
+  'callback_links_base, traceparent, tracestate';
 
 /**
- * A data-modifying CTE for the statements that end a job: queues the callback of the job the
- * `done` CTE returned (with its callback_url), so the delivery row commits with the result.
- * CALLBACK_QUEUED_NOTICE, in the statement's result, tells the nodes' deliveries of it: only
- * for a job that has a callback, so the others cost the deliveries no look.
+ * Data-modifying CTEs for the statements that end a job: queue the callback of the job the
+ * `done` CTE returned (with its callback_url), so the callback commits with the result: its
+ * job_callback row (what job status shows) and its callback job (kind `callback`, due now),
+ * which the workers claim, lease and retry like any job (claimCallbacks). The callback's notice
+ * (callbackQueuedNotice), in the statement's result, wakes the workers' callback slots: only for
+ * a job that has a callback, so the others cost them no look.
  */
 const QUEUE_CALLBACK_CTE = `callback_queued AS (
-         INSERT INTO job_callback (job_id, url, state, attempts, created_at, next_attempt_at)
-         SELECT done.id, done.callback_url, 'pending', 0, now(), now() FROM done
+         INSERT INTO job_callback (job_id, url, state, attempts, created_at)
+         SELECT done.id, done.callback_url, 'pending', 0, now() FROM done
           WHERE done.callback_url IS NOT NULL
          ON CONFLICT (job_id) DO NOTHING
-         RETURNING job_id)`;
+         RETURNING job_id),
+       callback_job AS (
+         INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after,
+                          attempts, callback_url, callback_links_base, traceparent, tracestate, callback_of)
+         SELECT gen_random_uuid(), done.application_name, 'callback', 'QUEUED', 0, '{}', 'callback', now(), now(),
+                0, done.callback_url, done.callback_links_base, done.traceparent, done.tracestate, done.id
+           FROM done JOIN callback_queued c ON c.job_id = done.id)`;
+
+/**
+ * The filter that keeps callback jobs out of what shows or counts as a job (and lets the
+ * statements on queued jobs use job_claim_idx, whose predicate has it).
+ */
+const NOT_CALLBACK = "kind <> 'callback'";
 
 /** `svc_callback_queued` for each row callback_queued inserted; `channel` and `sender` placeholders. */
 function callbackQueuedNotice(channel: string, sender: string): string {
@@ -137,6 +154,31 @@ interface ClaimRow {
   /** Per file: its id when it is in pieces, else NULL (bigint: a string). */
   file_chunked_ids: Array<string | null> | null;
   file_sizes: string[] | null;
+}
+
+/** A callback job as claimCallbacks takes it, with its callback's and its job's result's columns. */
+interface CallbackClaimRow {
+  id: string;
+  application_name: string;
+  submitted_at: Date;
+  attempts: number;
+  callback_of: string;
+  callback_url: string;
+  callback_links_base: string | null;
+  traceparent: string | null;
+  tracestate: string | null;
+  callback_attempts: number;
+  created_at: Date;
+  result_time: Date;
+  success: boolean;
+  type: string;
+}
+
+/** A callback attempt that failed: its HTTP status (null: no answer) and why. */
+export interface CallbackFailure {
+  delivered: false;
+  httpStatus: number | null;
+  error: string;
 }
 
 function isContent(file: JobFileInput): file is JobFileContent {
@@ -220,7 +262,7 @@ async function insertChunkedFile(
  * count reads only its own partial index (job_claim_idx on QUEUED, job_lease_idx on RUNNING).
  */
 export const QUEUE_BACKLOG_SQL =
-  "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED') + (SELECT count(*) FROM job WHERE state = 'RUNNING') AS backlog";
+  "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED' AND kind <> 'callback') + (SELECT count(*) FROM job WHERE state = 'RUNNING' AND kind <> 'callback') AS backlog";
 
 /** No application with a weight or a running cap of its own. */
 const NO_CLAIM_POLICIES: ClaimPolicies = { applications: [], weights: [], maxRunning: [] };
@@ -235,19 +277,20 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
          -- The lower bound lets the generic plan (ClaimConnection) start its descent at a
          -- dedicated slot's application instead of filtering every application before it.
          (SELECT application_name FROM job
-           WHERE state = 'QUEUED' AND application_name >= coalesce($4::varchar, '')
+           WHERE state = 'QUEUED' AND kind <> 'callback' AND application_name >= coalesce($4::varchar, '')
              AND ($4::varchar IS NULL OR application_name = $4::varchar)
            ORDER BY application_name LIMIT 1)
          UNION ALL
          SELECT (SELECT j.application_name FROM job j
-                  WHERE j.state = 'QUEUED' AND j.application_name > q.application_name
+                  WHERE j.state = 'QUEUED' AND j.kind <> 'callback' AND j.application_name > q.application_name
                     AND $4::varchar IS NULL
                   ORDER BY j.application_name LIMIT 1)
            FROM queued_apps q WHERE q.application_name IS NOT NULL),
        policy AS (
          SELECT * FROM unnest($10::varchar[], $11::float8[], $12::int[]) AS p(application_name, weight, max_running)),
        running AS (
-         SELECT application_name, count(*)::int AS n FROM job WHERE state = 'RUNNING' GROUP BY application_name),
+         SELECT application_name, count(*)::int AS n FROM job
+          WHERE state = 'RUNNING' AND kind <> 'callback' GROUP BY application_name),
        apps AS (
          SELECT q.application_name, coalesce(p.weight, 1) AS weight, coalesce(r.n, 0) AS running,
                 least($2::int + $8::int, coalesce(p.max_running - coalesce(r.n, 0), $2::int + $8::int)) AS room
@@ -273,7 +316,7 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
                        FROM unnest($6::varchar[] || $7::varchar[]) AS kind) wanted
                CROSS JOIN LATERAL (
                  SELECT j.id, wanted.pool, j.priority, j.submitted_at FROM job j
-                  WHERE j.state = 'QUEUED' AND j.application_name = a.application_name
+                  WHERE j.state = 'QUEUED' AND j.kind <> 'callback' AND j.application_name = a.application_name
                     AND j.kind = wanted.kind AND j.run_after <= now()
                   ORDER BY j.priority DESC, j.submitted_at
                   LIMIT CASE WHEN wanted.pool = 1 THEN $2 ELSE $8 END
@@ -307,6 +350,27 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
                   array_agg(f.size ORDER BY f.id) AS sizes
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority DESC, claimed.submitted_at`;
+
+/**
+ * The callback jobs' claim (QueueRepository.claimCallbacks): $1 owner, $2 free callback slots,
+ * $3 lease seconds. The due ones by job_callback_claim_idx, which holds only queued callback jobs.
+ */
+export const CALLBACK_CLAIM_SQL = `WITH due AS (
+         SELECT id FROM job WHERE state = 'QUEUED' AND kind = 'callback' AND run_after <= now()
+          ORDER BY run_after LIMIT $2
+          FOR UPDATE SKIP LOCKED),
+       claimed AS (
+         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
+                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
+          WHERE job.id IN (SELECT id FROM due)
+         RETURNING job.id, job.application_name, job.submitted_at, job.attempts, job.callback_of,
+                   job.callback_url, job.callback_links_base, job.traceparent, job.tracestate)
+       SELECT claimed.*, c.attempts AS callback_attempts, c.created_at,
+              r.result_time, r.success, r.type
+         FROM claimed
+         JOIN job_callback c ON c.job_id = claimed.callback_of
+         JOIN result r ON r.job_id = claimed.callback_of
+        ORDER BY claimed.submitted_at`;
 
 /** The claim on `client`; with a capped application, behind the capped claims' advisory lock. */
 async function runClaim(
@@ -448,7 +512,7 @@ export class QueueRepository implements OnModuleDestroy {
       leaseSeconds,
       applicationName,
       JOB_STARTED_CHANNEL,
-      kinds ?? Object.values(JobKind),
+      kinds ?? R_JOB_KINDS,
       more?.kinds ?? [],
       more?.limit ?? 0,
       this.sender,
@@ -671,13 +735,14 @@ export class QueueRepository implements OnModuleDestroy {
   ): Promise<JobStateName | null> {
     const raw: unknown = await this.dataSource.query(
       `WITH target AS (
-         SELECT id, state FROM job WHERE id = $1 AND application_name = $2 FOR UPDATE),
+         SELECT id, state FROM job WHERE id = $1 AND application_name = $2 AND ${NOT_CALLBACK} FOR UPDATE),
        done AS (
          UPDATE job SET state = 'DONE', finished_at = $4, lease_owner = NULL, lease_expires_at = NULL,
                 cancelled_at = $4, cancelled_by = $3
            FROM target WHERE job.id = target.id AND target.state <> 'DONE'
           RETURNING job.id, job.application_name, job.kind, job.submitted_at, job.started_at,
-                    job.finished_at, job.callback_url),
+                    job.finished_at, job.callback_url, job.callback_links_base, job.traceparent,
+                    job.tracestate),
        stored AS (
          INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
          SELECT done.id, done.application_name, $4, $5, $6, $7, $8, $9, $10 FROM done
@@ -738,6 +803,113 @@ export class QueueRepository implements OnModuleDestroy {
   }
 
   /**
+   * Claims up to `limit` due callback jobs for `owner` (a worker's callback slots), with what
+   * their POST is made of, in ONE statement: the oldest due first, `FOR UPDATE SKIP LOCKED` so
+   * that nodes claiming at once never take the same one, leased like any job (heartbeats extend
+   * it; the supervisor puts back the callback of a node that died). A statement of its own
+   * rather than a third pool of CLAIM_SQL: callbacks have no fair share, priority or cap, and
+   * their partial index (job_callback_claim_idx, due time) holds only them, so the R jobs' claim
+   * reads none of them.
+   */
+  async claimCallbacks(owner: string, limit: number, leaseSeconds: number): Promise<ClaimedJob[]> {
+    const raw: unknown = await this.dataSource.query(CALLBACK_CLAIM_SQL, [
+      owner,
+      limit,
+      leaseSeconds,
+    ]);
+    return rowsOf<CallbackClaimRow>(raw).map((row) => {
+      const callback: CallbackDelivery = {
+        jobId: row.callback_of,
+        url: row.callback_url,
+        attempts: row.callback_attempts,
+        createdAt: new Date(row.created_at),
+        linksBase: row.callback_links_base ?? '',
+        result: {
+          jobId: row.callback_of,
+          applicationName: row.application_name,
+          resultTime: new Date(row.result_time),
+          success: row.success,
+          type: row.type,
+        },
+      };
+      return {
+        id: row.id,
+        applicationName: row.application_name,
+        kind: JobKind.CALLBACK,
+        meta: {},
+        submittedAt: new Date(row.submitted_at),
+        attempts: row.attempts,
+        source: 'callback',
+        hasCallback: false,
+        files: [],
+        trace: row.traceparent
+          ? { traceparent: row.traceparent, tracestate: row.tracestate }
+          : null,
+        callback,
+      };
+    });
+  }
+
+  /**
+   * A callback job's attempt failed and it is tried again at `retryAt` (retryLater's step for
+   * a callback): queued again with that run_after, and the attempt recorded on its callback, in
+   * ONE statement, if `owner` still holds the lease.
+   */
+  async retryCallback(
+    jobId: string,
+    owner: string,
+    failure: { httpStatus: number | null; error: string },
+    retryAt: Date,
+  ): Promise<boolean> {
+    const raw: unknown = await this.dataSource.query(
+      `WITH retried AS (
+         UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL,
+                last_error = $3, run_after = $5
+          WHERE id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = 'callback'
+          RETURNING callback_of)
+       UPDATE job_callback SET attempts = attempts + 1, last_attempt_at = now(),
+              last_http_status = $4, last_error = $3
+        WHERE job_id IN (SELECT callback_of FROM retried) AND state = 'pending'
+        RETURNING job_id`,
+      [jobId, owner, failure.error.slice(0, 1000), failure.httpStatus, retryAt],
+    );
+    return rowsOf(raw).length > 0;
+  }
+
+  /**
+   * Ends a callback job, if `owner` still holds its lease: delivered (the receiver answered
+   * 2xx), or failed, its dead letter (no attempt is left within the retry period, or it may
+   * not be sent). ONE statement: the callback job goes and its callback records the last
+   * attempt and its end.
+   */
+  async endCallback(
+    jobId: string,
+    owner: string,
+    outcome: { delivered: true; httpStatus: number } | CallbackFailure,
+  ): Promise<boolean> {
+    const raw: unknown = await this.dataSource.query(
+      `WITH ended AS (
+         DELETE FROM job
+          WHERE id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = 'callback'
+          RETURNING callback_of)
+       UPDATE job_callback SET state = CASE WHEN $3 THEN 'delivered' ELSE 'failed' END,
+              attempts = attempts + 1, last_attempt_at = now(),
+              delivered_at = CASE WHEN $3 THEN now() END,
+              last_http_status = $4, last_error = $5
+        WHERE job_id IN (SELECT callback_of FROM ended) AND state = 'pending'
+        RETURNING job_id`,
+      [
+        jobId,
+        owner,
+        outcome.delivered,
+        outcome.httpStatus,
+        outcome.delivered ? null : outcome.error.slice(0, 1000),
+      ],
+    );
+    return rowsOf(raw).length > 0;
+  }
+
+  /**
    * Supervisor pass, run by one node at a time (advisory lock): jobs whose lease expired have
    * lost a run (counted in lost_runs). They go back to the queue, not claimable for
    * `lostRunDelaySeconds`, so the node that restarts (or any other) runs other jobs first and is
@@ -767,9 +939,20 @@ export class QueueRepository implements OnModuleDestroy {
                   run_after = now() + make_interval(secs => $4), lost_runs = lost_runs + 1,
                   last_error = $3
             WHERE state = 'RUNNING' AND lease_expires_at < now() AND attempts < $1
-              AND lost_runs + 1 < $2 AND lease_owner <> 'supervisor'
+              AND lost_runs + 1 < $2 AND lease_owner <> 'supervisor' AND ${NOT_CALLBACK}
             RETURNING id`,
           [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, lostRunDelaySeconds],
+        ),
+      ).length;
+      // A callback job whose node died mid-attempt is due again at once, the attempt not
+      // counted (as before callbacks were jobs): its lease was the attempt's claim.
+      const callbacks = rowsOf(
+        await manager.query(
+          `UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL,
+                  run_after = now(), lost_runs = lost_runs + 1, last_error = $1
+            WHERE state = 'RUNNING' AND lease_expires_at < now() AND kind = 'callback'
+            RETURNING id`,
+          [LEASE_EXPIRED_ERROR],
         ),
       ).length;
       const exhausted = rowsOf<{
@@ -784,7 +967,7 @@ export class QueueRepository implements OnModuleDestroy {
                   lost_runs = CASE WHEN lease_owner = 'supervisor' THEN lost_runs ELSE lost_runs + 1 END,
                   last_error = CASE WHEN lease_owner = 'supervisor' THEN last_error
                                     WHEN lost_runs + 1 >= $2 THEN $4 ELSE $3 END
-            WHERE state = 'RUNNING' AND lease_expires_at < now()
+            WHERE state = 'RUNNING' AND lease_expires_at < now() AND ${NOT_CALLBACK}
               AND (attempts >= $1 OR lost_runs + 1 >= $2 OR lease_owner = 'supervisor')
             RETURNING id, application_name, submitted_at, attempts, last_error`,
           [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, LOST_RUNS_ERROR],
@@ -803,7 +986,7 @@ export class QueueRepository implements OnModuleDestroy {
           ended.push(job);
         }
       }
-      return { requeued, exhausted: ended };
+      return { requeued: requeued + callbacks, exhausted: ended };
     });
   }
 
@@ -859,7 +1042,7 @@ export class QueueRepository implements OnModuleDestroy {
   async queuedJobsOf(applicationName: string, atMost: number): Promise<number> {
     const rows = await this.dataSource.query<Array<{ n: number }>>(
       `SELECT count(*)::int AS n FROM (
-         SELECT 1 FROM job WHERE state = 'QUEUED' AND application_name = $1 LIMIT $2) queued`,
+         SELECT 1 FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK} AND application_name = $1 LIMIT $2) queued`,
       [applicationName, atMost],
     );
     return rows[0]?.n ?? 0;
@@ -876,10 +1059,10 @@ export class QueueRepository implements OnModuleDestroy {
       Array<{ application_name: string; state: 'QUEUED' | 'RUNNING'; jobs: number }>
     >(
       `SELECT application_name, 'QUEUED' AS state, count(*)::int AS jobs FROM job
-        WHERE state = 'QUEUED' GROUP BY application_name
+        WHERE state = 'QUEUED' AND ${NOT_CALLBACK} GROUP BY application_name
        UNION ALL
        SELECT application_name, 'RUNNING' AS state, count(*)::int AS jobs FROM job
-        WHERE state = 'RUNNING' GROUP BY application_name`,
+        WHERE state = 'RUNNING' AND ${NOT_CALLBACK} GROUP BY application_name`,
     );
     return rows.map((row) => ({
       applicationName: row.application_name,
@@ -891,7 +1074,7 @@ export class QueueRepository implements OnModuleDestroy {
   /** Jobs waiting to run, for metrics and tests. */
   async queueDepth(): Promise<number> {
     const rows = await this.dataSource.query<Array<{ n: number }>>(
-      `SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED'`,
+      `SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK}`,
     );
     return rows[0]?.n ?? 0;
   }

@@ -17,8 +17,20 @@ export const JobKind = Object.freeze({
   SCRIPT: 'script',
   XML: 'xml',
   JSON: 'json',
+  /**
+   * The delivery of a finished job's callback (docs/api.md#job-callbacks): claimed, leased and
+   * retried like the others, but never an R job: it takes no R slot and never shows as a job.
+   */
+  CALLBACK: 'callback',
 } as const);
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
+
+/** The kinds R runs: the jobs users submit and see. */
+export const R_JOB_KINDS: readonly JobKind[] = Object.freeze([
+  JobKind.SCRIPT,
+  JobKind.XML,
+  JobKind.JSON,
+]);
 
 /** A file of a multi-file job held in memory: a plain name (no directories) and its bytes. */
 export interface JobFileContent {
@@ -71,6 +83,28 @@ export interface ClaimedJob {
   files: JobInputFile[];
   /** The trace it was submitted in (its run joins it); null when tracing was off then. */
   trace: TraceCarrier | null;
+  /** A callback job's delivery: what its POST is made of. */
+  callback?: CallbackDelivery;
+}
+
+/** A claimed callback job: the callback of the job `jobId`, and what its body is made of. */
+export interface CallbackDelivery {
+  /** The job whose callback it is. */
+  jobId: string;
+  url: string;
+  /** Attempts recorded before this one. */
+  attempts: number;
+  /** When the job ended: the retry period counts from here. */
+  createdAt: Date;
+  /** The public base URL the job was submitted under, for the links in the body. */
+  linksBase: string;
+  result: {
+    jobId: string;
+    applicationName: string;
+    resultTime: Date;
+    success: boolean;
+    type: string;
+  };
 }
 
 export interface JobInputFile {

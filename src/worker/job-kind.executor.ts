@@ -23,6 +23,9 @@ export class JobKindExecutor implements JobExecutor {
       case JobKind.XML:
       case JobKind.JSON:
         return this.functionCalls.execute(job, signal);
+      case JobKind.CALLBACK:
+        // Not R: the worker hands callback jobs to CallbackJobExecutor.
+        return Promise.reject(new Error(`job ${job.id}: a callback job is not run by R`));
     }
   }
 }

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { PackageSyncService } from '../packages/package-sync.service';
 import { PackagesModule } from '../packages/packages.module';
-import { CallbackDeliveryService } from '../callbacks/callback-delivery.service';
+import { CallbackJobExecutor } from '../callbacks/callback-job.executor';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { CatalogModule } from '../catalog/catalog.module';
 import { ScriptJobExecutor } from './script-job.executor';
@@ -32,8 +32,8 @@ import { WorkerService } from './worker.service';
     JobKindExecutor,
     { provide: JOB_EXECUTOR, useExisting: JobKindExecutor },
     WorkerService,
-    // Callbacks are delivered where jobs run: API nodes only store and show them.
-    CallbackDeliveryService,
+    // Callbacks are delivered where jobs run, as callback jobs: API nodes only store and show them.
+    CallbackJobExecutor,
     // Installs the applications' R packages on this node (after the engine, before claiming).
     PackageSyncService,
   ],

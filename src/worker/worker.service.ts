@@ -8,6 +8,7 @@ import {
   OnApplicationShutdown,
   Optional,
 } from '@nestjs/common';
+import { CallbackJobExecutor } from '../callbacks/callback-job.executor';
 import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { backOffDelay } from '../common/back-off';
 import { runWithLogContext } from '../common/log-context';
@@ -57,7 +58,9 @@ export class JobEndedElsewhere extends Error {
 /**
  * Runs jobs on this node: claims as many as it has free slots, heartbeats their leases, stores
  * their results, and retries infrastructure failures with exponential back-off. A supervisor
- * pass on every node (serialised by an advisory lock) recovers jobs of dead workers.
+ * pass on every node (serialised by an advisory lock) recovers jobs of dead workers. Callback
+ * jobs (the delivery of a finished job's callback) have slots of their own, claimed by a
+ * statement of their own, and are run by CallbackJobExecutor: they never take an R slot.
  */
 @Injectable()
 export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -67,6 +70,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private readonly pools: SlotPool[];
   /** Pools claimed for by one statement: the script and function-call slots, each application's alone. */
   private readonly claimGroups: SlotPool[][];
+  /** The callback jobs' slots; null where this node has no callback executor. */
+  private readonly callbackPool: SlotPool | null;
   private readonly running = new Map<string, RunningJob>();
   private stopping = false;
   private filling = false;
@@ -85,6 +90,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     node: NodeIdentity,
     @Optional() private readonly metrics?: MetricsService,
     @Optional() private readonly audit?: AuditService,
+    @Optional() private readonly callbacks?: CallbackJobExecutor,
   ) {
     this.owner = node.id;
     this.pools = [
@@ -113,6 +119,19 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       })),
     ];
     this.claimGroups = [this.pools.slice(0, 2), ...this.pools.slice(2).map((pool) => [pool])];
+    this.callbackPool = callbacks
+      ? {
+          name: 'callbacks',
+          applicationName: null,
+          kinds: [JobKind.CALLBACK],
+          size: callbacks.capacity,
+          running: new Set(),
+        }
+      : null;
+    if (this.callbackPool) {
+      this.pools.push(this.callbackPool);
+      this.claimGroups.push([this.callbackPool]);
+    }
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -121,6 +140,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     // A result stored for a job running here was stored by a cancel: stop R at once. The
     // heartbeat is the fallback when the notification is lost (the job is no longer RUNNING).
     this.notifier.onResultReady((jobId) => this.stopEndedElsewhere(jobId));
+    // A result stored with a callback queued its callback job.
+    this.notifier.onCallbackQueued(() => this.wake(JobKind.CALLBACK));
     await this.notifier.listen();
     this.timers.push(setInterval(() => this.wake(), this.queueConfig.pollIntervalMs));
     this.timers.push(
@@ -188,22 +209,29 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           const [first, second] = open;
           const free = (pool: SlotPool): number => pool.size - pool.running.size;
           const claimedAt = Date.now();
-          const jobs = await this.queue.claim(
-            this.owner,
-            free(first),
-            this.queueConfig.leaseSeconds,
-            first.applicationName,
-            first.kinds,
-            second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
-            claimPoliciesOf(this.applications),
-          );
+          const jobs =
+            first === this.callbackPool
+              ? await this.queue.claimCallbacks(
+                  this.owner,
+                  free(first),
+                  this.queueConfig.leaseSeconds,
+                )
+              : await this.queue.claim(
+                  this.owner,
+                  free(first),
+                  this.queueConfig.leaseSeconds,
+                  first.applicationName,
+                  first.kinds,
+                  second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
+                  claimPoliciesOf(this.applications),
+                );
           const claimed = new Map<SlotPool, number>();
           for (const job of jobs) {
             const pool = open.find((p) => p.kinds === null || p.kinds.includes(job.kind)) ?? first;
             claimed.set(pool, (claimed.get(pool) ?? 0) + 1);
             this.start(job, pool, claimedAt);
           }
-          if (jobs.length > 0) {
+          if (jobs.length > 0 && first !== this.callbackPool) {
             this.notifier.jobsStarted(jobs.map((job) => job.id));
           }
           // A pool that got all it asked for may find more.
@@ -225,6 +253,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private start(job: ClaimedJob, pool: SlotPool, claimedAt: number): void {
+    if (job.kind === JobKind.CALLBACK) {
+      this.startCallback(job, pool);
+      return;
+    }
     pool.running.add(job.id);
     this.metrics?.jobStarted(job.applicationName, (claimedAt - job.submittedAt.getTime()) / 1000);
     const abort = new AbortController();
@@ -236,6 +268,34 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.running.delete(job.id);
       this.wake();
     });
+    this.running.set(job.id, { job, abort, done, storing: false });
+  }
+
+  /**
+   * A callback job's attempt, by CallbackJobExecutor (which records its outcome and makes its
+   * span); a retry it schedules wakes the callback slots then (polling is the fallback).
+   */
+  private startCallback(job: ClaimedJob, pool: SlotPool): void {
+    pool.running.add(job.id);
+    const abort = new AbortController();
+    const jobId = job.callback?.jobId ?? job.id;
+    const done = runWithLogContext({ jobId }, async () => {
+      const retryAt = await this.callbacks!.deliver(job, this.owner, abort.signal);
+      if (retryAt !== null) {
+        setTimeout(
+          () => this.wake(JobKind.CALLBACK),
+          Math.max(0, retryAt.getTime() - Date.now()) + 5,
+        ).unref();
+      }
+    })
+      .catch((error: unknown) =>
+        this.logger.warn(`job ${jobId}: callback attempt failed: ${(error as Error).message}`),
+      )
+      .finally(() => {
+        pool.running.delete(job.id);
+        this.running.delete(job.id);
+        this.wake(JobKind.CALLBACK);
+      });
     this.running.set(job.id, { job, abort, done, storing: false });
   }
 

@@ -1,8 +1,11 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, ServerResponse } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { startService, RunningService } from '../../src/bootstrap';
 import { loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
+import { QueueRepository } from '../../src/queue/queue.repository';
 import { fileField, postForm, textField } from '../support/form-client';
 import { Answer, parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
 import { ServiceProcess, spawnService } from '../support/service-process';
@@ -382,6 +385,138 @@ describe('job callbacks that keep failing', () => {
     expect(status.deliveryTime).toBeUndefined();
     expect(status.attempts).toBeGreaterThanOrEqual(2);
     expect(receiver.deliveriesFor(token.jobId)).toHaveLength(status.attempts);
+    // Its callback job, the queue's, went with it: nothing is left to retry.
+    expect(await callbackJobsOf(service, token.jobId)).toEqual([]);
+  });
+});
+
+/** The callback jobs (kind `callback` in the queue) of job `jobId`. */
+async function callbackJobsOf(
+  service: TestService,
+  jobId: string,
+): Promise<Array<{ id: string; state: string; due_later: boolean; last_error: string | null }>> {
+  return service.app.get(DataSource).query(
+    `SELECT id, state, run_after > now() AS due_later, last_error FROM job
+        WHERE callback_of = $1 AND kind = 'callback'`,
+    [jobId],
+  );
+}
+
+/** A receiver that answers 200 only when told to: a callback held in flight meanwhile. */
+class HoldingReceiver {
+  readonly received: string[] = [];
+  private readonly held: ServerResponse[] = [];
+  private readonly server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      this.received.push(String(req.headers['x-svc-job-id']));
+      this.held.push(res);
+    });
+  });
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/held`;
+  }
+
+  release(): void {
+    for (const res of this.held.splice(0)) {
+      res.statusCode = 200;
+      res.end();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.release();
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+describe('callback jobs on the queue', () => {
+  let service: TestService;
+  let receiver: Receiver;
+  let holding: HoldingReceiver;
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    holding = await new HoldingReceiver().start();
+    // One R slot; a failed attempt is tried again 10 to 20 s later; an attempt may take a minute.
+    service = await startTestService({
+      ...CALLBACK_ENV,
+      SCRIPT_SLOTS: '1',
+      CALLBACK_FIRST_RETRY_MS: '20000',
+      CALLBACK_MAX_RETRY_DELAY_SECONDS: '60',
+      CALLBACK_TIMEOUT_SECONDS: '60',
+    });
+  });
+  afterAll(async () => {
+    await service.stop();
+    await holding.stop();
+    await receiver.stop();
+  });
+
+  it('a failed attempt puts the callback job back in the queue, due later; it never shows as a job', async () => {
+    receiver.statuses = [500];
+    const token = await submitted(service.url, receiver.url('/retried'));
+    const failing = await waitFor(
+      async () => {
+        const callback = await callbackOf(service.url, token.jobId);
+        return callback && callback.attempts >= 1 ? callback : undefined;
+      },
+      60000,
+      'the first attempt',
+    );
+    expect(failing).toMatchObject({ state: 'pending', attempts: 1, lastHttpStatus: 500 });
+    const [callbackJob] = await callbackJobsOf(service, token.jobId);
+    expect(callbackJob).toMatchObject({ state: 'QUEUED', due_later: true, last_error: 'HTTP 500' });
+
+    // Not a job to users: no status, log or cancel of its id...
+    const jobUri = `${service.url}${REST}/jobs/demo/${callbackJob.id}`;
+    expect((await request(jobUri, { headers: JSON_ACCEPT })).status).toBe(404);
+    expect((await request(`${jobUri}/log`, { headers: JSON_ACCEPT })).status).toBe(404);
+    expect((await request(jobUri, { method: 'DELETE', headers: JSON_ACCEPT })).status).toBe(404);
+    // ...and not in the counts: backlog (KEDA's and the metric's), queue depth, per application
+    // (statistics, metrics), the application's queued jobs (maxQueuedJobs).
+    const queue = service.app.get(QueueRepository);
+    expect(await queue.queueBacklog()).toBe(0);
+    expect(await queue.queueDepth()).toBe(0);
+    expect(await queue.jobsPerApplication()).toEqual([]);
+    expect(await queue.queuedJobsOf('demo', 100)).toBe(0);
+    expect(await callbackJobsOf(service, token.jobId)).toHaveLength(1);
+    // Deleting the result deletes the job, its callback and its callback job.
+    expect((await request(token.resultUri, { method: 'DELETE' })).status).toBe(204);
+    expect(await callbackJobsOf(service, token.jobId)).toEqual([]);
+    const rows = await service.app
+      .get(DataSource)
+      .query('SELECT job_id FROM job_callback WHERE job_id = $1', [token.jobId]);
+    expect(rows).toEqual([]);
+  });
+
+  it('a callback in flight takes no R slot: with one slot, a job runs while its receiver has not answered', async () => {
+    const held = await submitted(service.url, holding.url());
+    await waitFor(
+      () => Promise.resolve(holding.received.includes(held.jobId) || undefined),
+      60000,
+      'the held callback',
+    );
+    const answer = await postZip(service.url, await makeZip([{ name: 'job.R', content: QUICK }]), {
+      ...JSON_ACCEPT,
+    });
+    const token = (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
+    expect((await waitForResult(token.resultUri, {}, 60000)).status).toBe(200);
+    // The callback was in flight all along, leased like a running job.
+    expect((await callbackJobsOf(service, held.jobId)).map((job) => job.state)).toEqual([
+      'RUNNING',
+    ]);
+    expect((await callbackOf(service.url, held.jobId))?.state).toBe('pending');
+    holding.release();
+    await waitForCallbackState(service.url, held.jobId, 'delivered');
+    expect(await callbackJobsOf(service, held.jobId)).toEqual([]);
   });
 });
 

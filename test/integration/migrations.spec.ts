@@ -50,6 +50,78 @@ describe('migrations', () => {
     await dataSource.runMigrations({ transaction: 'each' });
     expect(await schemaDiff(dataSource)).toEqual({ up: [], down: [] });
   });
+
+  it('CallbackJobs gives each pending callback its callback job, due when it was, and takes it back', async () => {
+    const migrationsFrom = (name: string): number =>
+      dataSource.migrations.length - dataSource.migrations.findIndex((m) => m.name === name);
+    const undo = async (count: number): Promise<void> => {
+      for (let i = 0; i < count; i++) {
+        await dataSource.undoLastMigration({ transaction: 'each' });
+      }
+    };
+    const steps = migrationsFrom('CallbackJobs1795760000000');
+    await undo(steps);
+    const pending = '6a1f0c52-7d3e-4b8a-9c21-0e5f4d3b2a10';
+    const delivered = '6a1f0c52-7d3e-4b8a-9c21-0e5f4d3b2a11';
+    const due = new Date('2030-01-01T00:00:00.000Z');
+    for (const id of [pending, delivered]) {
+      await dataSource.query(
+        `INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at,
+                          run_after, attempts, finished_at, callback_url, callback_links_base)
+         VALUES ($1, 'demo', 'script', 'DONE', 0, '{}', 'rest', now(), now(), 1, now(),
+                 'https://hooks.example.com/done', 'https://svc.example.com')`,
+        [id],
+      );
+      await dataSource.query(
+        `INSERT INTO result (job_id, application_name, result_time, success, type, content_type, data, size, sha256)
+         VALUES ($1, 'demo', now(), true, 'zip', 'application/zip', ''::bytea, 0, '')`,
+        [id],
+      );
+    }
+    await dataSource.query(
+      `INSERT INTO job_callback (job_id, url, state, attempts, created_at, next_attempt_at)
+       VALUES ($1, 'https://hooks.example.com/done', 'pending', 2, now(), $3),
+              ($2, 'https://hooks.example.com/done', 'delivered', 1, now(), now())`,
+      [pending, delivered, due],
+    );
+
+    await dataSource.runMigrations({ transaction: 'each' });
+    const callbackJobs = await dataSource.query<Array<Record<string, unknown>>>(
+      `SELECT application_name, kind, state, run_after, callback_of, callback_url, callback_links_base
+         FROM job WHERE kind = 'callback'`,
+    );
+    expect(callbackJobs).toEqual([
+      {
+        application_name: 'demo',
+        kind: 'callback',
+        state: 'QUEUED',
+        run_after: due,
+        callback_of: pending,
+        callback_url: 'https://hooks.example.com/done',
+        callback_links_base: 'https://svc.example.com',
+      },
+    ]);
+    // What job status shows stays: the attempts made before.
+    expect(
+      await dataSource.query(`SELECT job_id, state, attempts FROM job_callback ORDER BY job_id`),
+    ).toEqual([
+      { job_id: pending, state: 'pending', attempts: 2 },
+      { job_id: delivered, state: 'delivered', attempts: 1 },
+    ]);
+
+    await undo(steps);
+    expect(
+      await dataSource.query(
+        `SELECT job_id, state, next_attempt_at FROM job_callback WHERE state = 'pending'`,
+      ),
+    ).toEqual([{ job_id: pending, state: 'pending', next_attempt_at: due }]);
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM job`)).toEqual([{ n: 2 }]);
+
+    await dataSource.runMigrations({ transaction: 'each' });
+    await dataSource.query('DELETE FROM job WHERE id = ANY($1::uuid[])', [[pending, delivered]]);
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM job`)).toEqual([{ n: 0 }]);
+    expect(await schemaDiff(dataSource)).toEqual({ up: [], down: [] });
+  });
 });
 
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;

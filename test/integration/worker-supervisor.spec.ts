@@ -2,6 +2,7 @@ import { Test, TestingModule } from '@nestjs/testing';
 import { configProviders } from '../../src/config/config.module';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository } from '../../src/queue/queue.repository';
+import { resultData } from '../../src/job-core/job-result';
 import { JOB_EXECUTOR, type JobExecutor } from '../../src/queue/queue.types';
 import { NodeIdentity } from '../../src/storage/node-identity';
 import { WorkerService } from '../../src/worker/worker.service';
@@ -163,5 +164,53 @@ describe('WorkerService supervisor pass', () => {
         'it may crash or freeze the service\n',
     );
     expect(reported).toEqual([id]);
+  });
+
+  it('puts back a callback job whose node died mid-attempt, due at once, with no dead letter', async () => {
+    const { id } = await queueAndClaim(queue, {
+      applicationName: 'demo',
+      kind: 'script',
+      files: [],
+    });
+    await db.dataSource.query(
+      `UPDATE job SET callback_url = 'https://hooks.example.com/a' WHERE id = $1`,
+      [id],
+    );
+    expect(
+      await queue.complete(
+        id,
+        'executor-test',
+        resultData(true, 'txt', 'text/plain', Buffer.from('ok')),
+      ),
+    ).toBe(true);
+    const [callbackJob] = await queue.claimCallbacks('dead-node', 16, 60);
+    expect(callbackJob.callback?.jobId).toBe(id);
+    // Its node stopped answering during an attempt, with more attempts behind it than
+    // MAX_ATTEMPTS (3) allows an R job: the lease ran out.
+    await db.dataSource.query(
+      `UPDATE job SET attempts = 10, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [callbackJob.id],
+    );
+
+    const reported = await runSupervisorPass();
+
+    const [job] = await db.dataSource.query<
+      Array<{ state: string; lease_owner: string | null; due: boolean }>
+    >('SELECT state, lease_owner, run_after <= now() AS due FROM job WHERE id = $1', [
+      callbackJob.id,
+    ]);
+    expect(job).toEqual({ state: 'QUEUED', lease_owner: null, due: true });
+    expect(
+      await db.dataSource.query('SELECT job_id FROM result WHERE job_id = $1', [callbackJob.id]),
+    ).toEqual([]);
+    // The attempt it lost is not counted on the callback.
+    expect(
+      await db.dataSource.query('SELECT state, attempts FROM job_callback WHERE job_id = $1', [id]),
+    ).toEqual([{ state: 'pending', attempts: 0 }]);
+    expect(reported).toEqual([]);
+    await db.dataSource.query('DELETE FROM job WHERE id = $1', [id]);
+    expect(await db.dataSource.query('SELECT id FROM job WHERE id = $1', [callbackJob.id])).toEqual(
+      [],
+    );
   });
 });

@@ -1,26 +1,39 @@
-import { createServer, Server } from 'node:http';
+import { createServer, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Test } from '@nestjs/testing';
 import { loadConfig } from '../config/app-config';
 import { configProviders } from '../config/config.module';
 import { QueueNotifier } from '../queue/queue-notifier.service';
+import { QueueRepository } from '../queue/queue.repository';
+import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind } from '../queue/queue.types';
+import { NodeIdentity } from '../storage/node-identity';
+import { WorkerService } from '../worker/worker.service';
 import { inProcessEvents } from '../../test/support/in-process-events';
-import { callbackSignature, CallbackDeliveryService } from './callback-delivery.service';
+import { callbackSignature, CallbackJobExecutor } from './callback-job.executor';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
-import { CallbackRepository, DueCallback } from './callback.repository';
 import { CallbackState } from './job-callback.entity';
 
 const SECRET = 'a-secret-of-sixteen-or-more';
 const JOB_ID = '0b5e2c1e-8d0c-4a57-9f3e-2f4c3a1b9d77';
+const CALLBACK_JOB_ID = '5f0c8a2d-3b1e-4c6f-8a9d-7e2b1c0d4f55';
 
-/** In-memory stand-in for the callback SQL: one row, and the fake-clock time of every claim. */
+/** The R executor: no R job is queued, so it is never called. */
+const noR: JobExecutor = {
+  execute: () => Promise.reject(new Error('no R job runs in these tests')),
+};
+
+/**
+ * In-memory stand-in for the queue's callback statements: one callback job, and the fake-clock
+ * time of every claim. The worker's R slots find nothing.
+ */
 class CallbackRows {
   state: CallbackState = CallbackState.PENDING;
   attempts = 0;
   nextAttemptAt: number;
   readonly claimedAt: number[] = [];
   lastHttpStatus: number | null = null;
+  private leased = false;
 
   constructor(
     private readonly url: string,
@@ -29,56 +42,95 @@ class CallbackRows {
     this.nextAttemptAt = endedAt.getTime();
   }
 
-  claimDue(_limit: number, leaseSeconds: number): Promise<DueCallback[]> {
-    if (this.state !== CallbackState.PENDING || this.nextAttemptAt > Date.now()) {
+  claim(): Promise<ClaimedJob[]> {
+    return Promise.resolve([]);
+  }
+
+  claimCallbacks(_owner: string, _limit: number, leaseSeconds: number): Promise<ClaimedJob[]> {
+    if (this.state !== CallbackState.PENDING || this.leased || this.nextAttemptAt > Date.now()) {
       return Promise.resolve([]);
     }
     this.claimedAt.push(Date.now());
+    this.leased = true;
     this.nextAttemptAt = Date.now() + leaseSeconds * 1000;
     return Promise.resolve([
       {
-        jobId: JOB_ID,
-        url: this.url,
-        attempts: this.attempts,
-        createdAt: this.endedAt,
-        linksBase: 'http://svc.example.com',
+        id: CALLBACK_JOB_ID,
+        applicationName: 'demo',
+        kind: JobKind.CALLBACK,
+        meta: {},
+        submittedAt: this.endedAt,
+        attempts: this.claimedAt.length,
+        source: 'callback',
+        hasCallback: false,
+        files: [],
         trace: null,
-        result: {
+        callback: {
           jobId: JOB_ID,
-          applicationName: 'demo',
-          resultTime: this.endedAt,
-          success: true,
-          type: 'zip',
+          url: this.url,
+          attempts: this.attempts,
+          createdAt: this.endedAt,
+          linksBase: 'http://svc.example.com',
+          result: {
+            jobId: JOB_ID,
+            applicationName: 'demo',
+            resultTime: this.endedAt,
+            success: true,
+            type: 'zip',
+          },
         },
       },
     ]);
   }
 
-  markDelivered(_jobId: string, httpStatus: number): Promise<void> {
-    this.state = CallbackState.DELIVERED;
+  endCallback(
+    _jobId: string,
+    _owner: string,
+    outcome: { delivered: boolean; httpStatus: number | null },
+  ): Promise<boolean> {
+    this.leased = false;
+    this.state = outcome.delivered ? CallbackState.DELIVERED : CallbackState.FAILED;
     this.attempts++;
-    this.lastHttpStatus = httpStatus;
-    return Promise.resolve();
+    this.lastHttpStatus = outcome.httpStatus;
+    return Promise.resolve(true);
   }
 
-  recordFailure(
+  retryCallback(
     _jobId: string,
+    _owner: string,
     failure: { httpStatus: number | null },
-    retryAt: Date | null,
-  ): Promise<void> {
+    retryAt: Date,
+  ): Promise<boolean> {
+    this.leased = false;
     this.attempts++;
     this.lastHttpStatus = failure.httpStatus;
-    if (retryAt === null) {
-      this.state = CallbackState.FAILED;
-    } else {
-      this.nextAttemptAt = retryAt.getTime();
-    }
-    return Promise.resolve();
+    this.nextAttemptAt = retryAt.getTime();
+    return Promise.resolve(true);
   }
 
-  release(): Promise<void> {
+  released = 0;
+
+  release(): Promise<number> {
+    this.released++;
+    this.leased = false;
     this.nextAttemptAt = Date.now();
-    return Promise.resolve();
+    return Promise.resolve(1);
+  }
+
+  heartbeat(_owner: string, ids: string[]): Promise<string[]> {
+    return Promise.resolve(ids);
+  }
+
+  recoverExpiredLeases(): Promise<{ requeued: number; exhausted: [] }> {
+    return Promise.resolve({ requeued: 0, exhausted: [] });
+  }
+
+  deleteExpiredResults(): Promise<number> {
+    return Promise.resolve(0);
+  }
+
+  deleteExpiredUsage(): Promise<number> {
+    return Promise.resolve(0);
   }
 }
 
@@ -93,9 +145,10 @@ async function until(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
-describe('CallbackDeliveryService back-off', () => {
+describe('callback jobs: CallbackJobExecutor in the worker, back-off', () => {
   let receiver: Server;
   let statuses: number[];
+  const held: ServerResponse[] = [];
   let bodies: Array<{ signature: string; body: Buffer }>;
   let url: string;
 
@@ -108,7 +161,13 @@ describe('CallbackDeliveryService back-off', () => {
           signature: String(req.headers['x-svc-signature']),
           body: Buffer.concat(chunks),
         });
-        res.statusCode = statuses.shift() ?? 200;
+        const status = statuses.shift() ?? 200;
+        // 0: no answer until the test ends it.
+        if (status === 0) {
+          held.push(res);
+          return;
+        }
+        res.statusCode = status;
         res.end();
       });
     });
@@ -133,12 +192,13 @@ describe('CallbackDeliveryService back-off', () => {
     jest.restoreAllMocks();
   });
 
+  /** The worker as Nest builds it, with the real callback executor, on `rows`. */
   async function serviceFor(rows: CallbackRows, env: Record<string, string>) {
     const module = await Test.createTestingModule({
       providers: [
         ...configProviders(
           loadConfig({
-            // No polling during the test: only the service's own retry timers wake it.
+            // No polling during the test: only the worker's own retry timers wake it.
             POLL_INTERVAL_MS: '3600000',
             APPLICATION_SETTINGS: JSON.stringify({
               demo: { callbackHosts: ['127.0.0.1'], callbackSecret: SECRET },
@@ -146,18 +206,21 @@ describe('CallbackDeliveryService back-off', () => {
             ...env,
           }),
         ),
-        { provide: CallbackRepository, useValue: rows },
+        { provide: QueueRepository, useValue: rows },
         // The real notifier: on the embedded database it only reports within the process.
         {
           provide: QueueNotifier,
           useValue: new QueueNotifier(inProcessEvents()),
         },
+        { provide: JOB_EXECUTOR, useValue: noR },
+        NodeIdentity,
         CallbackRetryPolicy,
         CallbackUrlPolicy,
-        CallbackDeliveryService,
+        CallbackJobExecutor,
+        WorkerService,
       ],
     }).compile();
-    return module.get(CallbackDeliveryService);
+    return module.get(WorkerService);
   }
 
   // The jitter's draw at its bounds: all of the doubled delay, then half of it.
@@ -172,7 +235,7 @@ describe('CallbackDeliveryService back-off', () => {
       const endedAt = new Date();
       const rows = new CallbackRows(url, endedAt);
       const service = await serviceFor(rows, { CALLBACK_FIRST_RETRY_MS: '1000' });
-      service.onApplicationBootstrap();
+      await service.onApplicationBootstrap();
       await until(() => rows.attempts === 1, 'the first attempt');
 
       // The clock stands still while a request travels, so each failure is recorded at the time
@@ -202,6 +265,25 @@ describe('CallbackDeliveryService back-off', () => {
     },
   );
 
+  it('a shutdown cuts a running attempt short and hands the callback job back, the attempt not counted', async () => {
+    statuses = [0];
+    const rows = new CallbackRows(url, new Date());
+    const service = await serviceFor(rows, { SHUTDOWN_GRACE_SECONDS: '1' });
+    await service.onApplicationBootstrap();
+    await until(() => bodies.length === 1, 'the attempt to reach the receiver');
+    const stopped = service.onApplicationShutdown();
+    // The grace period passes with the receiver still silent.
+    await jest.advanceTimersByTimeAsync(1000);
+    await stopped;
+    expect(rows.released).toBe(1);
+    expect(rows.attempts).toBe(0);
+    expect(rows.state).toBe(CallbackState.PENDING);
+    expect(rows.claimedAt).toHaveLength(1);
+    for (const res of held.splice(0)) {
+      res.end();
+    }
+  });
+
   it('gives up once the next attempt would fall past CALLBACK_RETRY_SECONDS', async () => {
     // The longest draw: the whole doubled delay.
     jest.spyOn(Math, 'random').mockReturnValue(1);
@@ -211,7 +293,7 @@ describe('CallbackDeliveryService back-off', () => {
       CALLBACK_FIRST_RETRY_MS: '1000',
       CALLBACK_RETRY_SECONDS: '3',
     });
-    service.onApplicationBootstrap();
+    await service.onApplicationBootstrap();
     await until(() => rows.attempts === 1, 'the first attempt');
     await jest.advanceTimersByTimeAsync(1005);
     await until(() => rows.attempts === 2, 'the second attempt');

@@ -1,24 +1,22 @@
 import { createHmac } from 'node:crypto';
-import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { APPLICATION_HEADER } from '../common/application-name';
 import { RestLinks } from '../common/public-uri';
 import { renderRepresentation } from '../common/representation/rest-representation';
-import { ApplicationsConfig, CallbackConfig, QueueConfig } from '../config/config-slices';
+import { ApplicationsConfig, CallbackConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
-import { QueueNotifier } from '../queue/queue-notifier.service';
+import { CallbackFailure, QueueRepository } from '../queue/queue.repository';
+import { CallbackDelivery, ClaimedJob } from '../queue/queue.types';
 import { ResultRepresentation, resultView } from '../results/result-view';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
-import { CallbackRepository, DueCallback } from './callback.repository';
 import { activeTraceCarrier, inSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 
 export const SIGNATURE_HEADER = 'X-SVC-Signature';
 export const JOB_ID_HEADER = 'X-SVC-Job-Id';
 
-/** Attempts one node runs at once; more due callbacks wait for the next round. */
-const MAX_IN_FLIGHT = 16;
-/** How far past its time limit an attempt's claim lasts before another node may take it. */
-const LEASE_MARGIN_SECONDS = 5;
+/** Attempts one node runs at once (its callback slots); more due callbacks wait in the queue. */
+export const CALLBACK_SLOTS = 16;
 
 /** `sha256=<hex HMAC-SHA256 of body with secret>`: the X-SVC-Signature value. */
 export function callbackSignature(secret: string, body: Buffer): string {
@@ -47,104 +45,60 @@ function traceHeaders(): Record<string, string> {
     : { traceparent: carrier.traceparent };
 }
 
-class ShutdownAbort extends Error {
-  constructor() {
-    super('the node is shutting down');
-    this.name = 'ShutdownAbort';
-  }
-}
-
 /**
- * Delivers job callbacks from worker nodes (docs/api.md#job-callbacks): POSTs the job's result
- * representation, signed with the application's callback secret, to the URL the job named; a
- * 2xx answer delivers it, anything else is retried (CallbackRetryPolicy) until the retry period
- * ends. Woken by result-ready notifications, by its own retry timers and by polling, so
- * callbacks left pending by a stopped node are delivered when any worker runs again.
+ * Runs callback jobs (kind `callback`) on worker nodes (docs/api.md#job-callbacks): POSTs the
+ * job's result representation, signed with the application's callback secret, to the URL the
+ * job named; a 2xx answer delivers it, anything else is tried again (CallbackRetryPolicy) until
+ * the retry period ends, then the callback fails. The worker claims, leases and releases callback
+ * jobs like any other (WorkerService, in slots of their own); this records each attempt's
+ * outcome with the queue, if the worker still holds the lease.
  */
 @Injectable()
-export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplicationShutdown {
-  private readonly logger = new Logger(CallbackDeliveryService.name);
-  private readonly inFlight = new Map<string, Promise<void>>();
-  private readonly shutdown = new AbortController();
-  private stopping = false;
-  private claiming = false;
-  private claimAgain = false;
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private unsubscribe: (() => void) | null = null;
+export class CallbackJobExecutor {
+  private readonly logger = new Logger(CallbackJobExecutor.name);
 
   constructor(
     private readonly config: CallbackConfig,
-    private readonly queueConfig: QueueConfig,
     private readonly applications: ApplicationsConfig,
-    private readonly callbacks: CallbackRepository,
+    private readonly queue: QueueRepository,
     private readonly retryPolicy: CallbackRetryPolicy,
     private readonly urlPolicy: CallbackUrlPolicy,
-    private readonly notifier: QueueNotifier,
   ) {}
 
-  onApplicationBootstrap(): void {
-    // A result stored with a callback queues it; the poll below finds those whose notice was lost.
-    this.unsubscribe = this.notifier.onCallbackQueued(() => this.wake());
-    const poll = setInterval(() => this.wake(), this.queueConfig.pollIntervalMs);
-    poll.unref();
-    this.timers.add(poll);
-    this.wake();
+  /** Callback jobs one node delivers at once. */
+  get capacity(): number {
+    return CALLBACK_SLOTS;
   }
 
-  /** Asks for a round of claims now; rounds never overlap, a request during one adds another. */
-  wake(): void {
-    if (this.stopping) {
-      return;
+  /**
+   * One attempt of the callback job `job` leased by `owner`; `signal` aborts it (the node stops,
+   * or lost the lease), and then nothing is recorded: the worker hands the job back uncounted.
+   * Returns when it is to be tried again, or null when it ended (or was not recorded).
+   */
+  deliver(job: ClaimedJob, owner: string, signal: AbortSignal): Promise<Date | null> {
+    const callback = job.callback;
+    if (!callback) {
+      throw new Error(`job ${job.id} is not a callback job`);
     }
-    if (this.claiming) {
-      this.claimAgain = true;
-      return;
-    }
-    void this.claimRounds();
-  }
-
-  private async claimRounds(): Promise<void> {
-    this.claiming = true;
-    try {
-      do {
-        this.claimAgain = false;
-        const free = MAX_IN_FLIGHT - this.inFlight.size;
-        if (free <= 0 || this.stopping) {
-          break;
-        }
-        const due = await this.callbacks.claimDue(
-          free,
-          this.config.callbackTimeoutSeconds + LEASE_MARGIN_SECONDS,
-        );
-        for (const callback of due) {
-          const attempt = (
-            tracingEnabled() ? this.tracedAttempt(callback) : this.attempt(callback)
-          ).finally(() => {
-            this.inFlight.delete(callback.jobId);
-            this.wake();
-          });
-          this.inFlight.set(callback.jobId, attempt);
-        }
-        if (due.length === free) {
-          this.claimAgain = true;
-        }
-      } while (this.claimAgain && !this.stopping);
-    } catch (error) {
-      this.logger.warn(`claiming callbacks failed: ${(error as Error).message}`);
-    } finally {
-      this.claiming = false;
-    }
+    return tracingEnabled()
+      ? this.tracedAttempt(job, callback, owner, signal)
+      : this.attempt(job.id, callback, owner, signal);
   }
 
   /**
    * An attempt as a span of the job's trace; the POST carries the span's traceparent, so the
    * receiver's own spans join the trace too.
    */
-  private tracedAttempt(callback: DueCallback): Promise<void> {
+  private tracedAttempt(
+    job: ClaimedJob,
+    callback: CallbackDelivery,
+    owner: string,
+    signal: AbortSignal,
+  ): Promise<Date | null> {
     return inSpan(
       'svc.callback.deliver',
       {
-        parent: callback.trace,
+        parent: job.trace,
         kind: 'client',
         attributes: {
           'svc.job.id': callback.jobId,
@@ -154,23 +108,29 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
           'server.address': new URL(callback.url).hostname,
         },
       },
-      (span) => this.attempt(callback, span),
+      (span) => this.attempt(job.id, callback, owner, signal, span),
     );
   }
 
-  private async attempt(callback: DueCallback, span?: SpanNotes): Promise<void> {
+  private async attempt(
+    callbackJobId: string,
+    callback: CallbackDelivery,
+    owner: string,
+    signal: AbortSignal,
+    span?: SpanNotes,
+  ): Promise<Date | null> {
     const { jobId } = callback;
     const applicationName = callback.result.applicationName;
     try {
       const secret = applicationSettingsOf(this.applications, applicationName).callbackSecret;
       if (secret === null) {
         // The secret was removed after the job was submitted: an unsigned POST is never sent.
-        await this.callbacks.recordFailure(
-          jobId,
-          { httpStatus: null, error: `application ${applicationName} has no callback secret` },
-          null,
-        );
-        return;
+        await this.queue.endCallback(callbackJobId, owner, {
+          delivered: false,
+          httpStatus: null,
+          error: `application ${applicationName} has no callback secret`,
+        });
+        return null;
       }
       const body = Buffer.from(
         renderRepresentation(
@@ -181,13 +141,18 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
       );
       const outcome =
         (await this.stillAllowed(applicationName, callback.url)) ??
-        (await this.post(callback.url, body, {
-          'Content-Type': 'application/json; charset=utf-8',
-          [SIGNATURE_HEADER]: callbackSignature(secret, body),
-          [JOB_ID_HEADER]: jobId,
-          [APPLICATION_HEADER]: applicationName,
-          ...traceHeaders(),
-        }));
+        (await this.post(
+          callback.url,
+          body,
+          {
+            'Content-Type': 'application/json; charset=utf-8',
+            [SIGNATURE_HEADER]: callbackSignature(secret, body),
+            [JOB_ID_HEADER]: jobId,
+            [APPLICATION_HEADER]: applicationName,
+            ...traceHeaders(),
+          },
+          signal,
+        ));
       if (outcome.httpStatus !== null) {
         span?.set({ 'http.response.status_code': outcome.httpStatus });
       }
@@ -195,30 +160,39 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
         span?.fail(outcome.httpStatus === null ? 'not delivered' : `HTTP ${outcome.httpStatus}`);
       }
       if (outcome.ok) {
-        await this.callbacks.markDelivered(jobId, outcome.httpStatus);
+        await this.queue.endCallback(callbackJobId, owner, {
+          delivered: true,
+          httpStatus: outcome.httpStatus,
+        });
         this.logger.log(`job ${jobId}: callback delivered (HTTP ${outcome.httpStatus})`);
-        return;
+        return null;
       }
+      const failure: CallbackFailure = {
+        delivered: false,
+        httpStatus: outcome.httpStatus,
+        error: outcome.error,
+      };
       const attempts = callback.attempts + 1;
       const retryAt = this.retryPolicy.nextAttemptAt(callback.createdAt, attempts, new Date());
-      await this.callbacks.recordFailure(jobId, outcome, retryAt);
       if (retryAt === null) {
+        await this.queue.endCallback(callbackJobId, owner, failure);
         this.logger.warn(
           `job ${jobId}: callback failed after ${attempts} attempt(s), giving up: ${outcome.error}`,
         );
-      } else {
-        this.logger.log(
-          `job ${jobId}: callback attempt ${attempts} failed (${outcome.error}); next at ${retryAt.toISOString()}`,
-        );
-        this.wakeAt(retryAt);
+        return null;
       }
+      await this.queue.retryCallback(callbackJobId, owner, failure, retryAt);
+      this.logger.log(
+        `job ${jobId}: callback attempt ${attempts} failed (${outcome.error}); next at ${retryAt.toISOString()}`,
+      );
+      return retryAt;
     } catch (error) {
-      if (error instanceof ShutdownAbort) {
-        await this.callbacks.release(jobId).catch(() => undefined);
-        return;
+      if (error instanceof AttemptAborted) {
+        return null;
       }
-      // The database failed: the claim's lease ends and the callback is taken again.
+      // The database failed: the lease ends and the callback job is taken again.
       this.logger.warn(`job ${jobId}: callback attempt not recorded: ${(error as Error).message}`);
+      return null;
     }
   }
 
@@ -238,11 +212,12 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
     }
   }
 
-  /** One POST; throws ShutdownAbort when this node's shutdown cut it short. */
+  /** One POST; throws AttemptAborted when `signal` (the node stops, the lease was lost) cut it short. */
   private async post(
     url: string,
     body: Buffer,
     headers: Record<string, string>,
+    signal: AbortSignal,
   ): Promise<
     { ok: true; httpStatus: number } | { ok: false; httpStatus: number | null; error: string }
   > {
@@ -254,7 +229,7 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
         body,
         // A redirect is an answer, not a new destination: the allow-list checked this URL only.
         redirect: 'manual',
-        signal: AbortSignal.any([this.shutdown.signal, AbortSignal.timeout(timeoutSeconds * 1000)]),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutSeconds * 1000)]),
       });
       // The answer's body is not used; reading it lets the connection be reused.
       await response.arrayBuffer().catch(() => undefined);
@@ -262,34 +237,17 @@ export class CallbackDeliveryService implements OnApplicationBootstrap, OnApplic
         ? { ok: true, httpStatus: response.status }
         : { ok: false, httpStatus: response.status, error: `HTTP ${response.status}` };
     } catch (error) {
-      if (this.shutdown.signal.aborted) {
-        throw new ShutdownAbort();
+      if (signal.aborted) {
+        throw new AttemptAborted();
       }
       return { ok: false, httpStatus: null, error: failureText(error, timeoutSeconds) };
     }
   }
+}
 
-  /** A local timer for a retry this node scheduled; polling is the fallback. */
-  private wakeAt(at: Date): void {
-    const timer = setTimeout(
-      () => {
-        this.timers.delete(timer);
-        this.wake();
-      },
-      Math.max(0, at.getTime() - Date.now()) + 5,
-    );
-    timer.unref();
-    this.timers.add(timer);
-  }
-
-  /** Stops taking callbacks and cuts running attempts short; they are due again at once. */
-  async onApplicationShutdown(): Promise<void> {
-    this.stopping = true;
-    this.unsubscribe?.();
-    for (const timer of this.timers) {
-      clearTimeout(timer);
-    }
-    this.shutdown.abort(new ShutdownAbort());
-    await Promise.all(this.inFlight.values());
+class AttemptAborted extends Error {
+  constructor() {
+    super('the attempt was cut short (the node stops, or lost the lease)');
+    this.name = 'AttemptAborted';
   }
 }
