@@ -8,6 +8,7 @@ import {
   jsonObjectMessageOf,
   Satisfies,
   unknownFields,
+  unvalidatableProblem,
   WholeSatisfies,
 } from './dto-validation';
 
@@ -101,5 +102,34 @@ describe('DTO_VALIDATION', () => {
     expect(jsonObjectMessageOf(OuterDto)).toBe('The body must be a JSON object.');
     expect(jsonObjectMessageOf(InnerDto)).toBeUndefined();
     expect(jsonObjectMessageOf(Object)).toBeUndefined();
+  });
+});
+
+describe('unvalidatableProblem', () => {
+  /** `{"a": [[…]]}` with `depth` lists. */
+  const nested = (depth: number): unknown =>
+    JSON.parse(`{"a":${'['.repeat(depth)}${']'.repeat(depth)}}`) as unknown;
+
+  it('passes a body of ordinary depth and names', () => {
+    expect(unvalidatableProblem({ a: [{ b: 'x' }], c: { d: [1, 2] } })).toBeUndefined();
+    expect(unvalidatableProblem(nested(32))).toBeUndefined();
+  });
+
+  it('refuses a body nested deeper than the validation can walk, however deep', () => {
+    const message = 'The body nests objects and lists deeper than 32 levels.';
+    expect(unvalidatableProblem(nested(33))).toBe(message);
+    expect(unvalidatableProblem(nested(200_000))).toBe(message);
+  });
+
+  it('names where a field has a name the validation would delete', () => {
+    expect(unvalidatableProblem(JSON.parse('{"principal": "p", "__proto__": {}}'))).toBe(
+      'The body has a field named "__proto__", which no field may be named.',
+    );
+    expect(unvalidatableProblem({ job: { meta: { region: 'north', constructor: 'x' } } })).toBe(
+      'job.meta has a field named "constructor", which no field may be named.',
+    );
+    expect(unvalidatableProblem({ email: { to: ['a@example.com', { prototype: 1 }] } })).toBe(
+      'email.to[1] has a field named "prototype", which no field may be named.',
+    );
   });
 });

@@ -67,6 +67,45 @@ export function jsonObjectMessageOf(metatype: unknown): string | undefined {
     : undefined;
 }
 
+/** Names `ValidationPipe` deletes at any depth: on an object checked as a class they would hide it. */
+const DELETED_NAMES = new Set(['__proto__', 'prototype', 'constructor']);
+/**
+ * Deeper than any DTO's body; `ValidationPipe` and class-transformer walk a body recursively and
+ * overflow the stack (a 500) from about 10,000 levels, which a 20 KB body reaches.
+ */
+const MAX_DEPTH = 32;
+
+/**
+ * What `ValidationPipe` cannot be given, as a 400's message: a body nested deeper than MAX_DEPTH,
+ * or a field of a name it would delete (such a field is refused, never dropped without a word: a
+ * meta parameter or a setting of that name). Walked without recursion, in document order.
+ */
+export function unvalidatableProblem(body: unknown): string | undefined {
+  const pending: Array<{ value: unknown; path: string; depth: number }> = [
+    { value: body, path: '', depth: 0 },
+  ];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const { value, path, depth } = next;
+    if (typeof value !== 'object' || value === null) {
+      continue;
+    }
+    if (depth > MAX_DEPTH) {
+      return `The body nests objects and lists deeper than ${MAX_DEPTH} levels.`;
+    }
+    const entries = Object.entries(value);
+    for (const [key] of entries) {
+      if (DELETED_NAMES.has(key)) {
+        return `${path === '' ? 'The body' : path} has a field named "${key}", which no field may be named.`;
+      }
+    }
+    for (const [key, item] of entries.reverse()) {
+      const inner = Array.isArray(value) ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`;
+      pending.push({ value: item, path: inner, depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
 /**
  * The first problem, in the order of the checks: an object's whole-object checks, then its fields
  * in the order the class declares them, a nested object's problems where that field stands.

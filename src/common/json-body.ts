@@ -7,7 +7,12 @@ import {
 } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from './api-error';
-import { DTO_VALIDATION, isJsonObject, jsonObjectMessageOf } from './dto-validation';
+import {
+  unvalidatableProblem,
+  DTO_VALIDATION,
+  isJsonObject,
+  jsonObjectMessageOf,
+} from './dto-validation';
 import { readLimitedBody } from './limited-body';
 import { mediaTypeOf } from './media-type';
 
@@ -44,8 +49,9 @@ export async function readJsonBody(
 }
 
 /**
- * Reads the body of the request it is given; Nest awaits a pipe before the handler runs. A DTO
- * marked `@JsonObject` is refused with its message when the body is not a JSON object.
+ * Reads the body of the request it is given; Nest awaits a pipe before the handler runs. For a DTO
+ * marked `@JsonObject`: refused with its message when the body is not a JSON object, and when the
+ * validation could not take it (`unvalidatableProblem`: nested too deep, a name it deletes).
  */
 @Injectable()
 class JsonBodyPipe implements PipeTransform<Request, Promise<unknown>> {
@@ -54,8 +60,12 @@ class JsonBodyPipe implements PipeTransform<Request, Promise<unknown>> {
   async transform(req: Request, { metatype }: ArgumentMetadata): Promise<unknown> {
     const body = await readJsonBody(req, this.rule);
     const notAnObject = jsonObjectMessageOf(metatype);
-    if (notAnObject !== undefined && !isJsonObject(body)) {
-      throw ApiError.badRequest(notAnObject);
+    if (notAnObject === undefined) {
+      return body;
+    }
+    const problem = isJsonObject(body) ? unvalidatableProblem(body) : notAnObject;
+    if (problem !== undefined) {
+      throw ApiError.badRequest(problem);
     }
     return body;
   }
