@@ -4,9 +4,9 @@ import { ApiError } from '../common/api-error';
 import { HttpAnswer } from '../common/http-answer';
 import { JsonBody } from '../common/json-body';
 import { RawData } from '../common/negotiation.guard';
-import { parseNewApiKey } from '../api-keys/api-key-input';
 import type { ApiKeyListing } from '../api-keys/api-key.repository';
 import { ApiKeysService } from '../api-keys/api-keys.service';
+import { NewApiKeyDto } from '../api-keys/new-api-key.dto';
 import { Access } from '../security/access.decorator';
 import { principalOf } from '../security/principal';
 
@@ -34,9 +34,8 @@ export class ApiKeysController {
   @Access('globalAdmin')
   @RawData()
   @Header('Cache-Control', 'no-store')
-  async create(@Req() req: Request, @JsonBody() body: unknown): Promise<HttpAnswer> {
-    const request = parseNewApiKey(body, new Date());
-    const created = await this.keys.create(request, principalOf(req)?.name ?? null);
+  async create(@Req() req: Request, @JsonBody() body: NewApiKeyDto): Promise<HttpAnswer> {
+    const created = await this.keys.create(body, principalOf(req)?.name ?? null);
     return new HttpAnswer(
       { key: created.key, ...keyView(created.listing) },
       { status: 201, headers: { Location: `/svc/api/rest/admin/api-keys/${created.listing.id}` } },

@@ -4,6 +4,7 @@ import { ApplicationNamePipe } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { JsonBody } from '../common/json-body';
 import { RawData } from '../common/negotiation.guard';
+import { ApplicationEntryDto } from '../applications/application-entry.dto';
 import {
   applicationEtag,
   ApplicationSettingsService,
@@ -32,7 +33,7 @@ export class ApplicationsController {
   async replace(
     @Param('app', ApplicationNamePipe) app: string,
     @Req() req: Request,
-    @JsonBody() body: unknown,
+    @JsonBody() body: ApplicationEntryDto,
   ): Promise<HttpAnswer> {
     const replaced = await this.applications.replace(
       app,

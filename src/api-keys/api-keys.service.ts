@@ -4,7 +4,7 @@ import { fastSecretHash, fastSecretMatches, randomSecret } from '../common/secre
 import { AuditActor, AuditService } from '../audit/audit.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import type { ApiKeyEntity } from './api-key.entity';
-import type { NewApiKeyRequest } from './api-key-input';
+import type { NewApiKeyDto } from './new-api-key.dto';
 import { API_KEY_CHANGED_CHANNEL, ApiKeyListing, ApiKeyRepository } from './api-key.repository';
 
 /** A key's use is written to the database at most this often per key and node. */
@@ -52,9 +52,12 @@ export class ApiKeysService implements OnModuleInit {
     this.events?.onLost(() => this.forget(null));
   }
 
-  /** `actor`: who acts outside of a request (the command line); null: the request's caller. */
+  /**
+   * `request` is checked (`NewApiKeyDto`); a role named twice is kept once. `actor`: who acts
+   * outside of a request (the command line); null: the request's caller.
+   */
   async create(
-    request: NewApiKeyRequest,
+    request: NewApiKeyDto,
     createdBy: string | null,
     actor: AuditActor | null = null,
   ): Promise<CreatedApiKey> {
@@ -63,10 +66,13 @@ export class ApiKeysService implements OnModuleInit {
     const listing: ApiKeyListing = {
       id,
       principal: request.principal,
-      roles: request.roles,
+      roles: [...new Set(request.roles ?? [])],
       createdAt: new Date(),
       createdBy,
-      expiresAt: request.expiresAt,
+      expiresAt:
+        request.expiresAt === undefined || request.expiresAt === null
+          ? null
+          : new Date(request.expiresAt),
       lastUsedAt: null,
     };
     await this.repository.inTransaction(async (manager) => {

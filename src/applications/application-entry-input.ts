@@ -1,11 +1,9 @@
 import { applicationSettingsProblems } from '../config/application-settings';
 import { applicationSecurityProblems } from '../config/security-settings';
 import { ApiError } from '../common/api-error';
+import type { ApplicationEntryDto } from './application-entry.dto';
 import type { StoredApplicationEntry } from './application-settings.entity';
 
-/** Fields of the GET answer a client may send back unchanged in a PUT: they are ignored. */
-const READ_ONLY = new Set(['application', 'source', 'version', 'updatedAt', 'updatedBy']);
-const PARTS = ['security', 'settings', 'slots'];
 /** The same bound as a slot count of the configuration (SCRIPT_SLOTS). */
 const MAX_SLOTS = 256;
 
@@ -13,10 +11,6 @@ const MAX_SLOTS = 256;
 export interface EntryContext {
   currentCallbackSecret: string | undefined;
   configuredDropDirectory: string | undefined;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
@@ -33,34 +27,16 @@ function firstProblem(problems: string[], variable: string, app: string, part: s
 }
 
 /**
- * A PUT body, `{"security": {…}, "settings": {…}, "slots": n}`, checked by the same checks as
- * APPLICATION_SECURITY, APPLICATION_SETTINGS and APPLICATION_SLOTS at start-up (so a setting
- * added there is accepted here too); 400 naming the part and field.
+ * The entry a PUT body stores: its shape checked by `ApplicationEntryDto`, its parts here by the
+ * same checks as APPLICATION_SECURITY and APPLICATION_SETTINGS at start-up (so a setting added
+ * there is accepted here too); 400 naming the part and field.
  */
 export function parseApplicationEntry(
   app: string,
-  body: unknown,
+  body: ApplicationEntryDto,
   context: EntryContext,
 ): StoredApplicationEntry {
-  if (!isObject(body)) {
-    throw ApiError.badRequest(
-      'The body must be a JSON object: {"security": {…}, "settings": {…}, "slots": …}.',
-    );
-  }
-  for (const field of Object.keys(body)) {
-    if (!PARTS.includes(field) && !READ_ONLY.has(field)) {
-      throw ApiError.badRequest(
-        `${field.slice(0, 64)}: unknown field (known: ${PARTS.join(', ')})`,
-      );
-    }
-  }
   const { security = {}, settings = {}, slots = null } = body;
-  if (!isObject(security)) {
-    throw ApiError.badRequest('security: must be an object, as an APPLICATION_SECURITY entry');
-  }
-  if (!isObject(settings)) {
-    throw ApiError.badRequest('settings: must be an object, as an APPLICATION_SETTINGS entry');
-  }
   firstProblem(
     applicationSecurityProblems({ [app]: security }),
     'APPLICATION_SECURITY',
@@ -95,5 +71,5 @@ export function parseApplicationEntry(
       `slots: must be a whole number from 1 to ${MAX_SLOTS} (extra slots of this application), or null`,
     );
   }
-  return { security, settings: sent, slots: slots };
+  return { security, settings: sent, slots };
 }

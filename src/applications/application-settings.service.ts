@@ -13,6 +13,7 @@ import type { ApplicationSecurity } from '../config/security-settings';
 import { AuditService } from '../audit/audit.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { parseApplicationEntry } from './application-entry-input';
+import type { ApplicationEntryDto } from './application-entry.dto';
 import { ApplicationSettingsEntity, StoredApplicationEntry } from './application-settings.entity';
 import {
   APPLICATION_SETTINGS_CHANGED_CHANNEL,
@@ -140,7 +141,7 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
    */
   async replace(
     app: string,
-    body: unknown,
+    body: ApplicationEntryDto,
     ifMatch: string | undefined,
     updatedBy: string | null,
   ): Promise<Replaced> {

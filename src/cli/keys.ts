@@ -2,9 +2,10 @@ import { userInfo } from 'node:os';
 import { HttpException } from '@nestjs/common';
 import { AuditRepository } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
-import { NewApiKeyRequest, parseNewApiKey } from '../api-keys/api-key-input';
 import { ApiKeyRepository } from '../api-keys/api-key.repository';
 import { ApiKeysService } from '../api-keys/api-keys.service';
+import { NewApiKeyDto } from '../api-keys/new-api-key.dto';
+import { DTO_VALIDATION } from '../common/dto-validation';
 import { loadConfig } from '../config/app-config';
 import { DATABASE_SCHEMA } from '../database-schema';
 import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
@@ -61,13 +62,15 @@ function parseKeysArgs(argv: string[]): KeysCommand {
   }
 }
 
-/** The create command's key as the admin API would take it; its complaints are usage errors. */
-function createRequest(parsed: Extract<KeysCommand, { command: 'create' }>): NewApiKeyRequest {
+/** The create command's key, checked as the admin API checks it; its complaints are usage errors. */
+async function createRequest(
+  parsed: Extract<KeysCommand, { command: 'create' }>,
+): Promise<NewApiKeyDto> {
   try {
-    return parseNewApiKey(
+    return (await DTO_VALIDATION.transform(
       { principal: parsed.principal, roles: parsed.roles, expiresAt: parsed.expires },
-      new Date(),
-    );
+      { type: 'custom', metatype: NewApiKeyDto },
+    )) as NewApiKeyDto;
   } catch (error) {
     throw new UsageError(error instanceof HttpException ? error.message : String(error));
   }
@@ -75,7 +78,7 @@ function createRequest(parsed: Extract<KeysCommand, { command: 'create' }>): New
 
 async function keys(argv: string[]): Promise<number> {
   const parsed = parseKeysArgs(argv);
-  const request = parsed.command === 'create' ? createRequest(parsed) : null;
+  const request = parsed.command === 'create' ? await createRequest(parsed) : null;
   const config = loadConfig();
   const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
   try {

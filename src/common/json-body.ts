@@ -1,6 +1,18 @@
-import { createParamDecorator, ExecutionContext, Injectable, PipeTransform } from '@nestjs/common';
+import {
+  ArgumentMetadata,
+  createParamDecorator,
+  ExecutionContext,
+  Injectable,
+  PipeTransform,
+} from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from './api-error';
+import {
+  unvalidatableProblem,
+  DTO_VALIDATION,
+  isJsonObject,
+  jsonObjectMessageOf,
+} from './dto-validation';
 import { readLimitedBody } from './limited-body';
 import { mediaTypeOf } from './media-type';
 
@@ -36,13 +48,26 @@ export async function readJsonBody(
   }
 }
 
-/** Reads the body of the request it is given; Nest awaits a pipe before the handler runs. */
+/**
+ * Reads the body of the request it is given; Nest awaits a pipe before the handler runs. For a DTO
+ * marked `@JsonObject`: refused with its message when the body is not a JSON object, and when the
+ * validation could not take it (`unvalidatableProblem`: nested too deep, a name it deletes).
+ */
 @Injectable()
 class JsonBodyPipe implements PipeTransform<Request, Promise<unknown>> {
   constructor(private readonly rule: JsonBodyRule) {}
 
-  transform(req: Request): Promise<unknown> {
-    return readJsonBody(req, this.rule);
+  async transform(req: Request, { metatype }: ArgumentMetadata): Promise<unknown> {
+    const body = await readJsonBody(req, this.rule);
+    const notAnObject = jsonObjectMessageOf(metatype);
+    if (notAnObject === undefined) {
+      return body;
+    }
+    const problem = isJsonObject(body) ? unvalidatableProblem(body) : notAnObject;
+    if (problem !== undefined) {
+      throw ApiError.badRequest(problem);
+    }
+    return body;
   }
 }
 
@@ -51,9 +76,10 @@ const TheRequest = createParamDecorator((_data: unknown, context: ExecutionConte
 );
 
 /**
- * A handler's parameter: the request's JSON body, parsed, as `unknown` for the feature's own
- * check (415/413/400 as `readJsonBody`). There is no body parser in front of the routes (bodies
- * are streams, read under limits of their own), so Nest's `@Body()` would find nothing.
+ * A handler's parameter: the request's JSON body (415/413/400 as `readJsonBody`), checked against
+ * the parameter's DTO class by class-validator (`DTO_VALIDATION`: the first problem as a 400) and
+ * handed over as an instance of it. There is no body parser in front of the routes (bodies are
+ * streams, read under limits of their own), so Nest's `@Body()` would find nothing.
  */
 export const JsonBody = (rule: JsonBodyRule = ADMIN_JSON_BODY): ParameterDecorator =>
-  TheRequest(undefined, new JsonBodyPipe(rule));
+  TheRequest(undefined, new JsonBodyPipe(rule), DTO_VALIDATION);

@@ -12,7 +12,7 @@ import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
-import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule-definition';
+import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule.dto';
 import { cronOf, planRuns } from './schedule-plan';
 import { CatchUp, ScheduleEntity } from './schedule.entity';
 import {

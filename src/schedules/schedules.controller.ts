@@ -18,6 +18,7 @@ import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
+import { ScheduleDto } from './schedule.dto';
 import { SchedulesService, ScheduleView } from './schedules.service';
 
 /** The largest schedule definition accepted (a function call's payload included). */
@@ -61,7 +62,10 @@ export class SchedulesController {
   @RawData()
   @UseGuards(ApplicationNameGuard)
   @Header('Cache-Control', 'no-store')
-  async create(@Req() req: Request, @JsonBody(SCHEDULE_BODY) body: unknown): Promise<HttpAnswer> {
+  async create(
+    @Req() req: Request,
+    @JsonBody(SCHEDULE_BODY) body: ScheduleDto,
+  ): Promise<HttpAnswer> {
     const schedule = await this.schedules.create(applicationNameOf(req), body, this.base(req));
     return new HttpAnswer(schedule, { status: 201, headers: { Location: schedule.selfUri } });
   }
@@ -83,7 +87,7 @@ export class SchedulesController {
   replace(
     @Req() req: Request,
     @Param('id') id: string,
-    @JsonBody(SCHEDULE_BODY) body: unknown,
+    @JsonBody(SCHEDULE_BODY) body: ScheduleDto,
   ): Promise<ScheduleView> {
     return this.schedules.replace(applicationNameOf(req), id, body, this.base(req));
   }

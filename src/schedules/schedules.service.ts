@@ -7,7 +7,8 @@ import { ApiError } from '../common/api-error';
 import { isJobId } from '../common/application-name';
 import { REST_PREFIX, RestLinks } from '../common/public-uri';
 import { MailConfig } from '../config/config-slices';
-import { readScheduleDefinition, ScheduleDefinition, ScheduledJob } from './schedule-definition';
+import { scheduleDefinitionOf, ScheduleDefinition, ScheduledJob } from './schedule-definition';
+import type { ScheduleDto } from './schedule.dto';
 import { cronOf } from './schedule-plan';
 import { ScheduleEmail, ScheduleEntity } from './schedule.entity';
 import { ScheduleRepository } from './schedule.repository';
@@ -80,7 +81,7 @@ export class SchedulesService {
     return this.view(await this.existing(applicationName, id), base, new Date());
   }
 
-  async create(applicationName: string, body: unknown, base: string): Promise<ScheduleView> {
+  async create(applicationName: string, body: ScheduleDto, base: string): Promise<ScheduleView> {
     const definition = await this.checked(applicationName, body);
     const now = new Date();
     const schedule = Object.assign(new ScheduleEntity(), {
@@ -107,7 +108,7 @@ export class SchedulesService {
   async replace(
     applicationName: string,
     id: string,
-    body: unknown,
+    body: ScheduleDto,
     base: string,
   ): Promise<ScheduleView> {
     const schedule = await this.existing(applicationName, id);
@@ -159,8 +160,8 @@ export class SchedulesService {
   }
 
   /** The definition, with what it names checked: the application, its script or functions, the callback. */
-  private async checked(applicationName: string, body: unknown): Promise<ScheduleDefinition> {
-    const definition = readScheduleDefinition(body, applicationName);
+  private async checked(applicationName: string, body: ScheduleDto): Promise<ScheduleDefinition> {
+    const definition = scheduleDefinitionOf(body, applicationName);
     const files = await this.catalog.listFiles(applicationName);
     if (files.length === 0 && !this.applications.has(applicationName)) {
       throw ApiError.notFound(

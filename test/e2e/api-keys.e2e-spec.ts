@@ -222,6 +222,38 @@ describe('API keys made at run time', () => {
     expect(put.status).toBe(405);
     expect(put.headers.get('allow')).toBe('GET, HEAD, POST');
   });
+
+  it('answers 400 for a field the validation would drop and for lists nested deeper than it walks, and makes no key', async () => {
+    const post = async (body: string) => {
+      const answer = await fetch(`${service.url}${KEYS}`, {
+        method: 'POST',
+        headers: { ...ADMIN, 'Content-Type': 'application/json', Accept: 'application/json' },
+        body,
+      });
+      return {
+        status: answer.status,
+        message: ((await answer.json()) as { error: { message: string } }).error.message,
+      };
+    };
+    const count = async (): Promise<number> => {
+      const list = await fetch(`${service.url}${KEYS}`, {
+        headers: { ...ADMIN, Accept: 'application/json' },
+      });
+      return ((await list.json()) as { apiKeys: unknown[] }).apiKeys.length;
+    };
+    const before = await count();
+    expect(await post('{"principal": "p", "constructor": "x"}')).toEqual({
+      status: 400,
+      message: 'The body has a field named "constructor", which no field may be named.',
+    });
+    // About 20 KB: deep enough to overflow a recursive walk (a 500) if it were not refused first.
+    const deep = `{"principal": "p", "roles": ${'['.repeat(10_000)}${']'.repeat(10_000)}}`;
+    expect(await post(deep)).toEqual({
+      status: 400,
+      message: 'The body nests objects and lists deeper than 32 levels.',
+    });
+    expect(await count()).toBe(before);
+  });
 });
 
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
