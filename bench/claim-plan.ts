@@ -3,7 +3,7 @@
  * 100,000 queued jobs spread over 100 applications, and over one, as docs/queue.md shows it;
  * then, with --callbacks N (default 10000) callback jobs queued beside them (all but 16 waiting
  * to be retried later), the claim's generic plan again and the callback jobs' own claim
- * (QueueRepository.claimCallbacks, CALLBACK_CLAIM_SQL).
+ * (CallbackJobsRepository.claim, CALLBACK_CLAIM_SQL).
  * Builds the data set in a throwaway database on the local PostgreSQL (BenchDatabase), runs
  * EXPLAIN (ANALYZE, BUFFERS) of the claim a worker with 2 script and 2 function-call slots sends,
  * inside a transaction that is rolled back (its generic plan, as a node connected directly runs it,
@@ -16,7 +16,8 @@ import { parseArgs } from 'node:util';
 import { Client } from 'pg';
 import { loadConfig } from '../src/config/app-config';
 import { DATABASE_SCHEMA } from '../src/database-schema';
-import { CALLBACK_CLAIM_SQL, CLAIM_SQL, JOB_STARTED_CHANNEL } from '../src/queue/queue.repository';
+import { CALLBACK_CLAIM_SQL } from '../src/queue/callback-jobs.repository';
+import { CLAIM_SQL, JOB_STARTED_CHANNEL } from '../src/queue/queue.repository';
 import { openDatabaseForCli } from '../src/storage/database-options';
 import { BenchDatabase } from './bench-database';
 import { heading } from './report';

@@ -4,6 +4,7 @@ import { Test } from '@nestjs/testing';
 import { loadConfig } from '../config/app-config';
 import { configProviders } from '../config/config.module';
 import { QueueNotifier } from '../queue/queue-notifier.service';
+import { CallbackJobsRepository } from '../queue/callback-jobs.repository';
 import { QueueRepository } from '../queue/queue.repository';
 import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind } from '../queue/queue.types';
 import { NodeIdentity } from '../storage/node-identity';
@@ -108,6 +109,19 @@ class CallbackRows {
     return Promise.resolve(true);
   }
 
+  /** The callback jobs' statements (CallbackJobsRepository) on these rows. */
+  readonly callbackJobs = {
+    claim: (owner: string, limit: number, leaseSeconds: number) =>
+      this.claimCallbacks(owner, limit, leaseSeconds),
+    retry: (jobId: string, owner: string, failure: { httpStatus: number | null }, retryAt: Date) =>
+      this.retryCallback(jobId, owner, failure, retryAt),
+    end: (
+      jobId: string,
+      owner: string,
+      outcome: { delivered: boolean; httpStatus: number | null },
+    ) => this.endCallback(jobId, owner, outcome),
+  };
+
   released = 0;
 
   release(): Promise<number> {
@@ -207,6 +221,7 @@ describe('callback jobs: CallbackJobExecutor in the worker, back-off', () => {
           }),
         ),
         { provide: QueueRepository, useValue: rows },
+        { provide: CallbackJobsRepository, useValue: rows.callbackJobs },
         // The real notifier: on the embedded database it only reports within the process.
         {
           provide: QueueNotifier,

@@ -5,7 +5,7 @@ import { RestLinks } from '../common/public-uri';
 import { renderRepresentation } from '../common/representation/rest-representation';
 import { ApplicationsConfig, CallbackConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
-import { CallbackFailure, QueueRepository } from '../queue/queue.repository';
+import { CallbackFailure, CallbackJobsRepository } from '../queue/callback-jobs.repository';
 import { CallbackDelivery, ClaimedJob } from '../queue/queue.types';
 import { ResultRepresentation, resultView } from '../results/result-view';
 import { CallbackRetryPolicy } from './callback-retry.policy';
@@ -50,8 +50,8 @@ function traceHeaders(): Record<string, string> {
  * job's result representation, signed with the application's callback secret, to the URL the
  * job named; a 2xx answer delivers it, anything else is tried again (CallbackRetryPolicy) until
  * the retry period ends, then the callback fails. The worker claims, leases and releases callback
- * jobs like any other (WorkerService, in slots of their own); this records each attempt's
- * outcome with the queue, if the worker still holds the lease.
+ * jobs like any other (WorkerService, in slots of their own, through `claim`); this records each
+ * attempt's outcome with the queue, if the worker still holds the lease.
  */
 @Injectable()
 export class CallbackJobExecutor {
@@ -60,7 +60,7 @@ export class CallbackJobExecutor {
   constructor(
     private readonly config: CallbackConfig,
     private readonly applications: ApplicationsConfig,
-    private readonly queue: QueueRepository,
+    private readonly callbackJobs: CallbackJobsRepository,
     private readonly retryPolicy: CallbackRetryPolicy,
     private readonly urlPolicy: CallbackUrlPolicy,
   ) {}
@@ -68,6 +68,11 @@ export class CallbackJobExecutor {
   /** Callback jobs one node delivers at once. */
   get capacity(): number {
     return CALLBACK_SLOTS;
+  }
+
+  /** Claims up to `limit` due callback jobs into `owner`'s callback slots (the worker's claim). */
+  claim(owner: string, limit: number, leaseSeconds: number): Promise<ClaimedJob[]> {
+    return this.callbackJobs.claim(owner, limit, leaseSeconds);
   }
 
   /**
@@ -125,7 +130,7 @@ export class CallbackJobExecutor {
       const secret = applicationSettingsOf(this.applications, applicationName).callbackSecret;
       if (secret === null) {
         // The secret was removed after the job was submitted: an unsigned POST is never sent.
-        await this.queue.endCallback(callbackJobId, owner, {
+        await this.callbackJobs.end(callbackJobId, owner, {
           delivered: false,
           httpStatus: null,
           error: `application ${applicationName} has no callback secret`,
@@ -160,7 +165,7 @@ export class CallbackJobExecutor {
         span?.fail(outcome.httpStatus === null ? 'not delivered' : `HTTP ${outcome.httpStatus}`);
       }
       if (outcome.ok) {
-        await this.queue.endCallback(callbackJobId, owner, {
+        await this.callbackJobs.end(callbackJobId, owner, {
           delivered: true,
           httpStatus: outcome.httpStatus,
         });
@@ -175,13 +180,13 @@ export class CallbackJobExecutor {
       const attempts = callback.attempts + 1;
       const retryAt = this.retryPolicy.nextAttemptAt(callback.createdAt, attempts, new Date());
       if (retryAt === null) {
-        await this.queue.endCallback(callbackJobId, owner, failure);
+        await this.callbackJobs.end(callbackJobId, owner, failure);
         this.logger.warn(
           `job ${jobId}: callback failed after ${attempts} attempt(s), giving up: ${outcome.error}`,
         );
         return null;
       }
-      await this.queue.retryCallback(callbackJobId, owner, failure, retryAt);
+      await this.callbackJobs.retry(callbackJobId, owner, failure, retryAt);
       this.logger.log(
         `job ${jobId}: callback attempt ${attempts} failed (${outcome.error}); next at ${retryAt.toISOString()}`,
       );

@@ -1,5 +1,6 @@
 import { Injectable, Module, OnModuleInit, Optional } from '@nestjs/common';
 import { MetricsService } from '../metrics/metrics.service';
+import { CallbackJobsRepository } from './callback-jobs.repository';
 import { JobRecordsRepository } from './job-records.repository';
 import { JobWaiter } from './job-waiter.service';
 import { QueueNotifier } from './queue-notifier.service';
@@ -22,10 +23,24 @@ class QueueMetrics implements OnModuleInit {
 
 /**
  * Delivery of jobs: the claim/lease SQL the wake-up signals and waiting for a job; every statement
- * on the job table (JobRecordsRepository: those other modules call). Workers are in WorkerModule.
+ * on the job table (JobRecordsRepository: those other modules call; CallbackJobsRepository: the
+ * callback jobs'). Workers are in WorkerModule.
  */
 @Module({
-  providers: [QueueRepository, JobRecordsRepository, QueueNotifier, JobWaiter, QueueMetrics],
-  exports: [QueueRepository, JobRecordsRepository, QueueNotifier, JobWaiter],
+  providers: [
+    QueueRepository,
+    JobRecordsRepository,
+    CallbackJobsRepository,
+    QueueNotifier,
+    JobWaiter,
+    QueueMetrics,
+  ],
+  exports: [
+    QueueRepository,
+    JobRecordsRepository,
+    CallbackJobsRepository,
+    QueueNotifier,
+    JobWaiter,
+  ],
 })
 export class QueueModule {}

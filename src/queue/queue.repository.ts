@@ -16,8 +16,9 @@
  * - attempt: one claim of a job. R errors end a job on its first attempt; only infrastructure
  *   failures (R could not be started, the worker vanished) lead to another.
  *
- * All of the queue's SQL is in this file. Each hot-path operation is one statement. The job
- * table's other statements, those that other modules call, are in job-records.repository.ts.
+ * The queue's SQL is in this file, but for the callback jobs' claim, retry and end
+ * (callback-jobs.repository.ts). Each hot-path operation is one statement. The job table's other
+ * statements, those that other modules call, are in job-records.repository.ts.
  */
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { readFile, stat } from 'node:fs/promises';
@@ -26,7 +27,6 @@ import type { PoolClient, QueryConfig } from 'pg';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import {
-  CallbackDelivery,
   ClaimedJob,
   ExpiredJob,
   JobFileContent,
@@ -109,7 +109,7 @@ const DONE_COLUMNS =
  * Data-modifying CTEs for the statements that end a job: queue the callback of the job the
  * `done` CTE returned (with its callback_url), so the callback commits with the result: its
  * job_callback row (what job status shows) and its callback job (kind `callback`, due now),
- * which the workers claim, lease and retry like any job (claimCallbacks). The callback's notice
+ * which the workers claim, lease and retry like any job (CallbackJobsRepository). The callback's notice
  * (callbackQueuedNotice), in the statement's result, wakes the workers' callback slots: only for
  * a job that has a callback, so the others cost them no look.
  */
@@ -154,31 +154,6 @@ interface ClaimRow {
   /** Per file: its id when it is in pieces, else NULL (bigint: a string). */
   file_chunked_ids: Array<string | null> | null;
   file_sizes: string[] | null;
-}
-
-/** A callback job as claimCallbacks takes it, with its callback's and its job's result's columns. */
-interface CallbackClaimRow {
-  id: string;
-  application_name: string;
-  submitted_at: Date;
-  attempts: number;
-  callback_of: string;
-  callback_url: string;
-  callback_links_base: string | null;
-  traceparent: string | null;
-  tracestate: string | null;
-  callback_attempts: number;
-  created_at: Date;
-  result_time: Date;
-  success: boolean;
-  type: string;
-}
-
-/** A callback attempt that failed: its HTTP status (null: no answer) and why. */
-export interface CallbackFailure {
-  delivered: false;
-  httpStatus: number | null;
-  error: string;
 }
 
 function isContent(file: JobFileInput): file is JobFileContent {
@@ -350,27 +325,6 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
                   array_agg(f.size ORDER BY f.id) AS sizes
              FROM job_file f WHERE f.job_id = claimed.id) AS files
         ORDER BY claimed.priority DESC, claimed.submitted_at`;
-
-/**
- * The callback jobs' claim (QueueRepository.claimCallbacks): $1 owner, $2 free callback slots,
- * $3 lease seconds. The due ones by job_callback_claim_idx, which holds only queued callback jobs.
- */
-export const CALLBACK_CLAIM_SQL = `WITH due AS (
-         SELECT id FROM job WHERE state = 'QUEUED' AND kind = 'callback' AND run_after <= now()
-          ORDER BY run_after LIMIT $2
-          FOR UPDATE SKIP LOCKED),
-       claimed AS (
-         UPDATE job SET state = 'RUNNING', attempts = job.attempts + 1, started_at = now(),
-                lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
-          WHERE job.id IN (SELECT id FROM due)
-         RETURNING job.id, job.application_name, job.submitted_at, job.attempts, job.callback_of,
-                   job.callback_url, job.callback_links_base, job.traceparent, job.tracestate)
-       SELECT claimed.*, c.attempts AS callback_attempts, c.created_at,
-              r.result_time, r.success, r.type
-         FROM claimed
-         JOIN job_callback c ON c.job_id = claimed.callback_of
-         JOIN result r ON r.job_id = claimed.callback_of
-        ORDER BY claimed.submitted_at`;
 
 /** The claim on `client`; with a capped application, behind the capped claims' advisory lock. */
 async function runClaim(
@@ -800,113 +754,6 @@ export class QueueRepository implements OnModuleDestroy {
       [owner, jobIds],
     );
     return rowsOf(raw).length;
-  }
-
-  /**
-   * Claims up to `limit` due callback jobs for `owner` (a worker's callback slots), with what
-   * their POST is made of, in ONE statement: the oldest due first, `FOR UPDATE SKIP LOCKED` so
-   * that nodes claiming at once never take the same one, leased like any job (heartbeats extend
-   * it; the supervisor puts back the callback of a node that died). A statement of its own
-   * rather than a third pool of CLAIM_SQL: callbacks have no fair share, priority or cap, and
-   * their partial index (job_callback_claim_idx, due time) holds only them, so the R jobs' claim
-   * reads none of them.
-   */
-  async claimCallbacks(owner: string, limit: number, leaseSeconds: number): Promise<ClaimedJob[]> {
-    const raw: unknown = await this.dataSource.query(CALLBACK_CLAIM_SQL, [
-      owner,
-      limit,
-      leaseSeconds,
-    ]);
-    return rowsOf<CallbackClaimRow>(raw).map((row) => {
-      const callback: CallbackDelivery = {
-        jobId: row.callback_of,
-        url: row.callback_url,
-        attempts: row.callback_attempts,
-        createdAt: new Date(row.created_at),
-        linksBase: row.callback_links_base ?? '',
-        result: {
-          jobId: row.callback_of,
-          applicationName: row.application_name,
-          resultTime: new Date(row.result_time),
-          success: row.success,
-          type: row.type,
-        },
-      };
-      return {
-        id: row.id,
-        applicationName: row.application_name,
-        kind: JobKind.CALLBACK,
-        meta: {},
-        submittedAt: new Date(row.submitted_at),
-        attempts: row.attempts,
-        source: 'callback',
-        hasCallback: false,
-        files: [],
-        trace: row.traceparent
-          ? { traceparent: row.traceparent, tracestate: row.tracestate }
-          : null,
-        callback,
-      };
-    });
-  }
-
-  /**
-   * A callback job's attempt failed and it is tried again at `retryAt` (retryLater's step for
-   * a callback): queued again with that run_after, and the attempt recorded on its callback, in
-   * ONE statement, if `owner` still holds the lease.
-   */
-  async retryCallback(
-    jobId: string,
-    owner: string,
-    failure: { httpStatus: number | null; error: string },
-    retryAt: Date,
-  ): Promise<boolean> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH retried AS (
-         UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL,
-                last_error = $3, run_after = $5
-          WHERE id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = 'callback'
-          RETURNING callback_of)
-       UPDATE job_callback SET attempts = attempts + 1, last_attempt_at = now(),
-              last_http_status = $4, last_error = $3
-        WHERE job_id IN (SELECT callback_of FROM retried) AND state = 'pending'
-        RETURNING job_id`,
-      [jobId, owner, failure.error.slice(0, 1000), failure.httpStatus, retryAt],
-    );
-    return rowsOf(raw).length > 0;
-  }
-
-  /**
-   * Ends a callback job, if `owner` still holds its lease: delivered (the receiver answered
-   * 2xx), or failed, its dead letter (no attempt is left within the retry period, or it may
-   * not be sent). ONE statement: the callback job goes and its callback records the last
-   * attempt and its end.
-   */
-  async endCallback(
-    jobId: string,
-    owner: string,
-    outcome: { delivered: true; httpStatus: number } | CallbackFailure,
-  ): Promise<boolean> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH ended AS (
-         DELETE FROM job
-          WHERE id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = 'callback'
-          RETURNING callback_of)
-       UPDATE job_callback SET state = CASE WHEN $3 THEN 'delivered' ELSE 'failed' END,
-              attempts = attempts + 1, last_attempt_at = now(),
-              delivered_at = CASE WHEN $3 THEN now() END,
-              last_http_status = $4, last_error = $5
-        WHERE job_id IN (SELECT callback_of FROM ended) AND state = 'pending'
-        RETURNING job_id`,
-      [
-        jobId,
-        owner,
-        outcome.delivered,
-        outcome.httpStatus,
-        outcome.delivered ? null : outcome.error.slice(0, 1000),
-      ],
-    );
-    return rowsOf(raw).length > 0;
   }
 
   /**

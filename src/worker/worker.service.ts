@@ -211,11 +211,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           const claimedAt = Date.now();
           const jobs =
             first === this.callbackPool
-              ? await this.queue.claimCallbacks(
-                  this.owner,
-                  free(first),
-                  this.queueConfig.leaseSeconds,
-                )
+              ? await this.callbacks!.claim(this.owner, free(first), this.queueConfig.leaseSeconds)
               : await this.queue.claim(
                   this.owner,
                   free(first),

@@ -2,6 +2,7 @@ import { Test, TestingModule } from '@nestjs/testing';
 import { configProviders } from '../../src/config/config.module';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { QueueRepository } from '../../src/queue/queue.repository';
+import { CallbackJobsRepository } from '../../src/queue/callback-jobs.repository';
 import { resultData } from '../../src/job-core/job-result';
 import { JOB_EXECUTOR, type JobExecutor } from '../../src/queue/queue.types';
 import { NodeIdentity } from '../../src/storage/node-identity';
@@ -183,7 +184,11 @@ describe('WorkerService supervisor pass', () => {
         resultData(true, 'txt', 'text/plain', Buffer.from('ok')),
       ),
     ).toBe(true);
-    const [callbackJob] = await queue.claimCallbacks('dead-node', 16, 60);
+    const [callbackJob] = await new CallbackJobsRepository(db.dataSource).claim(
+      'dead-node',
+      16,
+      60,
+    );
     expect(callbackJob.callback?.jobId).toBe(id);
     // Its node stopped answering during an attempt, with more attempts behind it than
     // MAX_ATTEMPTS (3) allows an R job: the lease ran out.
