@@ -1,5 +1,11 @@
 import { execFile, type ChildProcess } from 'node:child_process';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  createWriteStream,
+  openSync,
+  type WriteStream,
+} from 'node:fs';
 import { chown, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -204,10 +210,17 @@ export class ForkServer {
     this.child = child;
     // Opening a FIFO waits for its reader; the server opens it first thing.
     const commands = createWriteStream(fifo);
+    let opened = false;
     commands.on('error', () => undefined);
-    commands.once('open', () => void rm(fifo, { force: true }));
+    commands.once('open', () => {
+      opened = true;
+      void rm(fifo, { force: true });
+    });
     this.commands = commands;
     child.once('exit', () => {
+      if (!opened) {
+        releaseWaitingOpen(fifo);
+      }
       commands.destroy();
       if (this.commands === commands) {
         this.commands = undefined;
@@ -339,5 +352,23 @@ export class ForkServer {
         this.runs.onEvent(event, rest);
         break;
     }
+  }
+}
+
+/**
+ * Ends the wait of a write open of `fifo` whose reader will never come (the server ended before
+ * it opened its end): that open blocks one of libuv's four pool threads for good, and four such
+ * waits stop every file operation of the process. A reader's open, made and closed here, ends
+ * it. O_NONBLOCK: a FIFO's read end opens at once, so this costs the event loop nothing (and it
+ * must not queue behind the waits on the pool). The control directory is svc's own; nothing a
+ * job writes is opened here, and O_NOFOLLOW refuses a link.
+ */
+function releaseWaitingOpen(fifo: string): void {
+  try {
+    closeSync(
+      openSync(fifo, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOFOLLOW),
+    );
+  } catch {
+    // Gone already: no open is waiting on it.
   }
 }

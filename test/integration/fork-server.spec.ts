@@ -311,4 +311,48 @@ describe('a fork server that cannot start', () => {
       await rm(control, { recursive: true, force: true });
     }
   });
+
+  it("leaves no file operation of the service waiting: more failed starts than libuv's pool has threads", async () => {
+    const control = await mkdtemp(join(tmpdir(), 'svc-fork-control-'));
+    // Each failed start used to leave its write open of the command FIFO waiting for a reader
+    // that never came, holding one of the pool's four threads: after four, no file operation
+    // of the process ever ended.
+    const servers = Array.from(
+      { length: 6 },
+      () =>
+        new ForkServer({
+          launch: () => spawn('sh', ['-c', 'exit 1'], { stdio: ['ignore', 'pipe', 'pipe'] }),
+          controlDir: control,
+          sandboxUid: null,
+          sandboxed: false,
+          cpuLimitSeconds: 0,
+          log: quiet,
+        }),
+    );
+    try {
+      for (const server of servers) {
+        await expect(server.start()).rejects.toThrow(/exited during start-up/);
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const stuck = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => reject(new Error('a file read did not end in 10 s')), 10_000);
+      });
+      await expect(Promise.race([readFile(__filename, 'utf8'), stuck])).resolves.toContain(
+        'leaves no file operation',
+      );
+      clearTimeout(timer);
+      // Each FIFO is removed once its open has ended.
+      const left = async (): Promise<string[]> =>
+        (await readdir(control)).filter((name) => name.startsWith('commands-'));
+      for (let tries = 0; tries < 50 && (await left()).length > 0; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(await left()).toEqual([]);
+    } finally {
+      for (const server of servers) {
+        await server.stop();
+      }
+      await rm(control, { recursive: true, force: true });
+    }
+  });
 });
