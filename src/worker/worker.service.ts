@@ -20,7 +20,14 @@ import { REngineUnavailableError } from '../r-engine/r-engine';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
-import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind, ResultData } from '../queue/queue.types';
+import {
+  ClaimedJob,
+  JOB_EXECUTOR,
+  JobExecutor,
+  JobKind,
+  R_JOB_KINDS,
+  ResultData,
+} from '../queue/queue.types';
 import { inSpan, recordSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 
 /** While the database is unreachable, a finished job's result is offered again this often... */
@@ -164,14 +171,16 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** Asks for a claim round now; rounds never overlap, a request during one triggers another. */
-  wake(kind?: JobKind): void {
+  wake(kind?: JobKind | readonly JobKind[]): void {
     if (this.stopping) {
       return;
     }
     if (kind === undefined) {
       this.wanted = 'all';
     } else if (this.wanted !== 'all') {
-      this.wanted.add(kind);
+      for (const each of typeof kind === 'string' ? [kind] : kind) {
+        this.wanted.add(each);
+      }
     }
     if (this.filling) {
       this.refillRequested = true;
@@ -262,7 +271,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     ).finally(() => {
       pool.running.delete(job.id);
       this.running.delete(job.id);
-      this.wake();
+      // An R slot is free: claim R jobs, not callbacks (their own slots did not change).
+      this.wake(R_JOB_KINDS);
     });
     this.running.set(job.id, { job, abort, done, storing: false });
   }
