@@ -289,10 +289,9 @@ describeFork(`R_SCRIPT_MODE=fork${forkable ? '' : skipReason}`, () => {
 });
 
 describe('a fork server that cannot start', () => {
-  it('makes its slot unusable after failing to start three times in a row', async () => {
-    const control = await mkdtemp(join(tmpdir(), 'svc-fork-control-'));
-    // Starts and exits at once, without READY: what a broken R installation does.
-    const server = new ForkServer({
+  /** A server that starts and exits at once, without READY: what a broken R installation does. */
+  const brokenServer = (control: string): ForkServer =>
+    new ForkServer({
       launch: () => spawn('sh', ['-c', 'exit 1'], { stdio: ['ignore', 'pipe', 'pipe'] }),
       controlDir: control,
       sandboxUid: null,
@@ -300,6 +299,10 @@ describe('a fork server that cannot start', () => {
       cpuLimitSeconds: 0,
       log: quiet,
     });
+
+  it('makes its slot unusable after failing to start three times in a row', async () => {
+    const control = await mkdtemp(join(tmpdir(), 'svc-fork-control-'));
+    const server = brokenServer(control);
     try {
       for (let attempt = 1; attempt <= 3; attempt += 1) {
         expect(server.usable).toBe(true);
@@ -317,18 +320,7 @@ describe('a fork server that cannot start', () => {
     // Each failed start used to leave its write open of the command FIFO waiting for a reader
     // that never came, holding one of the pool's four threads: after four, no file operation
     // of the process ever ended.
-    const servers = Array.from(
-      { length: 6 },
-      () =>
-        new ForkServer({
-          launch: () => spawn('sh', ['-c', 'exit 1'], { stdio: ['ignore', 'pipe', 'pipe'] }),
-          controlDir: control,
-          sandboxUid: null,
-          sandboxed: false,
-          cpuLimitSeconds: 0,
-          log: quiet,
-        }),
-    );
+    const servers = Array.from({ length: 6 }, () => brokenServer(control));
     try {
       for (const server of servers) {
         await expect(server.start()).rejects.toThrow(/exited during start-up/);
