@@ -219,7 +219,7 @@ export class ForkServer {
     this.commands = commands;
     child.once('exit', () => {
       if (!opened) {
-        releaseWaitingOpen(fifo);
+        releaseWaitingOpen(fifo, commands);
       }
       commands.destroy();
       if (this.commands === commands) {
@@ -356,19 +356,23 @@ export class ForkServer {
 }
 
 /**
- * Ends the wait of a write open of `fifo` whose reader will never come (the server ended before
- * it opened its end): that open blocks one of libuv's four pool threads for good, and four such
- * waits stop every file operation of the process. A reader's open, made and closed here, ends
- * it. O_NONBLOCK: a FIFO's read end opens at once, so this costs the event loop nothing (and it
- * must not queue behind the waits on the pool). The control directory is svc's own; nothing a
- * job writes is opened here, and O_NOFOLLOW refuses a link.
+ * Ends the wait of the write open of `fifo` (`commands`') whose reader will never come (the
+ * server ended before it opened its end): that open blocks one of libuv's four pool threads for
+ * good, and four such waits stop every file operation of the process. A reader's end, opened
+ * here and held until the stream is closed, lets that open return whether it is already waiting
+ * or not yet begun (closed at once, it would leave one that begins later waiting again). O_NONBLOCK:
+ * a FIFO's read end opens at once, so this costs the event loop nothing and does not queue
+ * behind the waits on the pool. The control directory is svc's own; O_NOFOLLOW refuses a link.
  */
-function releaseWaitingOpen(fifo: string): void {
+function releaseWaitingOpen(fifo: string, commands: WriteStream): void {
+  let reader: number;
   try {
-    closeSync(
-      openSync(fifo, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOFOLLOW),
-    );
+    reader = openSync(fifo, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOFOLLOW);
   } catch {
-    // Gone already: no open is waiting on it.
+    return; // gone already: no open is waiting on it
   }
+  commands.once('close', () => {
+    closeSync(reader);
+    void rm(fifo, { force: true });
+  });
 }

@@ -317,10 +317,16 @@ describe('a fork server that cannot start', () => {
 
   it("leaves no file operation of the service waiting: more failed starts than libuv's pool has threads", async () => {
     const control = await mkdtemp(join(tmpdir(), 'svc-fork-control-'));
+    // A control directory per server, as each slot has.
     // Each failed start used to leave its write open of the command FIFO waiting for a reader
     // that never came, holding one of the pool's four threads: after four, no file operation
     // of the process ever ended.
-    const servers = Array.from({ length: 6 }, () => brokenServer(control));
+    const controls = await Promise.all(
+      Array.from({ length: 6 }, (_, index) =>
+        mkdir(join(control, String(index))).then(() => join(control, String(index))),
+      ),
+    );
+    const servers = controls.map((directory) => brokenServer(directory));
     try {
       for (const server of servers) {
         await expect(server.start()).rejects.toThrow(/exited during start-up/);
@@ -335,7 +341,9 @@ describe('a fork server that cannot start', () => {
       clearTimeout(timer);
       // Each FIFO is removed once its open has ended.
       const left = async (): Promise<string[]> =>
-        (await readdir(control)).filter((name) => name.startsWith('commands-'));
+        (await Promise.all(controls.map((directory) => readdir(directory))))
+          .flat()
+          .filter((name) => name.startsWith('commands-'));
       for (let tries = 0; tries < 50 && (await left()).length > 0; tries++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
