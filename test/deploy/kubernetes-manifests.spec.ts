@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { loadAll } from 'js-yaml';
 import { QUEUE_BACKLOG_SQL } from '../../src/queue/queue.repository';
+import { postZip, request, REST } from '../support/rest-client';
+import { startTestService, TestService } from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
 
 /**
  * The manifests of deploy/kubernetes as `kubectl kustomize` renders each overlay: every object
@@ -491,6 +494,65 @@ describeRendered('kubectl kustomize: the optional components', () => {
     }
     const job = only(objects, 'Job', 'svc-migrate').spec.template.spec;
     expect(job.securityContext.seccompProfile).toEqual({ type: 'RuntimeDefault' });
+  });
+});
+
+// The demo's security settings, as the rendered ConfigMap gives them, with the Secret the
+// documented command makes: the service they start, tried over HTTP by a caller without them.
+describeRendered('the embedded demo over HTTP', () => {
+  const ADMIN = { user: 'admin', password: 'a-password-made-by-openssl-rand' };
+  let service: TestService;
+
+  beforeAll(async () => {
+    const rendered = only(render(join(KUBERNETES, 'overlays', 'embedded-demo')), 'ConfigMap');
+    const security = Object.fromEntries(
+      Object.entries(rendered.data ?? {}).filter(([key]) =>
+        /^(AUTH_|OIDC_|GLOBAL_ADMINS$|APPLICATION_SECURITY$)/.test(key),
+      ),
+    );
+    expect(security.AUTH_MODE).toBe('basic');
+    service = await startTestService({
+      ...security,
+      ADMIN_USER: ADMIN.user,
+      ADMIN_PASSWORD: ADMIN.password,
+    });
+  });
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  it('answers 401 to a caller without credentials, or with wrong ones, on every door that runs R or shows data', async () => {
+    const zip = await makeZip([{ name: 'job.R', content: 'writeLines("x", "x.txt")\n' }]);
+    const wrong = `Basic ${Buffer.from(`${ADMIN.user}:guess`).toString('base64')}`;
+    for (const authorization of [undefined, wrong]) {
+      const headers: Record<string, string> = authorization ? { Authorization: authorization } : {};
+      const answers = [
+        await postZip(service.url, zip, headers),
+        await request(`${service.url}${REST}/process`, {
+          method: 'POST',
+          headers: {
+            ...headers,
+            'X-SVC-Application-Name': 'demo',
+            'Content-Type': 'application/json',
+          },
+          body: JSON.stringify({ RFunction: 'combn', n: 5, k: 2 }),
+        }),
+        await request(`${service.url}${REST}/results/demo`, { headers }),
+        await request(`${service.url}${REST}/admin/system/configuration`, { headers }),
+      ];
+      expect(answers.map((answer) => answer.status)).toEqual([401, 401, 401, 401]);
+    }
+  });
+
+  it("takes the admin's credentials from the Secret", async () => {
+    const answer = await postZip(
+      service.url,
+      await makeZip([{ name: 'job.R', content: 'writeLines("x", "x.txt")\n' }]),
+      {
+        Authorization: `Basic ${Buffer.from(`${ADMIN.user}:${ADMIN.password}`).toString('base64')}`,
+      },
+    );
+    expect(answer.status).toBe(202);
   });
 });
 
