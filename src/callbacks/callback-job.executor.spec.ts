@@ -13,6 +13,7 @@ import { inProcessEvents } from '../../test/support/in-process-events';
 import { callbackSignature, CallbackJobExecutor } from './callback-job.executor';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
+import { HostLookup } from './host-lookup';
 import { CallbackState } from './job-callback.entity';
 
 const SECRET = 'a-secret-of-sixteen-or-more';
@@ -231,6 +232,7 @@ describe('callback jobs: CallbackJobExecutor in the worker, back-off', () => {
         NodeIdentity,
         CallbackRetryPolicy,
         CallbackUrlPolicy,
+        HostLookup,
         CallbackJobExecutor,
         WorkerService,
       ],

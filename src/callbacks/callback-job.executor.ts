@@ -1,5 +1,8 @@
 import { createHmac } from 'node:crypto';
-import { Injectable, Logger } from '@nestjs/common';
+import { Agent as HttpAgent, IncomingMessage, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { finished } from 'node:stream/promises';
+import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { APPLICATION_HEADER } from '../common/application-name';
 import { RestLinks } from '../common/public-uri';
 import { renderRepresentation } from '../common/representation/rest-representation';
@@ -9,7 +12,7 @@ import { CallbackFailure, CallbackJobsRepository } from '../queue/callback-jobs.
 import { CallbackDelivery, ClaimedJob } from '../queue/queue.types';
 import { ResultRepresentation, resultView } from '../results/result-view';
 import { CallbackRetryPolicy } from './callback-retry.policy';
-import { CallbackUrlPolicy } from './callback-url.policy';
+import { CallbackDestination, CallbackUrlPolicy } from './callback-url.policy';
 import { activeTraceCarrier, inSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 
 export const SIGNATURE_HEADER = 'X-SVC-Signature';
@@ -23,15 +26,11 @@ export function callbackSignature(secret: string, body: Buffer): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }
 
-/** Why an attempt failed, for last_error: the cause's code or message where fetch hides it. */
-function failureText(error: unknown, timeoutSeconds: number): string {
-  if (error instanceof Error && error.name === 'TimeoutError') {
-    return `no answer within ${timeoutSeconds} s`;
-  }
-  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-  const detail = cause?.code ?? cause?.message;
+/** Why an attempt failed, for last_error: the message and the system's code where there is one. */
+function failureText(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
   const message = error instanceof Error ? error.message : String(error);
-  return detail ? `${message} (${detail})` : message;
+  return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
 }
 
 /** The W3C headers of the active span (the delivery's), when tracing is on. */
@@ -54,8 +53,12 @@ function traceHeaders(): Record<string, string> {
  * attempt's outcome with the queue, if the worker still holds the lease.
  */
 @Injectable()
-export class CallbackJobExecutor {
+export class CallbackJobExecutor implements OnModuleDestroy {
   private readonly logger = new Logger(CallbackJobExecutor.name);
+  // Connections kept for the next attempt to the same host and port (each made to a checked
+  // address: the pinned lookup runs when a connection is opened).
+  private readonly httpAgent = new HttpAgent({ keepAlive: true });
+  private readonly httpsAgent = new HttpsAgent({ keepAlive: true });
 
   constructor(
     private readonly config: CallbackConfig,
@@ -64,6 +67,11 @@ export class CallbackJobExecutor {
     private readonly retryPolicy: CallbackRetryPolicy,
     private readonly urlPolicy: CallbackUrlPolicy,
   ) {}
+
+  onModuleDestroy(): void {
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
 
   /** Callback jobs one node delivers at once. */
   get capacity(): number {
@@ -144,20 +152,22 @@ export class CallbackJobExecutor {
         ),
         'utf8',
       );
+      const destination = await this.destination(applicationName, callback.url);
       const outcome =
-        (await this.stillAllowed(applicationName, callback.url)) ??
-        (await this.post(
-          callback.url,
-          body,
-          {
-            'Content-Type': 'application/json; charset=utf-8',
-            [SIGNATURE_HEADER]: callbackSignature(secret, body),
-            [JOB_ID_HEADER]: jobId,
-            [APPLICATION_HEADER]: applicationName,
-            ...traceHeaders(),
-          },
-          signal,
-        ));
+        'error' in destination
+          ? destination
+          : await this.post(
+              destination,
+              body,
+              {
+                'Content-Type': 'application/json; charset=utf-8',
+                [SIGNATURE_HEADER]: callbackSignature(secret, body),
+                [JOB_ID_HEADER]: jobId,
+                [APPLICATION_HEADER]: applicationName,
+                ...traceHeaders(),
+              },
+              signal,
+            );
       if (outcome.httpStatus !== null) {
         span?.set({ 'http.response.status_code': outcome.httpStatus });
       }
@@ -202,24 +212,27 @@ export class CallbackJobExecutor {
   }
 
   /**
-   * Null when the URL passes the submission rules again now, else the failed attempt: the
-   * allow-list may have changed, and a name may now resolve to a private address.
+   * Where to POST when the URL passes the submission rules again now, else the failed attempt:
+   * the allow-list may have changed, and a name may now resolve to a private address.
    */
-  private async stillAllowed(
+  private async destination(
     applicationName: string,
     url: string,
-  ): Promise<{ ok: false; httpStatus: null; error: string } | null> {
+  ): Promise<CallbackDestination | { ok: false; httpStatus: null; error: string }> {
     try {
-      await this.urlPolicy.check(applicationName, url);
-      return null;
+      return await this.urlPolicy.destination(applicationName, url);
     } catch (error) {
       return { ok: false, httpStatus: null, error: `not sent: ${(error as Error).message}` };
     }
   }
 
-  /** One POST; throws AttemptAborted when `signal` (the node stops, the lease was lost) cut it short. */
+  /**
+   * One POST to the checked destination, connected only to the addresses checked (its pinned
+   * `lookup`; Host and TLS server name stay the URL's host). Throws AttemptAborted when `signal`
+   * (the node stops, the lease was lost) cut it short.
+   */
   private async post(
-    url: string,
+    destination: CallbackDestination,
     body: Buffer,
     headers: Record<string, string>,
     signal: AbortSignal,
@@ -227,25 +240,40 @@ export class CallbackJobExecutor {
     { ok: true; httpStatus: number } | { ok: false; httpStatus: number | null; error: string }
   > {
     const timeoutSeconds = this.config.callbackTimeoutSeconds;
+    const deadline = AbortSignal.any([signal, AbortSignal.timeout(timeoutSeconds * 1000)]);
+    const https = destination.url.protocol === 'https:';
     try {
-      const response = await fetch(url, {
-        method: 'POST',
-        headers,
-        body,
-        // A redirect is an answer, not a new destination: the allow-list checked this URL only.
-        redirect: 'manual',
-        signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutSeconds * 1000)]),
+      const response = await new Promise<IncomingMessage>((resolve, reject) => {
+        const request = (https ? httpsRequest : httpRequest)(
+          destination.url,
+          {
+            method: 'POST',
+            headers: { ...headers, 'Content-Length': String(body.length) },
+            agent: https ? this.httpsAgent : this.httpAgent,
+            lookup: destination.lookup,
+            signal: deadline,
+          },
+          resolve,
+        );
+        request.on('error', reject);
+        request.end(body);
       });
-      // The answer's body is not used; reading it lets the connection be reused.
-      await response.arrayBuffer().catch(() => undefined);
-      return response.status >= 200 && response.status < 300
-        ? { ok: true, httpStatus: response.status }
-        : { ok: false, httpStatus: response.status, error: `HTTP ${response.status}` };
+      // No redirect is followed: it is an answer, not a new destination (the allow-list checked
+      // this URL only). The body is read and dropped, never held, within the same deadline;
+      // reading it lets the connection be reused.
+      await finished(response.resume());
+      const status = response.statusCode ?? 0;
+      return status >= 200 && status < 300
+        ? { ok: true, httpStatus: status }
+        : { ok: false, httpStatus: status, error: `HTTP ${status}` };
     } catch (error) {
       if (signal.aborted) {
         throw new AttemptAborted();
       }
-      return { ok: false, httpStatus: null, error: failureText(error, timeoutSeconds) };
+      if (deadline.aborted) {
+        return { ok: false, httpStatus: null, error: `no answer within ${timeoutSeconds} s` };
+      }
+      return { ok: false, httpStatus: null, error: failureText(error) };
     }
   }
 }

@@ -1,59 +1,16 @@
-import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { LookupAddress } from 'node:dns';
+import { isIP, LookupFunction } from 'node:net';
 import { Injectable } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
 import { ApplicationsConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
+import { HostLookup } from './host-lookup';
+import { nonPublicReason } from './public-address';
 
 /** The header (REST) and form field (upload) that name a job's callback URL. */
 export const CALLBACK_URL_HEADER = 'X-SVC-Callback-Url';
 
 const MAX_URL_LENGTH = 2048;
-
-/**
- * Addresses a callback must not reach unless its host is named exactly in the allow-list: the
- * service's own host and networks behind it (loopback, private, link-local with cloud metadata
- * services, unspecified, carrier-grade NAT, multicast, reserved).
- */
-const NON_PUBLIC = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const) {
-  NON_PUBLIC.addSubnet(network, prefix, 'ipv4');
-}
-for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const) {
-  NON_PUBLIC.addSubnet(network, prefix, 'ipv6');
-}
-
-/** True for an address in a loopback, private, link-local or otherwise non-public range. */
-export function isNonPublicAddress(address: string): boolean {
-  // An IPv4-mapped IPv6 address (::ffff:127.0.0.1) reaches the IPv4 address it carries.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) {
-    return NON_PUBLIC.check(mapped[1], 'ipv4');
-  }
-  const family = isIP(address);
-  if (family === 0) {
-    return true; // not an address at all: never trusted
-  }
-  return NON_PUBLIC.check(address, family === 4 ? 'ipv4' : 'ipv6');
-}
 
 /** A host name as compared with the allow-list: lower case, no IPv6 brackets, no final dot. */
 function normalHost(host: string): string {
@@ -79,15 +36,30 @@ export function allowListMatch(host: string, allowList: string[]): 'exact' | 'pa
 }
 
 /**
- * Checks the callback URL a job names, at submission (docs/api.md#job-callbacks): an absolute
- * http(s) URL without credentials, of an application that has a callback secret, whose host is
- * on the application's `callbackHosts`. A host admitted only by a pattern must be public: an IP
- * literal or every address it resolves to outside the non-public ranges, so a wildcard cannot
- * be used to reach the service's own network.
+ * Where one attempt may POST: the URL, and a `lookup` that answers its host with the addresses it
+ * had when it was checked, so a name cannot answer a public address to the check and a private
+ * one to the connection (undefined for an IP literal host, which is not looked up).
+ */
+export interface CallbackDestination {
+  url: URL;
+  lookup: LookupFunction | undefined;
+}
+
+/**
+ * Checks the callback URL a job names, at submission and again before each attempt
+ * (docs/api.md#job-callbacks, docs/security.md#callbacks): an absolute http(s) URL without
+ * credentials, of an application that has a callback secret, whose host is on the application's
+ * `callbackHosts`. A host admitted only by a pattern must be public: an IP literal or every
+ * address it resolves to outside the non-public ranges, IPv6 addresses that carry an IPv4
+ * address judged by that IPv4 address, so a wildcard cannot be used to reach the service's own
+ * network.
  */
 @Injectable()
 export class CallbackUrlPolicy {
-  constructor(private readonly applications: ApplicationsConfig) {}
+  constructor(
+    private readonly applications: ApplicationsConfig,
+    private readonly hosts: HostLookup,
+  ) {}
 
   /**
    * The URL to store; throws a 400 ApiError saying what is wrong, naming the URL as `field`
@@ -98,6 +70,24 @@ export class CallbackUrlPolicy {
     value: string,
     field: string = CALLBACK_URL_HEADER,
   ): Promise<string> {
+    return (await this.admit(applicationName, value, field, false)).url.toString();
+  }
+
+  /**
+   * The destination of an attempt, checked now (the allow-list may have changed, a name may
+   * resolve elsewhere); throws the 400 ApiError of `check` when it no longer passes. A host name
+   * is resolved here, named exactly or not, and the connection is pinned to its answer.
+   */
+  destination(applicationName: string, url: string): Promise<CallbackDestination> {
+    return this.admit(applicationName, url, CALLBACK_URL_HEADER, true);
+  }
+
+  private async admit(
+    applicationName: string,
+    value: string,
+    field: string,
+    resolveNames: boolean,
+  ): Promise<CallbackDestination> {
     const text = value.trim();
     if (text.length > MAX_URL_LENGTH) {
       throw ApiError.badRequest(`${field} is longer than ${MAX_URL_LENGTH} characters.`);
@@ -126,28 +116,74 @@ export class CallbackUrlPolicy {
         `The callback host ${url.hostname} is not on the callback hosts of application ${applicationName}.`,
       );
     }
-    if (match === 'pattern') {
-      await this.checkPublic(normalHost(url.hostname));
-    }
-    return url.toString();
-  }
-
-  private async checkPublic(host: string): Promise<void> {
-    let addresses: string[];
+    const host = normalHost(url.hostname);
     if (isIP(host) !== 0) {
-      addresses = [host];
-    } else {
-      try {
-        addresses = (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
-      } catch {
-        throw ApiError.badRequest(`The callback host ${host} cannot be resolved.`);
+      if (match === 'pattern') {
+        refuseNonPublic(host, [host]);
       }
+      return { url, lookup: undefined };
     }
-    if (addresses.length === 0 || addresses.some(isNonPublicAddress)) {
+    if (match === 'exact' && !resolveNames) {
+      return { url, lookup: undefined };
+    }
+    let addresses: LookupAddress[];
+    try {
+      addresses = await this.hosts.addresses(host);
+    } catch {
+      throw ApiError.badRequest(`The callback host ${host} cannot be resolved.`);
+    }
+    if (addresses.length === 0) {
+      throw ApiError.badRequest(`The callback host ${host} cannot be resolved.`);
+    }
+    if (match === 'pattern') {
+      refuseNonPublic(
+        host,
+        addresses.map((a) => a.address),
+      );
+    }
+    return { url, lookup: pinnedLookup(host, addresses) };
+  }
+}
+
+/** Throws the 400 for a pattern-admitted host any of whose addresses is not public. */
+function refuseNonPublic(host: string, addresses: string[]): void {
+  for (const address of addresses) {
+    const reason = nonPublicReason(address);
+    if (reason !== null) {
       throw ApiError.badRequest(
         `The callback host ${host} is a loopback, private or link-local address (or resolves to ` +
-          'one); such a host must be named exactly in the callback hosts.',
+          `one: ${reason}); such a host must be named exactly in the callback hosts.`,
       );
     }
   }
+}
+
+/**
+ * A `lookup` for the connection that answers `host` with the addresses checked, never asking
+ * the resolver again; any other name is refused. Node asks with `all` when it tries several
+ * addresses (autoSelectFamily), and for one family when told to.
+ */
+export function pinnedLookup(host: string, addresses: LookupAddress[]): LookupFunction {
+  return (hostname, options, callback) => {
+    const family =
+      options.family === 4 || options.family === 'IPv4'
+        ? 4
+        : options.family === 6 || options.family === 'IPv6'
+          ? 6
+          : 0;
+    const answers = addresses.filter((a) => family === 0 || a.family === family);
+    if (normalHost(hostname) !== host || answers.length === 0) {
+      const error: NodeJS.ErrnoException = new Error(
+        `${hostname} has no checked address${family === 0 ? '' : ` of family IPv${family}`}`,
+      );
+      error.code = 'ENOTFOUND';
+      callback(error, '', 0);
+      return;
+    }
+    if (options.all) {
+      callback(null, answers);
+    } else {
+      callback(null, answers[0].address, answers[0].family);
+    }
+  };
 }

@@ -3,6 +3,7 @@ import { QueueModule } from '../queue/queue.module';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackUrlPolicy } from './callback-url.policy';
 import { CallbackRepository } from './callback.repository';
+import { HostLookup } from './host-lookup';
 
 /**
  * Job callbacks: the URL check at submission and the delivery state. The delivery itself runs
@@ -10,7 +11,7 @@ import { CallbackRepository } from './callback.repository';
  */
 @Module({
   imports: [QueueModule],
-  providers: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
-  exports: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy],
+  providers: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy, HostLookup],
+  exports: [CallbackRepository, CallbackUrlPolicy, CallbackRetryPolicy, HostLookup],
 })
 export class CallbacksModule {}

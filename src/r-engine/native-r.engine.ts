@@ -223,7 +223,7 @@ export class NativeREngine implements REngine, NativeRuntime {
       return 'bwrap';
     }
     const install =
-      'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and let it make namespaces (in Docker: docs/operations.md#the-r-sandbox; in Kubernetes the pod needs hostUsers: false, seccompProfile and appArmorProfile Unconfined and procMount: Unmasked: docs/operations.md#kubernetes)';
+      'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and let it make namespaces (in Docker: docs/operations.md#the-r-sandbox; in Kubernetes the pod needs hostUsers: false, the seccomp profile svc-bwrap.json installed on its node (or seccompProfile Unconfined), appArmorProfile Unconfined and procMount: Unmasked: docs/operations.md#kubernetes)';
     if (setting === 'bwrap') {
       throw new Error(`R_SANDBOX=bwrap: ${problem}; ${install}, or set R_SANDBOX=none`);
     }

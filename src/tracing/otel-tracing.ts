@@ -4,7 +4,7 @@
  * HTTP server, Express and pg are instrumented; W3C trace context is read from requests.
  */
 import { hostname } from 'node:os';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import {
   type Context,
   context,
@@ -125,6 +125,10 @@ export function startTracing(settings: TracingSettings): void {
     instrumentations: [
       new HttpInstrumentation({
         ignoreIncomingRequestHook: (request) => POLLED_PATH.test(request.url ?? ''),
+        // A request that carries its own trace context was sent inside its own client span (a
+        // callback's POST, svc.callback.deliver): a second span would repeat it, and its
+        // traceparent would replace the one the receiver is meant to see.
+        ignoreOutgoingRequestHook: (request) => hasTraceparent(request.headers),
         startIncomingSpanHook: incomingSpanAttributes,
       }),
       // Only for the route in the request's span ("POST /svc/api/rest/jobs"): a span per
@@ -204,4 +208,11 @@ export function startTracing(settings: TracingSettings): void {
     },
   };
   installTracing(tracing);
+}
+
+function hasTraceparent(headers: OutgoingHttpHeaders | readonly string[] | undefined): boolean {
+  if (headers === undefined || Array.isArray(headers)) {
+    return false;
+  }
+  return Object.keys(headers).some((name) => name.toLowerCase() === 'traceparent');
 }

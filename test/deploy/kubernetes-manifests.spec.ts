@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { loadAll } from 'js-yaml';
 import { QUEUE_BACKLOG_SQL } from '../../src/queue/queue.repository';
+import { postZip, request, REST } from '../support/rest-client';
+import { startTestService, TestService } from '../support/test-service';
+import { makeZip } from '../support/zip-fixtures';
 
 /**
  * The manifests of deploy/kubernetes as `kubectl kustomize` renders each overlay: every object
@@ -54,6 +57,15 @@ interface PodSpec {
   initContainers?: Container[];
 }
 
+interface EgressRule {
+  to?: Array<{
+    ipBlock?: { cidr: string; except?: string[] };
+    namespaceSelector?: { matchLabels?: Labels };
+    podSelector?: { matchLabels: Labels };
+  }>;
+  ports: Array<{ port: number }>;
+}
+
 /** The fields of the rendered objects the tests read (Deployment, Job, Service, policies, KEDA). */
 interface Spec {
   replicas?: number;
@@ -64,7 +76,8 @@ interface Spec {
   selector: Labels & { matchLabels: Labels };
   podSelector: { matchLabels: Labels };
   policyTypes: string[];
-  egress: Array<{ to?: unknown[]; ports: Array<{ port: number }> }>;
+  egress: EgressRule[];
+  ingress: Array<{ from?: unknown[]; ports: Array<{ port: number }> }>;
   scaleTargetRef: { name: string };
   triggers: Array<{
     type: string;
@@ -77,7 +90,7 @@ interface Spec {
 interface K8sObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; labels?: Labels };
+  metadata: { name: string; namespace?: string; labels?: Labels };
   /** Absent on a ConfigMap: read where the kind has one. */
   spec: Spec;
   data?: Record<string, string>;
@@ -99,21 +112,40 @@ function render(dir: string): K8sObject[] {
   return loadAll(result.stdout).filter(Boolean) as K8sObject[];
 }
 
-/** The production overlay with the optional PgBouncer component, as an operator would include it. */
-function renderProductionWithPgBouncer(): K8sObject[] {
+/** The production overlay with optional components, as an operator would include them. */
+function renderProductionWith(...components: string[]): K8sObject[] {
   const dir = mkdtempSync(join(tmpdir(), 'svc-kustomize-'));
   try {
     // kustomize takes only relative paths to other kustomizations.
     const rel = relative(dir, KUBERNETES);
     writeFileSync(
       join(dir, 'kustomization.yaml'),
-      `resources:\n  - ${rel}/overlays/production\ncomponents:\n  - ${rel}/components/pgbouncer\n`,
+      `resources:\n  - ${rel}/overlays/production\ncomponents:\n` +
+        components.map((component) => `  - ${rel}/components/${component}\n`).join(''),
     );
     return render(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+function renderProductionWithPgBouncer(): K8sObject[] {
+  return renderProductionWith('pgbouncer');
+}
+
+/** The ports a policy's egress rules open, each rule's as one list. */
+function egressPorts(policy: K8sObject): number[][] {
+  return policy.spec.egress.map((rule) => rule.ports.map((p) => p.port));
+}
+
+/** The networks of svc's own cluster and node that an ipBlock to the Internet must leave out. */
+const PRIVATE_NETWORKS = [
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+];
 
 /** The model class of an object's apiVersion and kind (kubernetes-models, @kubernetes-models/keda). */
 function modelOf(object: K8sObject): new (data: unknown) => { validate(): void } {
@@ -128,6 +160,9 @@ function modelOf(object: K8sObject): new (data: unknown) => { validate(): void }
   const exported = require(module) as Record<string, new (data: unknown) => { validate(): void }>;
   return exported[object.kind];
 }
+
+/** svc's seccomp profile: its file in deploy/kubernetes/seccomp, its path under the kubelet's. */
+const SECCOMP_PROFILE = 'svc-bwrap.json';
 
 const RECOMMENDED_LABELS = [
   'app.kubernetes.io/name',
@@ -235,7 +270,11 @@ describeRendered.each(renderings)('kubectl kustomize: %s', (_name, renderOverlay
       const pod = deployment.spec.template.spec;
       expect(pod.hostUsers).toBe(false);
       expect(pod.securityContext.runAsNonRoot).toBe(true);
-      expect(pod.securityContext.seccompProfile).toEqual({ type: 'Unconfined' });
+      // svc's own profile, shipped in deploy/kubernetes/seccomp/ for the nodes' kubelet.
+      expect(pod.securityContext.seccompProfile).toEqual({
+        type: 'Localhost',
+        localhostProfile: SECCOMP_PROFILE,
+      });
       expect(pod.securityContext.appArmorProfile).toEqual({ type: 'Unconfined' });
       expect(pod.automountServiceAccountToken).toBe(false);
       expect(containersOf(deployment)[0].securityContext?.procMount).toBe('Unmasked');
@@ -251,17 +290,61 @@ describeRendered.each(renderings)('kubectl kustomize: %s', (_name, renderOverlay
     }
   });
 
+  it('lets API pods take requests from the ingress controller only, and reach only PostgreSQL (or PgBouncer) and DNS', () => {
+    const api = only(objects, 'Deployment', 'svc-api');
+    const policy = only(objects, 'NetworkPolicy', 'svc-api');
+    expect(selects(policy.spec.podSelector.matchLabels, api.spec.template.metadata.labels)).toBe(
+      true,
+    );
+    expect(policy.spec.policyTypes).toEqual(expect.arrayContaining(['Egress', 'Ingress']));
+    expect(policy.spec.ingress).toEqual([
+      {
+        from: [
+          {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } },
+          },
+        ],
+        ports: [{ protocol: 'TCP', port: Number(settings.PORT) }],
+      },
+    ]);
+    const database = [5432, ...(_name.includes('PgBouncer') ? [6432] : [])];
+    for (const rule of policy.spec.egress) {
+      expect(rule.to?.length).toBeGreaterThan(0);
+      expect(JSON.stringify(rule.to)).not.toContain('ipBlock');
+    }
+    expect(egressPorts(policy).sort()).toEqual(
+      [[53, 53], ...database.map((port) => [port])].sort(),
+    );
+  });
+
   if (_name === 'embedded-demo') {
-    it('is one pod of role all on the embedded database, with no Secret to make', () => {
+    it('is one pod of role all on the embedded database, in a namespace of its own', () => {
       const deployment = only(objects, 'Deployment');
       expect(roleOf(deployment)).toBe('all');
       expect(deployment.spec.replicas).toBe(1);
       expect(deployment.spec.strategy).toEqual({ type: 'Recreate' });
-      expect(JSON.stringify(deployment)).not.toContain('secretRef');
       expect(settings.DATA_DIR).toBe('/app/data');
       expect(objects.map((o) => o.kind)).not.toEqual(
         expect.arrayContaining(['Job', 'ScaledObject']),
       );
+      // The overlay makes its namespace, and every other object is in it.
+      const namespace = only(objects, 'Namespace');
+      expect(namespace.metadata.name).toBe('svc-demo');
+      expect(namespace.metadata.labels?.['pod-security.kubernetes.io/enforce']).toBe('privileged');
+      for (const object of objects.filter((o) => o.kind !== 'Namespace')) {
+        expect([object.kind, object.metadata.namespace]).toEqual([object.kind, 'svc-demo']);
+      }
+    });
+
+    it('takes no anonymous caller: basic authentication, the credentials from a Secret the pod cannot start without', () => {
+      const deployment = only(objects, 'Deployment');
+      expect(settings.AUTH_MODE).toBe('basic');
+      expect(containersOf(deployment)[0].envFrom).toEqual([
+        { configMapRef: { name: only(objects, 'ConfigMap').metadata.name } },
+        { secretRef: { name: 'svc-api-secrets' } },
+      ]);
+      // The Secret is made by hand (a password in the repository would be everyone's).
+      expect(objects.map((o) => o.kind)).not.toContain('Secret');
     });
     return;
   }
@@ -339,6 +422,196 @@ describeRendered.each(renderings)('kubectl kustomize: %s', (_name, renderOverlay
     expect(auth.spec.secretTargetRef).toEqual([
       { parameter: 'connection', name: 'svc-keda', key: 'connection' },
     ]);
+  });
+});
+
+describeRendered('kubectl kustomize: the optional components', () => {
+  function policies(objects: K8sObject[]): { api: K8sObject; worker: K8sObject } {
+    return {
+      api: only(objects, 'NetworkPolicy', 'svc-api'),
+      worker: only(objects, 'NetworkPolicy', 'svc-worker'),
+    };
+  }
+  let base: { api: K8sObject; worker: K8sObject };
+  beforeAll(() => {
+    base = policies(renderProductionWith('pgbouncer'));
+  });
+
+  /** The egress rules a component adds to a policy (the base's removed). */
+  function added(policy: K8sObject, basePolicy: K8sObject): EgressRule[] {
+    const before = basePolicy.spec.egress.map((rule) => JSON.stringify(rule));
+    return policy.spec.egress.filter((rule) => !before.includes(JSON.stringify(rule)));
+  }
+
+  it('tracing: sets the endpoint and opens the collector (OTLP/HTTP, 4318) to API and worker pods, nothing else', () => {
+    const objects = renderProductionWith('pgbouncer', 'tracing');
+    expect(only(objects, 'ConfigMap').data?.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^http.*:4318$/);
+    const { api, worker } = policies(objects);
+    for (const [policy, before] of [
+      [api, base.api],
+      [worker, base.worker],
+    ]) {
+      expect(added(policy, before)).toEqual([
+        {
+          to: [
+            {
+              namespaceSelector: {},
+              podSelector: { matchLabels: { 'app.kubernetes.io/name': 'opentelemetry-collector' } },
+            },
+          ],
+          ports: [{ protocol: 'TCP', port: 4318 }],
+        },
+      ]);
+    }
+  });
+
+  it.each([
+    ['mail', [25, 465, 587, 143, 993, 110, 995]],
+    ['oidc', [443]],
+  ])(
+    '%s: opens public addresses on its ports to API pods only, never the private networks',
+    (component, ports) => {
+      const { api, worker } = policies(renderProductionWith('pgbouncer', component));
+      expect(worker.spec.egress).toEqual(base.worker.spec.egress);
+      const toInternet = added(api, base.api).filter((rule) =>
+        rule.to?.some((peer) => peer.ipBlock),
+      );
+      expect(toInternet).toHaveLength(1);
+      const [rule] = toInternet;
+      expect(rule.ports.map((p) => p.port)).toEqual(ports);
+      for (const peer of rule.to ?? []) {
+        expect(peer.ipBlock?.cidr).toBe('0.0.0.0/0');
+        expect(peer.ipBlock?.except).toEqual(expect.arrayContaining(PRIVATE_NETWORKS));
+      }
+    },
+  );
+
+  it('seccomp-unconfined: the fallback, Unconfined for the pods that run R only', () => {
+    const objects = renderProductionWith('seccomp-unconfined');
+    for (const name of ['svc-api', 'svc-worker']) {
+      const pod = only(objects, 'Deployment', name).spec.template.spec;
+      expect(pod.securityContext.seccompProfile).toEqual({ type: 'Unconfined' });
+    }
+    const job = only(objects, 'Job', 'svc-migrate').spec.template.spec;
+    expect(job.securityContext.seccompProfile).toEqual({ type: 'RuntimeDefault' });
+  });
+});
+
+// The demo's security settings, as the rendered ConfigMap gives them, with the Secret the
+// documented command makes: the service they start, tried over HTTP by a caller without them.
+describeRendered('the embedded demo over HTTP', () => {
+  const ADMIN = { user: 'admin', password: 'a-password-made-by-openssl-rand' };
+  let service: TestService;
+
+  beforeAll(async () => {
+    const rendered = only(render(join(KUBERNETES, 'overlays', 'embedded-demo')), 'ConfigMap');
+    const security = Object.fromEntries(
+      Object.entries(rendered.data ?? {}).filter(([key]) =>
+        /^(AUTH_|OIDC_|GLOBAL_ADMINS$|APPLICATION_SECURITY$)/.test(key),
+      ),
+    );
+    expect(security.AUTH_MODE).toBe('basic');
+    service = await startTestService({
+      ...security,
+      ADMIN_USER: ADMIN.user,
+      ADMIN_PASSWORD: ADMIN.password,
+    });
+  });
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  it('answers 401 to a caller without credentials, or with wrong ones, on every door that runs R or shows data', async () => {
+    const zip = await makeZip([{ name: 'job.R', content: 'writeLines("x", "x.txt")\n' }]);
+    const wrong = `Basic ${Buffer.from(`${ADMIN.user}:guess`).toString('base64')}`;
+    for (const authorization of [undefined, wrong]) {
+      const headers: Record<string, string> = authorization ? { Authorization: authorization } : {};
+      const answers = [
+        await postZip(service.url, zip, headers),
+        await request(`${service.url}${REST}/process`, {
+          method: 'POST',
+          headers: {
+            ...headers,
+            'X-SVC-Application-Name': 'demo',
+            'Content-Type': 'application/json',
+          },
+          body: JSON.stringify({ RFunction: 'combn', n: 5, k: 2 }),
+        }),
+        await request(`${service.url}${REST}/results/demo`, { headers }),
+        await request(`${service.url}${REST}/admin/system/configuration`, { headers }),
+      ];
+      expect(answers.map((answer) => answer.status)).toEqual([401, 401, 401, 401]);
+    }
+  });
+
+  it("takes the admin's credentials from the Secret", async () => {
+    const answer = await postZip(
+      service.url,
+      await makeZip([{ name: 'job.R', content: 'writeLines("x", "x.txt")\n' }]),
+      {
+        Authorization: `Basic ${Buffer.from(`${ADMIN.user}:${ADMIN.password}`).toString('base64')}`,
+      },
+    );
+    expect(answer.status).toBe(202);
+  });
+});
+
+describe('deploy/kubernetes/seccomp: the profile of the pods that run R', () => {
+  const profile = JSON.parse(
+    readFileSync(join(KUBERNETES, 'seccomp', SECCOMP_PROFILE), 'utf8'),
+  ) as {
+    defaultAction: string;
+    architectures?: string[];
+    syscalls: Array<{ names: string[]; action: string; errnoRet?: number }>;
+  };
+  const refused = profile.syscalls
+    .filter((rule) => rule.action !== 'SCMP_ACT_ALLOW')
+    .flatMap((rule) => rule.names);
+
+  it("allows every call bubblewrap makes its sandbox with (the runtime's default refuses them)", () => {
+    expect(profile.defaultAction).toBe('SCMP_ACT_ALLOW');
+    for (const call of [
+      'unshare',
+      'clone',
+      'clone3',
+      'mount',
+      'umount2',
+      'pivot_root',
+      'setns',
+      'chroot',
+      'prctl',
+      'seccomp',
+    ]) {
+      expect([call, refused.includes(call)]).toEqual([call, false]);
+    }
+  });
+
+  it('refuses what no part of svc uses: kernel modules, kexec, bpf, io_uring, userfaultfd, keys, ptrace, handles', () => {
+    for (const call of [
+      'init_module',
+      'finit_module',
+      'kexec_load',
+      'bpf',
+      'perf_event_open',
+      'io_uring_setup',
+      'userfaultfd',
+      'keyctl',
+      'add_key',
+      'ptrace',
+      'process_vm_writev',
+      'open_by_handle_at',
+    ]) {
+      expect([call, refused.includes(call)]).toEqual([call, true]);
+    }
+    // As absent calls (ENOSYS), so a program that probes one falls back.
+    for (const rule of profile.syscalls) {
+      expect(rule).toMatchObject({ action: 'SCMP_ACT_ERRNO', errnoRet: 38 });
+      for (const name of rule.names) {
+        expect(name).toMatch(/^[a-z_][a-z0-9_]*$/);
+      }
+    }
+    // Only the node's own architecture: a foreign one's calls are refused by the runtime.
+    expect(profile.architectures).toBeUndefined();
   });
 });
 

@@ -20,6 +20,7 @@ import {
 } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
 import { Delivery, Receiver } from '../support/callback-receiver';
+import { HostLookup } from '../../src/callbacks/host-lookup';
 import { makeZip } from '../support/zip-fixtures';
 
 const SECRET = 'callback-secret-for-the-tests';
@@ -60,8 +61,12 @@ async function submitted(base: string, callbackUrl: string): Promise<Record<stri
   return (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
 }
 
-async function callbackOf(base: string, jobId: string): Promise<CallbackStatus | undefined> {
-  const answer = await request(`${base}${REST}/jobs/demo/${jobId}`, { headers: JSON_ACCEPT });
+async function callbackOf(
+  base: string,
+  jobId: string,
+  app = 'demo',
+): Promise<CallbackStatus | undefined> {
+  const answer = await request(`${base}${REST}/jobs/${app}/${jobId}`, { headers: JSON_ACCEPT });
   expect(answer.status).toBe(200);
   return (JSON.parse(answer.text) as { jobStatus: { callback?: CallbackStatus } }).jobStatus
     .callback;
@@ -287,6 +292,143 @@ describe('job callbacks', () => {
     const token = (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
     await waitForResult(token.resultUri);
     expect(await callbackOf(service.url, token.jobId)).toBeUndefined();
+  });
+});
+
+/** IPv6 forms that carry the IPv4 loopback address, each of which once passed the `*` pattern. */
+const LOOPBACK_IN_IPV6 = [
+  ['IPv4-mapped', '::ffff:127.0.0.1'],
+  ['IPv4-compatible', '::127.0.0.1'],
+  ['IPv4-translated', '::ffff:0:127.0.0.1'],
+  ['NAT64', '64:ff9b::127.0.0.1'],
+  ['6to4', '2002:7f00:1::1'],
+  ['Teredo', '2001:0:4136:e378:8000:63bf:80ff:fffe'],
+];
+
+// A name server is on the attacker's side: the test answers for names under .rebind.test and
+// .pinned.test as one would, differently on each question, through the service's HostLookup.
+describe('job callbacks against hostile addresses and names', () => {
+  let service: TestService;
+  let receiver: Receiver;
+  /** The answers for a name, in turn; the last one repeats. */
+  const answers = new Map<string, string[]>();
+  const asked: string[] = [];
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    service = await startTestService({
+      ...CALLBACK_ENV,
+      APPLICATION_SETTINGS: JSON.stringify({
+        open: { callbackHosts: ['*'], callbackSecret: SECRET },
+        rebind: { callbackHosts: ['*.rebind.test'], callbackSecret: SECRET },
+        pinned: { callbackHosts: ['hooks.pinned.test'], callbackSecret: SECRET },
+      }),
+      CALLBACK_TIMEOUT_SECONDS: '2',
+    });
+    const hosts = service.app.get(HostLookup);
+    const system = hosts.addresses.bind(hosts);
+    jest.spyOn(hosts, 'addresses').mockImplementation((host) => {
+      const list = answers.get(host);
+      if (!list) {
+        return system(host);
+      }
+      asked.push(host);
+      const address = list.length > 1 ? (list.shift() as string) : list[0];
+      return Promise.resolve([{ address, family: address.includes(':') ? 6 : 4 }]);
+    });
+  });
+  afterAll(async () => {
+    jest.restoreAllMocks();
+    await service.stop();
+    await receiver.stop();
+  });
+
+  async function submittedBy(app: string, callbackUrl: string): Promise<string> {
+    const answer = await submit(service.url, callbackUrl, app);
+    expect(answer.status).toBe(202);
+    return (JSON.parse(answer.text) as { jobToken: { jobId: string } }).jobToken.jobId;
+  }
+
+  async function attemptsMade(app: string, jobId: string, count: number): Promise<CallbackStatus> {
+    return waitFor(
+      async () => {
+        const callback = await callbackOf(service.url, jobId, app);
+        return callback && callback.attempts >= count ? callback : undefined;
+      },
+      60000,
+      `${count} attempt(s) of the callback of job ${jobId}`,
+    );
+  }
+
+  it.each(LOOPBACK_IN_IPV6)(
+    'refuses at submission a %s address of 127.0.0.1 (%s) admitted by a pattern, with 400',
+    async (_form, address) => {
+      const answer = await submit(service.url, `http://[${address}]:${receiver.port}/hook`, 'open');
+      expect(answer.status).toBe(400);
+      const error = (JSON.parse(answer.text) as { error: { status: number; message: string } })
+        .error;
+      expect(error.status).toBe(400);
+      expect(error.message).toMatch(/loopback, private or link-local/);
+      expect(error.message).toContain('carries the IPv4 address 127.0.0.1');
+      expect(receiver.deliveries).toHaveLength(0);
+    },
+  );
+
+  it.each(LOOPBACK_IN_IPV6)(
+    'refuses a name that resolves to a %s address of 127.0.0.1 (%s) at submission',
+    async (_form, address) => {
+      const host = `submit-${address.replace(/[:.]/g, '-')}.rebind.test`;
+      answers.set(host, [address]);
+      const answer = await submit(service.url, `http://${host}:${receiver.port}/hook`, 'rebind');
+      expect(answer.status).toBe(400);
+      expect(answer.text).toContain('carries the IPv4 address 127.0.0.1');
+    },
+  );
+
+  it.each(LOOPBACK_IN_IPV6)(
+    'does not send to a name public at submission that resolves to a %s address of 127.0.0.1 (%s) at delivery',
+    async (_form, address) => {
+      const host = `deliver-${address.replace(/[:.]/g, '-')}.rebind.test`;
+      answers.set(host, ['203.0.113.7', address]);
+      const jobId = await submittedBy('rebind', `http://${host}:${receiver.port}/hook`);
+      const status = await attemptsMade('rebind', jobId, 1);
+      expect(status.state).toBe('pending');
+      expect(status.lastHttpStatus).toBeUndefined();
+      expect(status.lastError).toMatch(/^not sent: .*carries the IPv4 address 127\.0\.0\.1/);
+      expect(receiver.deliveriesFor(jobId)).toHaveLength(0);
+    },
+  );
+
+  it('connects to the address it checked: a name public when checked and 127.0.0.1 just after never reaches 127.0.0.1', async () => {
+    const host = 'flip.rebind.test';
+    // Submission and the first attempt's check see a public address (one that routes nowhere);
+    // every later question is answered with the receiver's address.
+    answers.set(host, ['203.0.113.7', '203.0.113.7', '127.0.0.1']);
+    const jobId = await submittedBy('rebind', `http://${host}:${receiver.port}/hook`);
+    const status = await attemptsMade('rebind', jobId, 2);
+    // The first attempt went to 203.0.113.7 and failed there; the second was refused at its check.
+    expect(status.lastError).toMatch(/^not sent: .*127\.0\.0\.1 is a loopback/);
+    // Had the connection asked again, the third answer would have sent it to the receiver.
+    expect(receiver.deliveriesFor(jobId)).toHaveLength(0);
+    expect(asked).toContain(host);
+  });
+
+  it('a name named exactly is delivered to the address its check resolved, under its own name', async () => {
+    const host = 'hooks.pinned.test';
+    answers.set(host, ['127.0.0.1']);
+    const jobId = await submittedBy('pinned', `http://${host}:${receiver.port}/pinned`);
+    const status = await waitFor(
+      async () => {
+        const callback = await callbackOf(service.url, jobId, 'pinned');
+        return callback?.state === 'delivered' ? callback : undefined;
+      },
+      60000,
+      'the pinned callback delivered',
+    );
+    expect(status).toMatchObject({ attempts: 1, lastHttpStatus: 200 });
+    const [delivery] = receiver.deliveriesFor(jobId);
+    // The system's resolver knows no such name: only the checked answer could have connected it.
+    expect(delivery.headers.host).toBe(`${host}:${receiver.port}`);
   });
 });
 

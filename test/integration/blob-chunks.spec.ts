@@ -1,4 +1,5 @@
 import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
+import { HostLookup } from '../../src/callbacks/host-lookup';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -72,7 +73,7 @@ describe('chunked job files and results', () => {
       config,
       queue,
       new QueueNotifier(inProcessEvents(undefined, node)),
-      new CallbackUrlPolicy(config),
+      new CallbackUrlPolicy(config, new HostLookup()),
       new SubmissionLimits(config, queue, new SubmissionBucketRepository(dataSource)),
     );
     results = new ResultRepository(dataSource, new JobRecordsRepository(dataSource));

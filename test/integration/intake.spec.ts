@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
 import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
+import { HostLookup } from '../../src/callbacks/host-lookup';
 import { ApiError } from '../../src/common/api-error';
 import { loadConfig } from '../../src/config/app-config';
 import { configProviders } from '../../src/config/config.module';
@@ -56,7 +57,7 @@ describe('JobsService.submit: the intake of every front end', () => {
           provide: QueueNotifier,
           useValue: new QueueNotifier(inProcessEvents(undefined, node)),
         },
-        { provide: CallbackUrlPolicy, useValue: new CallbackUrlPolicy(config) },
+        { provide: CallbackUrlPolicy, useValue: new CallbackUrlPolicy(config, new HostLookup()) },
         SubmissionLimits,
         {
           provide: SubmissionBucketRepository,
