@@ -7,6 +7,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY src ./src
 COPY migrations ./migrations
+COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev --omit=optional
 
 FROM node:22-bookworm-slim

@@ -18,6 +18,7 @@ import {
   type ScriptMode,
 } from './r-location';
 import { evaluateR } from './r-process';
+import type { SandboxProblem } from './r-sandbox';
 import { rSourcePath } from './r-sources';
 import { RSessionPool, type FunctionLibrarySource } from './r-session-pool';
 import { jobLimits, type JobLimits } from './run-limits';
@@ -213,7 +214,7 @@ export class NativeREngine implements REngine, NativeRuntime {
       return 'none';
     }
     const dir = await mkdtemp(join(tmpdir(), 'svc-probe-'));
-    let problem: string | null;
+    let problem: SandboxProblem | null;
     try {
       problem = probeSandbox({ rscript: this.rscript, rHome: this.config.rHome }, dir);
     } finally {
@@ -222,19 +223,18 @@ export class NativeREngine implements REngine, NativeRuntime {
     if (problem === null) {
       return 'bwrap';
     }
-    const install =
-      'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and let it make namespaces (in Docker: docs/operations.md#the-r-sandbox; in Kubernetes the pod needs hostUsers: false, the seccomp profile svc-bwrap.json installed on its node (or seccompProfile Unconfined), appArmorProfile Unconfined and procMount: Unmasked: docs/operations.md#kubernetes)';
+    const { cause, fix } = problem;
     if (setting === 'bwrap') {
-      throw new Error(`R_SANDBOX=bwrap: ${problem}; ${install}, or set R_SANDBOX=none`);
+      throw new Error(`R_SANDBOX=bwrap: ${cause}; ${fix}, or set R_SANDBOX=none`);
     }
     const authMode = this.config.authMode ?? 'none';
     if (authMode !== 'none') {
       throw new Error(
-        `R_SANDBOX=auto: no sandbox for R (${problem}) while AUTH_MODE=${authMode}: ${install}, or set R_SANDBOX=none to accept that R code runs with the service's rights`,
+        `R_SANDBOX=auto: no sandbox for R (${cause}) while AUTH_MODE=${authMode}: ${fix}, or set R_SANDBOX=none to accept that R code runs with the service's rights`,
       );
     }
     this.logger.warn(
-      `no sandbox for R (${problem}): R code runs with the service's rights and can read its files, secrets and network; ${install}`,
+      `no sandbox for R (${cause}): R code runs with the service's rights and can read its files, secrets and network; ${fix}`,
     );
     return 'none';
   }

@@ -4,11 +4,14 @@ import { dirname, join } from 'node:path';
 import { rSourcePath } from './r-sources';
 import {
   bwrapArguments,
+  bwrapFailure,
+  BWRAP_MISSING,
   DEFAULT_PATH,
   findBwrap,
   isExecutable,
   sandboxConfinement,
   type Confinement,
+  type SandboxProblem,
 } from './r-sandbox';
 
 /** What isolates native R: bubblewrap namespaces, or nothing but the process boundary. */
@@ -315,14 +318,14 @@ function limitArguments(limits: RLimits): string[] {
 
 /**
  * Whether R runs in bubblewrap here: starts R once in the sandbox and checks its answer.
- * Returns null when it works, else the reason (one line).
+ * Returns null when it works, else why not and what to do (bwrapFailure).
  */
 export function probeSandbox(
   options: Omit<RLauncherOptions, 'sandbox'>,
   dir: string,
-): string | null {
+): SandboxProblem | null {
   if (!findBwrap()) {
-    return 'bwrap (Debian/Ubuntu package bubblewrap) is not installed';
+    return BWRAP_MISSING;
   }
   const launcher = new RLauncher({ ...options, sandbox: 'bwrap' });
   const request = evaluation('cat(1 + 1)', dir);
@@ -343,11 +346,10 @@ export function probeSandbox(
     launch.close();
   }
   if (result.error) {
-    return result.error.message;
+    return bwrapFailure(null, result.error.message, launcher.sandboxUid);
   }
   if (result.status === 0 && result.stdout.trim() === '2') {
     return null;
   }
-  const detail = (result.stderr || result.stdout).trim().split('\n').pop() ?? '';
-  return `R did not run in bubblewrap (exit status ${String(result.status)}${detail ? `: ${detail}` : ''})`;
+  return bwrapFailure(result.status, result.stderr || result.stdout, launcher.sandboxUid);
 }

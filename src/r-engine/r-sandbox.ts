@@ -279,3 +279,81 @@ export function bwrapArguments(
   args.push('--chdir', request.cwd);
   return args;
 }
+
+/** Why R does not run in bubblewrap (RLauncher's probe), and what the operator can do. */
+export interface SandboxProblem {
+  cause: string;
+  fix: string;
+}
+
+const INSTALL_BUBBLEWRAP = 'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)';
+const ALLOW_NAMESPACES =
+  'let bubblewrap make namespaces (in Docker: docs/operations.md#the-r-sandbox; in Kubernetes the pod needs hostUsers: false, the seccomp profile svc-bwrap.json installed on its node (or seccompProfile Unconfined), appArmorProfile Unconfined and procMount: Unmasked: docs/operations.md#kubernetes)';
+
+/** bubblewrap is not on the PATH. */
+export const BWRAP_MISSING: SandboxProblem = {
+  cause: 'bwrap (Debian/Ubuntu package bubblewrap) is not installed',
+  fix: `${INSTALL_BUBBLEWRAP} and ${ALLOW_NAMESPACES}`,
+};
+
+/**
+ * The directories from / down to a path (the path included) that a user who is neither their
+ * owner nor in their group cannot pass (no o+x), as the sandbox's user (nobody) is for files of
+ * root; the path itself also when it is not readable (no o+r) by that user.
+ */
+export function closedToOthers(path: string): string[] {
+  const closed: string[] = [];
+  const parts = path.split('/').filter((part) => part !== '');
+  for (let i = 1; i <= parts.length; i++) {
+    const dir = `/${parts.slice(0, i).join('/')}`;
+    let mode: number;
+    try {
+      mode = statSync(dir).mode;
+    } catch {
+      break;
+    }
+    const needed = i === parts.length ? 0o005 : 0o001;
+    if ((mode & needed) !== needed) {
+      closed.push(dir);
+    }
+  }
+  return closed;
+}
+
+/**
+ * What bubblewrap's failed start means. "Can't find source path P: Permission denied" is not
+ * a missing or blocked bubblewrap: the user R runs as in the sandbox (nobody when the service
+ * runs as root) cannot reach P (the checkout's R programs, or R itself) because a directory
+ * above it lets no other user through. The problem then names P, the directories that block
+ * it and the chmod that opens them.
+ */
+export function bwrapFailure(
+  status: number | null,
+  output: string,
+  sandboxUid: number | null,
+): SandboxProblem {
+  const detail = output.trim().split('\n').pop() ?? '';
+  const failed = `R did not run in bubblewrap (exit status ${String(status)}${detail ? `: ${detail}` : ''})`;
+  const unreachable = /Can't find source path (.+): Permission denied/.exec(output);
+  if (!unreachable) {
+    return { cause: failed, fix: ALLOW_NAMESPACES };
+  }
+  const path = unreachable[1];
+  const user =
+    sandboxUid === null ? "the service's user" : `uid ${sandboxUid}, R's user in the sandbox`;
+  const closed = sandboxUid === null ? [] : closedToOthers(path);
+  const above = closed.filter((dir) => dir !== path);
+  const commands = [
+    ...(above.length > 0 ? [`chmod o+x ${above.join(' ')}`] : []),
+    ...(closed.includes(path) ? [`chmod o+rx ${path}`] : []),
+  ];
+  const blocked = closed.length > 0 ? ` (closed to other users: ${closed.join(', ')})` : '';
+  const open =
+    commands.length > 0
+      ? commands.join(' && ')
+      : `give ${user} read and search access to ${path} and every directory above it`;
+  return {
+    cause: `${failed}: bubblewrap works, but ${user} cannot reach ${path}${blocked}`,
+    fix: `${open}, or move the checkout (or R) to a directory every user can reach, such as /opt or /srv`,
+  };
+}

@@ -1,8 +1,8 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runSvc, ServiceProcess, spawnService } from '../support/service-process';
-import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
+import { runCommand } from '../support/run-command';
+import { ServiceProcess, spawnExampleService } from '../support/service-process';
 
 const ROOT = join(__dirname, '..', '..');
 const EXAMPLES = join(ROOT, 'examples', 'clients');
@@ -59,22 +59,6 @@ function installed(client: ClientExample): boolean {
   return spawnSync(command, args, { stdio: 'ignore' }).status === 0;
 }
 
-async function run(
-  command: string,
-  args: string[],
-  env: NodeJS.ProcessEnv,
-): Promise<{ code: number | string; stdout: string; stderr: string }> {
-  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const code = await new Promise<number | string>((resolve) =>
-    child.once('close', (exitCode, signal) => resolve(exitCode ?? signal ?? -1)),
-  );
-  return { code, stdout, stderr };
-}
-
 describe('the client examples of docs/clients.md', () => {
   it('docs/clients.md holds every example file exactly as it is', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'clients.md'), 'utf8');
@@ -88,27 +72,16 @@ describe('the client examples of docs/clients.md', () => {
   });
 
   describe('run against the built service', () => {
-    let database: TestDatabase;
+    let example: Awaited<ReturnType<typeof spawnExampleService>>;
     let service: ServiceProcess;
 
     beforeAll(async () => {
-      database = await createTestDatabase();
-      const env = testEnvironment(database, { LOG_LEVEL: 'warn' });
-      service = await spawnService(env, 120000);
-      // A fresh embedded database gets the example catalog at start-up; a server does not.
-      if (database.url) {
-        const load = await runSvc(['catalog', 'load', join(ROOT, 'catalog')], env);
-        expect(load.output).toContain('demo/R_FUNCTIONS/functions.R');
-        expect(load.code).toBe(0);
-      }
+      example = await spawnExampleService();
+      service = example.service;
     }, 180000);
 
     afterAll(async () => {
-      if (service) {
-        service.child.kill('SIGTERM');
-        expect(await service.exited()).toBe(0);
-      }
-      await database?.drop();
+      await example?.stop();
     });
 
     for (const client of CLIENTS) {
@@ -119,10 +92,13 @@ describe('the client examples of docs/clients.md', () => {
         if (!available) {
           throw new Error(`${client.file} needs ${client.probe[0]}: ${client.install}`);
         }
-        const { code, stdout, stderr } = await run(client.command, [join(EXAMPLES, client.file)], {
-          ...process.env,
-          SVC_URL: service.url,
-        });
+        const { code, stdout, stderr } = await runCommand(
+          client.command,
+          [join(EXAMPLES, client.file)],
+          {
+            env: { ...process.env, SVC_URL: service.url },
+          },
+        );
         expect({ code, stderr: code === 0 ? '' : stderr }).toEqual({ code: 0, stderr: '' });
         expect(stdout.trimEnd().split('\n')).toEqual(EXPECTED_OUTPUT);
       }, 240000);

@@ -1,10 +1,11 @@
 import { createServer, type Server } from 'node:net';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NativeREngine } from '../../src/r-engine/native-r.engine';
+import { probeSandbox } from '../../src/r-engine/r-launcher';
 import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
 import { findBwrap } from '../../src/r-engine/r-sandbox';
 import { seccompArchOf, syscallNumber, type SyscallName } from '../../src/r-engine/seccomp-filter';
@@ -299,4 +300,39 @@ describeSandbox(`R_SANDBOX start-up${skipped}`, () => {
     await engine.stop();
     expect(existsSync(runtime)).toBe(false);
   });
+
+  // As root, R runs as nobody in the sandbox: a checkout under a directory closed to other users
+  // (a home directory of mode 700) is out of its reach. Not as another user: R then is that user.
+  const asRoot = process.getuid?.() === 0;
+  (asRoot ? it : it.skip)(
+    `names R's programs out of the sandbox user's reach and the chmod, not bubblewrap, as the cause${asRoot ? '' : ' (skipped: needs root)'}`,
+    async () => {
+      const home = await mkdtemp(join(tmpdir(), 'svc-closed-home-'));
+      const probeDir = await mkdtemp(join(tmpdir(), 'svc-probe-'));
+      try {
+        const sources = join(home, 'svc', 'dist', 'src', 'r-engine', 'r');
+        await mkdir(sources, { recursive: true });
+        await writeFile(join(sources, 'session.R'), '');
+        await chmod(home, 0o700);
+        const problem = probeSandbox(
+          { rscript: rscript as string, rHome: null, sourcesDir: sources },
+          probeDir,
+        );
+        expect(problem?.cause).toMatch(
+          new RegExp(
+            `Can't find source path ${sources}: Permission denied.*cannot reach ${sources} \\(closed to other users: ${home}\\)$`,
+          ),
+        );
+        expect(problem?.fix).toMatch(new RegExp(`^chmod o\\+x ${home}, or move the checkout`));
+
+        await chmod(home, 0o711);
+        expect(
+          probeSandbox({ rscript: rscript as string, rHome: null, sourcesDir: sources }, probeDir),
+        ).toBeNull();
+      } finally {
+        await rm(home, { recursive: true, force: true });
+        await rm(probeDir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -2,7 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { sleep } from './test-service';
+import { createTestDatabase, sleep, testEnvironment, type TestDatabase } from './test-service';
 
 const MAIN = join(__dirname, '..', '..', 'dist', 'src', 'main.js');
 
@@ -135,4 +135,35 @@ async function runNode(
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const code = await new Promise<number>((resolve) => child.once('close', (c) => resolve(c ?? -1)));
   return { code, output, stdout };
+}
+
+/**
+ * The built service on a fresh database holding the example catalog, as the README's examples
+ * expect it: a fresh embedded database gets it at start-up, a server by `svc catalog load`.
+ */
+export async function spawnExampleService(): Promise<{
+  database: TestDatabase;
+  service: ServiceProcess;
+  stop(): Promise<void>;
+}> {
+  const database = await createTestDatabase();
+  const env = testEnvironment(database, { LOG_LEVEL: 'warn' });
+  const service = await spawnService(env, 120000);
+  /** Ends the service (SIGTERM; anything but exit code 0 is an error) and drops the database. */
+  const stop = async (): Promise<void> => {
+    service.child.kill('SIGTERM');
+    const exit = await service.exited();
+    await database.drop();
+    if (exit !== 0) {
+      throw new Error(`the service ended with ${exit} on SIGTERM:\n${service.output()}`);
+    }
+  };
+  if (database.url) {
+    const load = await runSvc(['catalog', 'load', join(__dirname, '..', '..', 'catalog')], env);
+    if (load.code !== 0 || !load.output.includes('demo/R_FUNCTIONS/functions.R')) {
+      await stop();
+      throw new Error(`svc catalog load catalog failed:\n${load.output}`);
+    }
+  }
+  return { database, service, stop };
 }
