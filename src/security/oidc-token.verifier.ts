@@ -295,7 +295,8 @@ function claimAt(payload: JWTPayload, path: readonly string[]): unknown {
   return value;
 }
 
-async function fetchJson(url: URL): Promise<unknown> {
+/** An issuer's JSON document, read no further than MAX_DOCUMENT_BYTES and FETCH_TIMEOUT_MS. */
+export async function fetchJson(url: URL): Promise<unknown> {
   const response = await fetch(url, {
     signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
     headers: { accept: 'application/json' },
@@ -304,11 +305,26 @@ async function fetchJson(url: URL): Promise<unknown> {
   if (!response.ok) {
     throw new Error(`${url.href} answered ${response.status}`);
   }
-  const text = await response.text();
-  if (text.length > MAX_DOCUMENT_BYTES) {
+  // Read no more than the bound: a provider that answers without end must not fill the heap.
+  const declared = Number(response.headers.get('content-length') ?? 0);
+  if (declared > MAX_DOCUMENT_BYTES) {
+    await response.body?.cancel();
     throw new Error(`${url.href} answered more than ${MAX_DOCUMENT_BYTES} bytes`);
   }
-  return JSON.parse(text) as unknown;
+  if (!response.body) {
+    throw new Error(`${url.href} answered no document`);
+  }
+  const pieces: Uint8Array[] = [];
+  let size = 0;
+  for await (const piece of response.body as AsyncIterable<Uint8Array>) {
+    size += piece.byteLength;
+    if (size > MAX_DOCUMENT_BYTES) {
+      // Leaving the loop cancels the stream.
+      throw new Error(`${url.href} answered more than ${MAX_DOCUMENT_BYTES} bytes`);
+    }
+    pieces.push(piece);
+  }
+  return JSON.parse(Buffer.concat(pieces).toString('utf8')) as unknown;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
