@@ -176,7 +176,11 @@ function problemsOfAccount(
   }
   if (
     e.failedFolder !== undefined &&
-    !(typeof e.failedFolder === 'string' && /^[^\0-\x1f*%]{1,255}$/.test(e.failedFolder))
+    !(
+      typeof e.failedFolder === 'string' &&
+      /^[^*%]{1,255}$/.test(e.failedFolder) &&
+      [...e.failedFolder].every((c) => c >= ' ')
+    )
   ) {
     problems.push(`${where}: failedFolder must be the name of an IMAP folder`);
   }

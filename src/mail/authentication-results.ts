@@ -77,7 +77,9 @@ export function parseAuthenticationResults(value: string): AuthenticationResults
     for (const token of tokens.slice(1)) {
       const at = token.indexOf('=');
       if (at > 0) {
-        properties[token.slice(0, at).toLowerCase()] = token.slice(at + 1).replace(/\u0000/g, ';');
+        properties[token.slice(0, at).toLowerCase()] = token
+          .slice(at + 1)
+          .replaceAll('\u0000', ';');
       }
     }
     results.push({
