@@ -31,6 +31,13 @@ describe('Authentication-Results', () => {
     expect(pass(['mx.example.com; dmarc=pass header.from=example.com'])).toBe(true);
     expect(pass(['MX.example.com; dkim=pass header.d=EXAMPLE.com'])).toBe(true);
     expect(pass(['mx.example.com; dkim=pass header.i=@example.com'])).toBe(true);
+    expect(
+      fromDomainPassed(
+        ['mx.example.com; dmarc=pass header.from=xn--mnchen-3ya.example'],
+        'mx.example.com',
+        'münchen.example',
+      ),
+    ).toBe(true);
   });
 
   it('refuses what is not a pass of the From domain by the named server', () => {

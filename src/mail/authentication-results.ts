@@ -1,3 +1,5 @@
+import { domainToASCII } from 'node:url';
+
 /**
  * The Authentication-Results header (RFC 8601) that the operator's own mail server adds on
  * delivery, read to decide whether a message's From is vouched for (an account's
@@ -108,7 +110,8 @@ export function fromDomainPassed(
   if (own === undefined || own === null) {
     return false;
   }
-  const domain = fromDomain.toLowerCase();
+  // Servers write the A-label (xn--…); the parser gives the From's domain in Unicode.
+  const domain = (domainToASCII(fromDomain) || fromDomain).toLowerCase();
   return own.results.some((r) => {
     if (r.result !== 'pass') {
       return false;
