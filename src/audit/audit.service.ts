@@ -20,6 +20,7 @@ export const AUDIT_ACTIONS = [
   'authentication.failed',
   'signed.in',
   'signed.out',
+  'mail.refused',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -42,6 +42,10 @@ describe('EMAIL_ACCOUNTS', () => {
       allowedSenders: null,
       jobConfiguration: null,
       replyTemplate: null,
+      requireAuthenticationResults: null,
+      maxParts: 100,
+      maxReplyRecipients: 5,
+      failedFolder: null,
     });
     expect(accounts[0].password).toBe('pw-1');
     // Never serialised, so never logged or shown with the settings.
@@ -87,7 +91,7 @@ describe('EMAIL_ACCOUNTS', () => {
     );
     expect(problems).toEqual([
       'EMAIL_ACCOUNTS[0] "reports": the mailbox URL holds a password; remove it and give passwordEnv or passwordFile',
-      'EMAIL_ACCOUNTS[1] "b": unknown setting "colour" (known: name, mailbox, passwordEnv, passwordFile, application, pollSeconds, replyFrom, jobConfiguration, replyTemplate, attachMaxBytes, allowedSenders)',
+      'EMAIL_ACCOUNTS[1] "b": unknown setting "colour" (known: name, mailbox, passwordEnv, passwordFile, application, pollSeconds, replyFrom, jobConfiguration, replyTemplate, attachMaxBytes, allowedSenders, requireAuthenticationResults, maxParts, maxReplyRecipients, failedFolder)',
       'EMAIL_ACCOUNTS[1] "b": pollSeconds must be a whole number >= 1',
       'EMAIL_ACCOUNTS[1] "b": mailbox must be a URL such as imaps://jobs@mail.example.com/INBOX or pop3s://jobs@mail.example.com (scheme imap, imaps, pop3 or pop3s, with the user)',
       'EMAIL_ACCOUNTS[2] "c": replyFrom must be an e-mail address such as jobs@example.com',
@@ -97,6 +101,36 @@ describe('EMAIL_ACCOUNTS', () => {
       'SMTP_URL: must be set when EMAIL_ACCOUNTS has accounts (replies are sent by it)',
     ]);
     expect(problems.join('\n')).not.toContain('hunter2');
+  });
+
+  it('checks the limits and trust settings of an account', () => {
+    const { problems, accounts } = emailAccountsOf(
+      source([
+        {
+          ...ACCOUNT,
+          requireAuthenticationResults: 'mx.example.com',
+          maxParts: 20,
+          maxReplyRecipients: 1,
+          failedFolder: 'Refused',
+        },
+        { ...ACCOUNT, name: 'b', maxParts: 0, maxReplyRecipients: 1.5 },
+        { ...ACCOUNT, name: 'c', requireAuthenticationResults: 'mx.example.com; spf=pass' },
+        { ...ACCOUNT, name: 'd', mailbox: 'pop3://jobs@pop.example.com', failedFolder: 'Refused' },
+      ]),
+      { MAIL_PASSWORD: 'pw' },
+    );
+    expect(accounts[0]).toMatchObject({
+      requireAuthenticationResults: 'mx.example.com',
+      maxParts: 20,
+      maxReplyRecipients: 1,
+      failedFolder: 'Refused',
+    });
+    expect(problems).toEqual([
+      'EMAIL_ACCOUNTS[1] "b": maxParts must be a whole number >= 1',
+      'EMAIL_ACCOUNTS[1] "b": maxReplyRecipients must be a whole number >= 1',
+      'EMAIL_ACCOUNTS[2] "c": requireAuthenticationResults must be the authserv-id of your mail server\'s Authentication-Results, such as mx.example.com',
+      'EMAIL_ACCOUNTS[3] "d": failedFolder is for IMAP mailboxes; a POP3 mailbox deletes what it cannot take',
+    ]);
   });
 
   it('keeps the name "job" for results sent at other modules\' request', () => {

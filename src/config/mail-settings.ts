@@ -26,6 +26,17 @@ export interface EmailAccountSetting {
   attachMaxBytes?: number;
   /** Addresses or @domains allowed to send jobs; unset: anyone who can write to the mailbox. */
   allowedSenders?: string[];
+  /**
+   * The authserv-id of the operator's own mail server: a message is taken only with a DMARC (or
+   * aligned DKIM) pass for its From domain in the topmost Authentication-Results of that id.
+   */
+  requireAuthenticationResults?: string;
+  /** The most MIME parts (the message itself included) a message may have (default 100). */
+  maxParts?: number;
+  /** The most recipients (To and Cc) of one reply (default 5). */
+  maxReplyRecipients?: number;
+  /** IMAP only: the folder messages that are not jobs are moved to; unset: they are deleted. */
+  failedFolder?: string;
 }
 
 export type MailboxProtocol = 'imap' | 'pop3';
@@ -48,6 +59,10 @@ export interface EmailAccount {
   replyTemplate: string | null;
   attachMaxBytes: number;
   allowedSenders: string[] | null;
+  requireAuthenticationResults: string | null;
+  maxParts: number;
+  maxReplyRecipients: number;
+  failedFolder: string | null;
 }
 
 /** mail_reply's source of results sent at another module's request: no account may be named so. */
@@ -66,7 +81,13 @@ const FIELDS = new Set([
   'replyTemplate',
   'attachMaxBytes',
   'allowedSenders',
+  'requireAuthenticationResults',
+  'maxParts',
+  'maxReplyRecipients',
+  'failedFolder',
 ]);
+/** An authserv-id (RFC 8601): a token such as mx.example.com. */
+const AUTHSERV_ID = /^[A-Za-z0-9][A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{0,254}$/;
 const ADDRESS = /^[^\s@<>]+@[^\s@<>]+$/;
 /**
  * A plain address (no display name, no list): the local part's usual characters, a host name.
@@ -137,6 +158,32 @@ function problemsOfAccount(
   ) {
     problems.push(`${where}: allowedSenders must be a list of addresses or @domains`);
   }
+  for (const field of ['maxParts', 'maxReplyRecipients'] as const) {
+    if (e[field] !== undefined && !(Number.isInteger(e[field]) && (e[field] as number) >= 1)) {
+      problems.push(`${where}: ${field} must be a whole number >= 1`);
+    }
+  }
+  if (
+    e.requireAuthenticationResults !== undefined &&
+    !(
+      typeof e.requireAuthenticationResults === 'string' &&
+      AUTHSERV_ID.test(e.requireAuthenticationResults)
+    )
+  ) {
+    problems.push(
+      `${where}: requireAuthenticationResults must be the authserv-id of your mail server's Authentication-Results, such as mx.example.com`,
+    );
+  }
+  if (
+    e.failedFolder !== undefined &&
+    !(
+      typeof e.failedFolder === 'string' &&
+      /^[^*%]{1,255}$/.test(e.failedFolder) &&
+      [...e.failedFolder].every((c) => c >= ' ')
+    )
+  ) {
+    problems.push(`${where}: failedFolder must be the name of an IMAP folder`);
+  }
   for (const field of ['jobConfiguration', 'replyTemplate'] as const) {
     if (e[field] !== undefined && !(typeof e[field] === 'string' && CATALOG_NAME.test(e[field]))) {
       problems.push(`${where}: ${field} must be the name of a file of the application's catalog`);
@@ -157,6 +204,11 @@ function problemsOfAccount(
   } else if (url.password !== '') {
     problems.push(
       `${where}: the mailbox URL holds a password; remove it and give passwordEnv or passwordFile`,
+    );
+  }
+  if (e.failedFolder !== undefined && url !== null && !scheme.startsWith('imap')) {
+    problems.push(
+      `${where}: failedFolder is for IMAP mailboxes; a POP3 mailbox deletes what it cannot take`,
     );
   }
   let password: string | null = null;
@@ -197,6 +249,10 @@ function problemsOfAccount(
     replyTemplate: (e.replyTemplate as string | undefined) ?? null,
     attachMaxBytes: (e.attachMaxBytes as number | undefined) ?? source.emailAttachMaxBytes,
     allowedSenders: (e.allowedSenders as string[] | undefined) ?? null,
+    requireAuthenticationResults: (e.requireAuthenticationResults as string | undefined) ?? null,
+    maxParts: (e.maxParts as number | undefined) ?? 100,
+    maxReplyRecipients: (e.maxReplyRecipients as number | undefined) ?? 5,
+    failedFolder: (e.failedFolder as string | undefined) ?? null,
   };
   // Not enumerable: the account can be shown, logged or serialised without it.
   Object.defineProperty(account, 'password', { value: password, enumerable: false });

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { auditRowSql } from '../audit/audit.repository';
 import { RESULT_MAIL_SOURCE } from '../config/mail-settings';
 import { rowsOf } from '../storage/query-rows';
 import { MailReplyState } from './mail-reply.entity';
@@ -9,6 +10,8 @@ import { MailReplyState } from './mail-reply.entity';
 export interface MailRecord {
   jobId: string;
   state: MailReplyState;
+  /** Settled as not a job (refused or unreadable): the message is set aside, not removed. */
+  refused: boolean;
 }
 
 /** Who a reply goes to and how: the message's addresses and the account's sender. */
@@ -76,28 +79,38 @@ export class MailReplyRepository {
        VALUES ($1, $2, $3, $4, 'received', now(), $5, 0) ON CONFLICT DO NOTHING`,
       [account, key, applicationName, jobId, from],
     );
-    const rows = await this.dataSource.query<Array<{ job_id: string; state: MailReplyState }>>(
-      'SELECT job_id, state FROM mail_reply WHERE source = $1 AND source_key = $2',
+    const rows = await this.dataSource.query<
+      Array<{ job_id: string; state: MailReplyState; refused: boolean }>
+    >(
+      `SELECT job_id, state, rejection IS NOT NULL AS refused FROM mail_reply
+        WHERE source = $1 AND source_key = $2`,
       [account, key],
     );
-    return { jobId: rows[0].job_id, state: rows[0].state };
+    return { jobId: rows[0].job_id, state: rows[0].state, refused: rows[0].refused };
   }
 
   /**
    * The message's job is stored (`rejection` null) or the message is refused: a reply is owed
    * (a refusal's at once, a job's once it has a result), or none when there is no address.
+   * `audit` (auditRowJson) is written by the same statement, so only by the node that settles.
+   * Returns whether this call settled it (false: another node did first).
    */
   async settle(
     account: string,
     key: string,
     addressing: ReplyAddressing,
     rejection: string | null,
-  ): Promise<void> {
-    await this.dataSource.query(
-      `UPDATE mail_reply SET state = $3, rejection = $4, reply_to = $5, reply_cc = $6,
-              reply_subject = $7, reply_from = $8, in_reply_to = $9, attach_max_bytes = $10,
-              next_attempt_at = now()
-        WHERE source = $1 AND source_key = $2 AND state = 'received'`,
+    audit: string | null = null,
+  ): Promise<boolean> {
+    const raw: unknown = await this.dataSource.query(
+      `WITH settled AS (
+         UPDATE mail_reply SET state = $3, rejection = $4, reply_to = $5, reply_cc = $6,
+                reply_subject = $7, reply_from = $8, in_reply_to = $9, attach_max_bytes = $10,
+                next_attempt_at = now()
+          WHERE source = $1 AND source_key = $2 AND state = 'received'
+          RETURNING application_name),
+       audited AS (${auditRowSql('$11', 'settled', 'settled.application_name', 'NULL::uuid')})
+       SELECT count(*)::int AS settled FROM settled`,
       [
         account,
         key,
@@ -109,8 +122,10 @@ export class MailReplyRepository {
         addressing.from,
         addressing.inReplyTo,
         addressing.attachMaxBytes,
+        audit,
       ],
     );
+    return rowsOf<{ settled: number }>(raw)[0]?.settled === 1;
   }
 
   /**

@@ -6,6 +6,8 @@ import {
   OnApplicationBootstrap,
 } from '@nestjs/common';
 import { AddressObject, ParsedMail, simpleParser } from 'mailparser';
+import { auditRowJson } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { CatalogService } from '../catalog/catalog.service';
 import { ApiError } from '../common/api-error';
 import { IntakeLimitsConfig, MailConfig } from '../config/config-slices';
@@ -17,11 +19,14 @@ import { IntakePart, JobsService } from '../jobs/jobs.service';
 import { MailReplyState } from '../mail-replies/mail-reply.entity';
 import { MailReplyRepository, ReplyAddressing } from '../mail-replies/mail-reply.repository';
 import { MailReplyService } from '../mail-replies/mail-reply.service';
+import { fromDomainPassed } from './authentication-results';
 import { MailboxSession, openMailbox, WaitingMessage } from './mailbox';
 
 /** Marks jobs that came by e-mail (the job's `source`). */
 export const EMAIL_SOURCE = 'email';
 
+/** A MIME part's header larger than this is not read (the parser's maxHeadSize). */
+const MAX_PART_HEADER_BYTES = 256 * 1024;
 /** The body text kept as emailBody: configuration.txt is no place for a whole newsletter. */
 const BODY_MAX_CHARS = 64 * 1024;
 /** Settled records are kept this long: a message still in its mailbox then would run again. */
@@ -33,10 +38,20 @@ function addresses(field: AddressObject | AddressObject[] | undefined): string[]
   return objects.flatMap((o) => o.value.map((v) => v.address ?? '')).filter((a) => a !== '');
 }
 
-/** The job a message asks for, or why it is not one, with where the reply goes. */
+/** The job a message asks for, or why it is not one, with where the reply goes (if anywhere). */
 interface MessageOutcome {
   addressing: ReplyAddressing;
   rejection: string | null;
+  /** The From the message claims, for the log and the audit trail. */
+  claimedFrom: string | null;
+}
+
+/** A message's header and body as the parser took them, or why it could not. */
+type Parsed = { mail: ParsedMail; error: null } | { mail: null; error: string };
+
+/** Addresses compared as mail servers do in practice: the same letters, any case. */
+function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
 }
 
 /**
@@ -62,6 +77,7 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
     private readonly records: MailReplyRepository,
     private readonly replies: MailReplyService,
     private readonly catalog: CatalogService,
+    private readonly audit: AuditService,
   ) {}
 
   /**
@@ -128,7 +144,18 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         if (this.stopped) {
           break;
         }
-        await this.take(account, session, message);
+        try {
+          await this.take(account, session, message);
+        } catch (error) {
+          // This message's trouble (the database, the mailbox, a missing job configuration)
+          // is no stop of the poll: the later messages are taken, this one again next time.
+          if (!session.usable()) {
+            throw error;
+          }
+          this.logger.warn(
+            `mailbox ${account.name}: message ${message.key}: ${(error as Error).message}; trying it again in ${account.pollMs / 1000} s`,
+          );
+        }
       }
     } catch (error) {
       // imapflow's message is generic ("Command failed"); the server's own words are beside it.
@@ -146,7 +173,11 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
     }
   }
 
-  /** Turns one message into its job (or its refusal) once, then removes it from the mailbox. */
+  /**
+   * Turns one message into its job (or its refusal) once, then removes it from the mailbox; a
+   * message that is not a job is set aside (the account's failedFolder) instead. A message the
+   * parser cannot take is refused like any other: settled once, never tried again.
+   */
   private async take(
     account: EmailAccount,
     session: MailboxSession,
@@ -159,64 +190,199 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
       randomUUID(),
       account.replyFrom,
     );
+    let refused = record.refused;
     if (record.state === MailReplyState.RECEIVED) {
-      // A message over the limit is never read whole: its header says where the refusal goes.
-      const tooLarge = message.size > this.limits.maxRequestBytes;
-      const outcome = await this.submit(
-        account,
-        message,
-        await (tooLarge ? session.readHeader(message.key) : session.read(message.key)),
-        record.jobId,
+      const outcome = await this.outcomeOf(account, session, message, record.jobId);
+      refused = outcome.rejection !== null;
+      const audit = refused
+        ? auditRowJson(
+            this.audit.rowOf(
+              {
+                action: 'mail.refused',
+                applicationName: account.application,
+                outcome: 'failure',
+                details: {
+                  account: account.name,
+                  message: message.key,
+                  from: outcome.claimedFrom,
+                  reason: outcome.rejection,
+                  replyTo: outcome.addressing.replyTo,
+                },
+              },
+              // Nobody authenticated: a From is the sender's word, kept in the details.
+              { principal: null, authMethod: EMAIL_SOURCE },
+            ),
+          )
+        : null;
+      const settled = await this.records.settle(
+        account.name,
+        message.key,
+        outcome.addressing,
+        outcome.rejection,
+        audit,
       );
-      await this.records.settle(account.name, message.key, outcome.addressing, outcome.rejection);
-      this.logger.log(
-        outcome.rejection === null
-          ? `mailbox ${account.name}: message ${message.key} is job ${record.jobId}`
-          : `mailbox ${account.name}: message ${message.key} refused: ${outcome.rejection}`,
-      );
+      if (settled) {
+        const from = outcome.claimedFrom ?? 'no From';
+        this.logger.log(
+          outcome.rejection === null
+            ? `mailbox ${account.name}: message ${message.key} (${from}) is job ${record.jobId}`
+            : `mailbox ${account.name}: message ${message.key} (${from}) refused, ${outcome.addressing.replyTo === null ? 'no reply' : `reply to ${outcome.addressing.replyTo}`}: ${outcome.rejection}`,
+        );
+      }
       this.replies.wake();
     }
     // Only now: the job (or the refusal and its reply) is stored.
-    await session.remove(message.key);
+    await (refused
+      ? session.setAside(message.key, account.failedFolder)
+      : session.remove(message.key));
   }
 
-  private async submit(
+  /** The message's bytes parsed within the account's limits, or the parser's complaint. */
+  private async parse(account: EmailAccount, raw: Buffer): Promise<Parsed> {
+    try {
+      const mail = await simpleParser(raw, {
+        skipTextToHtml: true,
+        skipImageLinks: true,
+        maxChildNodes: account.maxParts,
+        maxHeadSize: MAX_PART_HEADER_BYTES,
+        checksumAlgo: false,
+      });
+      return { mail, error: null };
+    } catch (error) {
+      return { mail: null, error: (error as Error).message };
+    }
+  }
+
+  /**
+   * What becomes of a message. Limits the mailbox tells before reading (the size; on IMAP the
+   * count of MIME parts) are checked first, and such a message's header alone is read; the
+   * parser's own limits (parts, a part's header) end a parse that crosses them.
+   */
+  private async outcomeOf(
     account: EmailAccount,
+    session: MailboxSession,
     message: WaitingMessage,
-    raw: Buffer,
     jobId: string,
   ): Promise<MessageOutcome> {
-    const parsed = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true });
-    const replyTo = addresses(parsed.replyTo)[0] ?? addresses(parsed.from)[0] ?? null;
-    const subject = parsed.subject ?? '';
-    const addressing: ReplyAddressing = {
-      replyTo,
-      cc: addresses(parsed.cc).join(', ') || null,
+    const limit = this.limits.maxRequestBytes;
+    let unreadable: string | null = null;
+    if (message.size > limit) {
+      unreadable = `The message has ${message.size} bytes, more than the limit of ${limit} (MAX_REQUEST_BYTES).`;
+    } else if (message.parts !== null && message.parts > account.maxParts) {
+      unreadable = `The message has ${message.parts} MIME parts, more than the limit of ${account.maxParts} (maxParts).`;
+    }
+    let parsed: Parsed = { mail: null, error: 'not read' };
+    if (unreadable === null) {
+      const raw = await session.read(message.key);
+      parsed = await this.parse(account, raw);
+      if (raw.length > limit) {
+        unreadable = `The message has ${raw.length} bytes, more than the limit of ${limit} (MAX_REQUEST_BYTES).`;
+      } else if (parsed.error !== null) {
+        unreadable = `The message cannot be read: ${parsed.error}.`;
+      }
+    }
+    if (unreadable !== null) {
+      // Its header alone says who sent it and where a refusal may go.
+      parsed = await this.parse(account, await session.readHeader(message.key));
+    }
+    if (parsed.mail === null) {
+      return {
+        addressing: this.addressing(account, null, null, [], ''),
+        rejection: `The message cannot be read: ${parsed.error}.`,
+        claimedFrom: null,
+      };
+    }
+    return this.judge(account, parsed.mail, unreadable, jobId);
+  }
+
+  /**
+   * The reply's addressing: only addresses `allowedSenders` allows, the Reply-To if it is one
+   * (else the From), then the Cc, at most `maxReplyRecipients` in all. A null `to`: no reply.
+   */
+  private addressing(
+    account: EmailAccount,
+    mail: ParsedMail | null,
+    to: string | null,
+    cc: string[],
+    subject: string,
+  ): ReplyAddressing {
+    const recipients: string[] = [];
+    for (const address of to === null ? [] : [to, ...cc]) {
+      if (
+        recipients.length < account.maxReplyRecipients &&
+        senderAllowed(account, address) &&
+        !recipients.some((r) => sameAddress(r, address))
+      ) {
+        recipients.push(address);
+      }
+    }
+    return {
+      replyTo: recipients[0] ?? null,
+      cc: recipients.slice(1).join(', ') || null,
       subject: `RE: ${subject}`,
       from: account.replyFrom,
-      inReplyTo: parsed.messageId ?? null,
+      inReplyTo: mail?.messageId ?? null,
       attachMaxBytes: account.attachMaxBytes,
     };
-    const refuse = (rejection: string): MessageOutcome => ({ addressing, rejection });
-    if (replyTo === null) {
-      return refuse('The message has neither a Reply-To nor a From address.');
+  }
+
+  /**
+   * Whether the message's sender is trusted (allowedSenders, and the operator's server's
+   * Authentication-Results where required): a reason to refuse without any reply, or null.
+   */
+  private untrusted(account: EmailAccount, mail: ParsedMail, from: string | null): string | null {
+    if (from === null) {
+      return 'The message has no From address.';
     }
-    const from = addresses(parsed.from)[0] ?? replyTo;
     if (!senderAllowed(account, from)) {
-      return refuse(`${from} may not send jobs of application ${account.application}.`);
+      return `${from} may not send jobs of application ${account.application}.`;
     }
-    const size = Math.max(message.size, raw.length);
-    if (size > this.limits.maxRequestBytes) {
-      return refuse(
-        `The message has ${size} bytes, more than the limit of ${this.limits.maxRequestBytes} (MAX_REQUEST_BYTES).`,
-      );
+    const authservId = account.requireAuthenticationResults;
+    if (authservId !== null) {
+      const values = mail.headerLines
+        .filter((h) => h.key === 'authentication-results')
+        .map((h) => h.line.slice(h.line.indexOf(':') + 1));
+      const domain = from.slice(from.lastIndexOf('@') + 1);
+      if (!fromDomainPassed(values, authservId, domain)) {
+        return `The message has no DMARC or DKIM pass for ${domain} from ${authservId} (requireAuthenticationResults).`;
+      }
     }
-    if (!contentTypeOf(parsed).startsWith('multipart/')) {
+    return null;
+  }
+
+  private async judge(
+    account: EmailAccount,
+    mail: ParsedMail,
+    unreadable: string | null,
+    jobId: string,
+  ): Promise<MessageOutcome> {
+    const from = addresses(mail.from)[0] ?? null;
+    const subject = mail.subject ?? '';
+    const distrust = this.untrusted(account, mail, from);
+    if (distrust !== null || from === null) {
+      // No mail to anyone a message names that is not vouched for: no relay, no backscatter.
+      return {
+        addressing: this.addressing(account, mail, null, [], subject),
+        rejection: distrust ?? 'The message has no From address.',
+        claimedFrom: from,
+      };
+    }
+    const replyTo = addresses(mail.replyTo).find((a) => senderAllowed(account, a)) ?? from;
+    const addressing = this.addressing(account, mail, replyTo, addresses(mail.cc), subject);
+    const refuse = (rejection: string): MessageOutcome => ({
+      addressing,
+      rejection,
+      claimedFrom: from,
+    });
+    if (unreadable !== null) {
+      return refuse(unreadable);
+    }
+    if (!contentTypeOf(mail).startsWith('multipart/')) {
       return refuse(
         'The message is not multipart: attach the R script (.R), a ZIP archive, or the data files with a configuration.txt.',
       );
     }
-    const files = parsed.attachments.filter((a) => a.filename !== undefined && a.filename !== '');
+    const files = mail.attachments.filter((a) => a.filename !== undefined && a.filename !== '');
     if (files.length === 0) {
       return refuse(
         'The message has no attachment: attach the R script (.R), a ZIP archive, or the data files with a configuration.txt.',
@@ -245,9 +411,9 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         ...accountDefaults,
         emailSubject: subject,
         emailFrom: from,
-        emailReplyTo: replyTo,
+        emailReplyTo: addressing.replyTo ?? '',
         emailCc: addressing.cc ?? '',
-        emailBody: (parsed.text ?? '').trim().slice(0, BODY_MAX_CHARS),
+        emailBody: (mail.text ?? '').trim().slice(0, BODY_MAX_CHARS),
       };
       await this.jobs.submit({
         applicationName: account.application,
@@ -257,10 +423,10 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         parts,
         jobId,
       });
-      return { addressing, rejection: null };
+      return { addressing, rejection: null, claimedFrom: from };
     } catch (error) {
       if (isDuplicateKey(error)) {
-        return { addressing, rejection: null }; // stored by a node that saw it first
+        return { addressing, rejection: null, claimedFrom: from }; // stored by a node that saw it first
       }
       if (error instanceof ApiError) {
         return refuse(error.message);

@@ -1,11 +1,30 @@
-import { ImapFlow } from 'imapflow';
+import { ImapFlow, type MessageStructureObject } from 'imapflow';
 import Pop3Command from 'node-pop3';
 import type { EmailAccount } from '../config/mail-settings';
 
-/** A message waiting in a mailbox: its key, stable across sessions and nodes, and its size. */
+/**
+ * A message waiting in a mailbox: its key, stable across sessions and nodes, its size and, where
+ * the server tells it before the message is read (IMAP BODYSTRUCTURE), its count of MIME parts.
+ */
 export interface WaitingMessage {
   key: string;
   size: number;
+  /** The nodes of its MIME tree, the message itself included; null: not known before reading. */
+  parts: number | null;
+}
+
+/** The nodes of a BODYSTRUCTURE tree, counted without recursion (a hostile tree may be deep). */
+function partsOf(root: MessageStructureObject | undefined): number | null {
+  if (root === undefined) {
+    return null;
+  }
+  let count = 0;
+  const open = [root];
+  for (let node = open.pop(); node !== undefined; node = open.pop()) {
+    count += 1;
+    open.push(...(node.childNodes ?? []));
+  }
+  return count;
 }
 
 /**
@@ -18,6 +37,13 @@ export interface MailboxSession {
   /** The message's header only: enough to refuse a message too large to read. */
   readHeader(key: string): Promise<Buffer>;
   remove(key: string): Promise<void>;
+  /**
+   * A message that is not a job, out of the way of every node: IMAP moves it to `folder` (made
+   * when missing); without a folder, and on POP3, it is removed.
+   */
+  setAside(key: string, folder: string | null): Promise<void>;
+  /** Whether the connection still works: a failure of one message is not one of the mailbox. */
+  usable(): boolean;
   close(): Promise<void>;
 }
 
@@ -52,9 +78,14 @@ class ImapSession implements MailboxSession {
     if (mailbox === false || mailbox.exists === 0) {
       return found;
     }
-    for await (const message of this.client.fetch('1:*', { uid: true, size: true, flags: true })) {
+    const query = { uid: true, size: true, flags: true, bodyStructure: true };
+    for await (const message of this.client.fetch('1:*', query)) {
       if (!message.flags?.has('\\Deleted')) {
-        found.push({ key: `${this.uidValidity}:${message.uid}`, size: message.size ?? 0 });
+        found.push({
+          key: `${this.uidValidity}:${message.uid}`,
+          size: message.size ?? 0,
+          parts: partsOf(message.bodyStructure),
+        });
       }
     }
     return found;
@@ -85,6 +116,22 @@ class ImapSession implements MailboxSession {
     await this.client.messageDelete(this.uidOf(key), { uid: true });
   }
 
+  async setAside(key: string, folder: string | null): Promise<void> {
+    if (folder === null) {
+      return this.remove(key);
+    }
+    // Made on first use; a folder that is there already is no failure.
+    await this.client.mailboxCreate(folder).catch(() => undefined);
+    // MOVE (or COPY, \Deleted and expunge where the server lacks it): gone from the polled folder.
+    if ((await this.client.messageMove(this.uidOf(key), folder, { uid: true })) === false) {
+      throw new Error(`message ${key} could not be moved to ${folder}`);
+    }
+  }
+
+  usable(): boolean {
+    return this.client.usable;
+  }
+
   async close(): Promise<void> {
     this.release?.();
     await this.client.logout().catch(() => this.client.close());
@@ -94,10 +141,17 @@ class ImapSession implements MailboxSession {
 class Pop3Session implements MailboxSession {
   /** UIDL -> message number in this session. */
   private readonly numbers = new Map<string, number>();
+  private broken = false;
 
   constructor(private readonly client: Pop3Command) {
     // An emitter's 'error' without a listener ends the process; the failing command rejects anyway.
-    client.on('error', () => undefined);
+    client.on('error', () => {
+      this.broken = true;
+    });
+  }
+
+  usable(): boolean {
+    return !this.broken;
   }
 
   async waiting(): Promise<WaitingMessage[]> {
@@ -108,7 +162,7 @@ class Pop3Session implements MailboxSession {
     const found: WaitingMessage[] = [];
     for (const [number, uid] of (await this.client.UIDL()) as string[][]) {
       this.numbers.set(uid, Number(number));
-      found.push({ key: uid, size: sizes.get(number) ?? 0 });
+      found.push({ key: uid, size: sizes.get(number) ?? 0, parts: null });
     }
     return found;
   }
@@ -132,6 +186,11 @@ class Pop3Session implements MailboxSession {
 
   async remove(key: string): Promise<void> {
     await this.client.DELE(this.numberOf(key));
+  }
+
+  async setAside(key: string): Promise<void> {
+    // POP3 has no folders: recorded in mail_reply, the message is deleted.
+    await this.remove(key);
   }
 
   async close(): Promise<void> {

@@ -28,6 +28,9 @@ import { makeZip, makeZipBomb } from '../support/zip-fixtures';
 const APP = 'mailer';
 const REPLY_FROM = 'jobs@svc.example.com';
 const ADMIN = 'ops@svc.example.com';
+const REFUSED_FOLDER = 'Refused';
+/** The authserv-id of the operator's own mail server, as its Authentication-Results name it. */
+const AUTHSERV_ID = 'mx.svc.example.com';
 const SUM_SCRIPT =
   'd <- read.csv("data.csv")\n' +
   'writeLines(paste("sum", sum(d$x)), "out.txt")\n' +
@@ -66,12 +69,12 @@ async function deliver(dovecot: Dovecot, user: string, message: Buffer): Promise
   }
 }
 
-/** Messages still in a user's INBOX. */
-async function messagesIn(dovecot: Dovecot, user: string): Promise<number> {
+/** Messages still in a user's INBOX (or another folder); -1: no such folder. */
+async function messagesIn(dovecot: Dovecot, user: string, folder = 'INBOX'): Promise<number> {
   const client = imapClient(dovecot, user);
   await client.connect();
   try {
-    const status = await client.status('INBOX', { messages: true });
+    const status = await client.status(folder, { messages: true }).catch(() => false as const);
     return status === false ? -1 : (status.messages ?? 0);
   } finally {
     await client.logout();
@@ -91,6 +94,46 @@ async function nextKey(dovecot: Dovecot, user: string): Promise<string> {
   } finally {
     await client.logout();
   }
+}
+
+/** Subjects of the messages in a user's folder. */
+async function subjectsIn(dovecot: Dovecot, user: string, folder: string): Promise<string[]> {
+  const client = imapClient(dovecot, user);
+  await client.connect();
+  try {
+    const lock = await client.getMailboxLock(folder);
+    try {
+      const subjects: string[] = [];
+      const mailbox = client.mailbox;
+      if (mailbox !== false && mailbox.exists > 0) {
+        for await (const message of client.fetch('1:*', { envelope: true })) {
+          subjects.push(message.envelope?.subject ?? '');
+        }
+      }
+      return subjects;
+    } finally {
+      lock.release();
+    }
+  } finally {
+    await client.logout();
+  }
+}
+
+/** A message of `count` tiny attachments, each a MIME part of its own: the parser's nightmare. */
+function manyAttachments(subject: string, count: number): Buffer {
+  const lines = [
+    'From: analyst@example.com',
+    'To: jobs@svc.example.com',
+    `Subject: ${subject}`,
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/mixed; boundary="b"',
+    '',
+  ];
+  for (let i = 0; i < count; i++) {
+    lines.push('--b', `Content-Disposition: attachment; filename=${i}.csv`, '', 'x');
+  }
+  lines.push('--b--', '');
+  return Buffer.from(lines.join('\r\n'));
 }
 
 function replyAbout(smtp: SmtpRecorder, subject: string): Promise<ReceivedMail> {
@@ -125,6 +168,9 @@ describe('jobs by e-mail', () => {
         replyTemplate: 'reply.txt',
         allowedSenders: ['@example.com'],
         attachMaxBytes: 100_000,
+        maxParts: 50,
+        maxReplyRecipients: 3,
+        failedFolder: REFUSED_FOLDER,
       },
       {
         name: 'pop-box',
@@ -134,17 +180,28 @@ describe('jobs by e-mail', () => {
         pollSeconds: 1,
         replyFrom: REPLY_FROM,
       },
+      {
+        name: 'guarded-box',
+        mailbox: `imap://guarded@127.0.0.1:${dovecot.imapPort}`,
+        passwordEnv: 'TEST_GUARDED_PASSWORD',
+        application: APP,
+        pollSeconds: 1,
+        replyFrom: REPLY_FROM,
+        allowedSenders: ['@example.com'],
+        requireAuthenticationResults: AUTHSERV_ID,
+      },
     ];
   }
 
   beforeAll(async () => {
-    dovecot = await startDovecot(['jobs', 'popper', 'shared']);
+    dovecot = await startDovecot(['jobs', 'popper', 'shared', 'guarded']);
     smtp = await startSmtpRecorder();
     configDir = mkdtempSync(join(tmpdir(), 'svc-mail-'));
     writeFileSync(join(configDir, 'pop-password'), 'popper-secret\n');
     service = await startTestService({
       EMAIL_ACCOUNTS: JSON.stringify(accounts()),
       TEST_MAIL_PASSWORD: 'jobs-secret',
+      TEST_GUARDED_PASSWORD: 'guarded-secret',
       SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
       ADMIN_EMAIL: ADMIN,
       PUBLIC_BASE_URL: 'https://svc.example.com',
@@ -316,15 +373,6 @@ describe('jobs by e-mail', () => {
           ],
         },
         /at most one R script/,
-      ],
-      [
-        'a forbidden sender',
-        {
-          from: 'intruder@elsewhere.org',
-          text: 'hi',
-          attachments: [{ filename: 'a.R', content: '1\n' }],
-        },
-        /intruder@elsewhere\.org may not send jobs of application mailer/,
       ],
     ])('%s', async (label, options, reason) => {
       const subject = `Invalid: ${label}`;
@@ -514,6 +562,219 @@ describe('jobs by e-mail', () => {
     const reply = await replyAbout(smtp, 'Morning report');
     expect(reply.envelopeTo).toEqual(['morning@example.com']);
     expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+  });
+
+  describe('treats what a message says as hostile', () => {
+    interface AuditRow {
+      principal: string | null;
+      auth_method: string | null;
+      application_name: string | null;
+      outcome: string;
+      details: Record<string, unknown>;
+    }
+    const refusalsAudited = (where: string, params: unknown[]) =>
+      query<AuditRow>(
+        `SELECT principal, auth_method, application_name, outcome, details FROM audit_event
+          WHERE action = 'mail.refused' AND ${where} ORDER BY id`,
+        params,
+      );
+    const auditedOnce = async (key: string) => {
+      const rows = await waitFor(
+        async () => {
+          const found = await refusalsAudited(`details->>'message' = $1`, [key]);
+          return found.length > 0 ? found : undefined;
+        },
+        60_000,
+        `the audit row of message ${key}`,
+      );
+      expect(rows).toHaveLength(1);
+      return rows[0];
+    };
+    const sentTo = (pattern: RegExp) =>
+      smtp.received.filter((r) => r.envelopeTo.some((address) => pattern.test(address)));
+    const job = (subject: string, options: Mail.Options = {}) =>
+      compose({
+        subject,
+        text: 'x',
+        attachments: [
+          { filename: 'sum.R', content: SUM_SCRIPT },
+          { filename: 'data.csv', content: DATA },
+        ],
+        ...options,
+      });
+
+    it('sets a message of thousands of attachments aside once, and takes the message after it (IMAP)', async () => {
+      const badKey = await deliver(dovecot, 'jobs', manyAttachments('Thousands', 2000));
+      await deliver(dovecot, 'jobs', await job('After thousands'));
+      expect(attachmentText(await replyAbout(smtp, 'After thousands'), 'out.txt')).toBe('sum 6\n');
+      // Its size and part count came from the server: refused without reading it whole.
+      expect((await replyAbout(smtp, 'Thousands')).mail.text).toContain(
+        'The message has 2001 MIME parts, more than the limit of 50 (maxParts).',
+      );
+      expect(await auditedOnce(badKey)).toMatchObject({
+        principal: null,
+        auth_method: EMAIL_SOURCE,
+        application_name: APP,
+        outcome: 'failure',
+        details: { account: 'imap-box', from: 'analyst@example.com' },
+      });
+      // Out of the way of every node: in the failed folder, no longer in the polled one.
+      await waitFor(
+        async () => !(await subjectsIn(dovecot, 'jobs', 'INBOX')).includes('Thousands'),
+        30_000,
+        'the message set aside',
+      );
+      const setAside = await subjectsIn(dovecot, 'jobs', REFUSED_FOLDER);
+      expect(setAside.filter((subject) => subject === 'Thousands')).toHaveLength(1);
+      const [row] = await query<{ state: string; rejection: string }>(
+        `SELECT state, rejection FROM mail_reply WHERE source = 'imap-box' AND source_key = $1`,
+        [badKey],
+      );
+      expect(row.rejection).toMatch(/2001 MIME parts/);
+      expect(smtp.received.filter((r) => r.mail.subject === 'RE: Thousands')).toHaveLength(1);
+    });
+
+    it('settles a message the parser gives up on, and takes the message after it (POP3)', async () => {
+      await deliver(dovecot, 'popper', manyAttachments('Parser stop', 2000));
+      await deliver(dovecot, 'popper', await job('After parser stop'));
+      expect(attachmentText(await replyAbout(smtp, 'After parser stop'), 'out.txt')).toBe(
+        'sum 6\n',
+      );
+      // POP3 tells no part count: the parser's own limit (maxParts) ends the parse.
+      expect((await replyAbout(smtp, 'Parser stop')).mail.text).toMatch(
+        /The message cannot be read: Max allowed child nodes exceeded\./,
+      );
+      await waitFor(async () => (await messagesIn(dovecot, 'popper')) === 0, 30_000, 'deletion');
+      const rows = await refusalsAudited(
+        `details->>'account' = 'pop-box' AND details->>'reason' LIKE 'The message cannot be read%'`,
+        [],
+      );
+      expect(rows).toHaveLength(1);
+      expect(smtp.received.filter((r) => r.mail.subject === 'RE: Parser stop')).toHaveLength(1);
+    });
+
+    it('sends no mail at all for a sender not allowed, whatever Reply-To and Cc say, and audits it', async () => {
+      const key = await deliver(
+        dovecot,
+        'jobs',
+        await job('Spam relay', {
+          from: 'intruder@elsewhere.org',
+          replyTo: 'victim@elsewhere.org',
+          cc: ['boss@example.com', 'other@elsewhere.org'],
+        }),
+      );
+      expect(await auditedOnce(key)).toMatchObject({
+        outcome: 'failure',
+        details: {
+          from: 'intruder@elsewhere.org',
+          reason: 'intruder@elsewhere.org may not send jobs of application mailer.',
+          replyTo: null,
+        },
+      });
+      const [row] = await query<{ state: string }>(
+        `SELECT state FROM mail_reply WHERE source = 'imap-box' AND source_key = $1`,
+        [key],
+      );
+      expect(row.state).toBe('none');
+      // A later message's reply: the sender has had its rounds since.
+      await deliver(dovecot, 'jobs', await compose({ subject: 'After the intruder', text: 'x' }));
+      await replyAbout(smtp, 'After the intruder');
+      expect(smtp.received.filter((r) => r.mail.subject === 'RE: Spam relay')).toEqual([]);
+      expect(sentTo(/@elsewhere\.org$/)).toEqual([]);
+      expect(await subjectsIn(dovecot, 'jobs', REFUSED_FOLDER)).toContain('Spam relay');
+      expect(await query(`SELECT 1 FROM job WHERE meta->>'emailSubject' = 'Spam relay'`)).toEqual(
+        [],
+      );
+    });
+
+    it('mails the result of a forged allowed From only to allowed addresses, never to its Reply-To', async () => {
+      await deliver(
+        dovecot,
+        'jobs',
+        await job('Forged', {
+          from: 'analyst@example.com',
+          replyTo: 'collector@evil.org',
+          cc: ['spy@evil.org', 'boss@example.com'],
+        }),
+      );
+      const reply = await replyAbout(smtp, 'Forged');
+      expect(attachmentText(reply, 'out.txt')).toBe('sum 6\n');
+      expect(reply.envelopeTo.sort()).toEqual(['analyst@example.com', 'boss@example.com']);
+      expect(sentTo(/@evil\.org$/)).toEqual([]);
+    });
+
+    it('caps the recipients of one reply (maxReplyRecipients)', async () => {
+      await deliver(
+        dovecot,
+        'jobs',
+        await compose({
+          subject: 'Everyone',
+          text: 'x',
+          cc: Array.from({ length: 6 }, (_, i) => `team${i}@example.com`),
+        }),
+      );
+      const reply = await replyAbout(smtp, 'Everyone');
+      expect(reply.envelopeTo.sort()).toEqual([
+        'analyst@example.com',
+        'team0@example.com',
+        'team1@example.com',
+      ]);
+    });
+
+    it("takes only a From vouched for by the operator's server (requireAuthenticationResults)", async () => {
+      const unvouched = await deliver(dovecot, 'guarded', await job('Unvouched'));
+      // The sender's own header below the server's: a pass the message brought along.
+      const forged = await deliver(
+        dovecot,
+        'guarded',
+        await job('Forged pass', {
+          headers: [
+            {
+              key: 'Authentication-Results',
+              value: `${AUTHSERV_ID}; spf=pass smtp.mailfrom=example.com; dmarc=fail header.from=example.com`,
+            },
+            {
+              key: 'Authentication-Results',
+              value: `${AUTHSERV_ID}; dmarc=pass header.from=example.com`,
+            },
+          ],
+        }),
+      );
+      const otherServer = await deliver(
+        dovecot,
+        'guarded',
+        await job('Other server', {
+          headers: {
+            'Authentication-Results': 'mx.evil.org; dmarc=pass header.from=example.com',
+          },
+        }),
+      );
+      await deliver(
+        dovecot,
+        'guarded',
+        await job('Vouched', {
+          headers: {
+            'Authentication-Results': `${AUTHSERV_ID}; dkim=pass header.d=example.com; dmarc=pass (p=reject) header.from=example.com`,
+          },
+        }),
+      );
+      expect(attachmentText(await replyAbout(smtp, 'Vouched'), 'out.txt')).toBe('sum 6\n');
+      for (const key of [unvouched, forged, otherServer]) {
+        expect((await auditedOnce(key)).details.reason).toBe(
+          `The message has no DMARC or DKIM pass for example.com from ${AUTHSERV_ID} (requireAuthenticationResults).`,
+        );
+      }
+      expect(
+        smtp.received.filter((r) =>
+          ['RE: Unvouched', 'RE: Forged pass', 'RE: Other server'].includes(r.mail.subject ?? ''),
+        ),
+      ).toEqual([]);
+      const jobs = await query<{ subject: string }>(
+        `SELECT meta->>'emailSubject' AS subject FROM job
+          WHERE meta->>'emailSubject' IN ('Unvouched', 'Forged pass', 'Other server', 'Vouched')`,
+      );
+      expect(jobs).toEqual([{ subject: 'Vouched' }]);
+    });
   });
 });
 
