@@ -8,6 +8,7 @@ import { fileField, postForm, textField } from '../support/form-client';
 import { loadTestCatalog } from '../support/function-calls';
 import { Answer, postZip, request, REST, waitForResult } from '../support/rest-client';
 import { jobEnvelope, postSoap } from '../support/soap-client';
+import { SmtpRecorder, startSmtpRecorder } from '../support/smtp-recorder';
 import { SERVER_DATABASE_URL, sleep, startTestService, TestService } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
 
@@ -17,7 +18,8 @@ import { makeZip } from '../support/zip-fixtures';
  * the same time; a request that has not answered within WATCHDOG_MS fails the test by its name
  * (a statement waiting for a second connection while a transaction holds the only one never
  * answers). The application has maxQueuedJobs and a rate limit, and a schedule fires every
- * second on it: its tick stores the job inside the schedule's transaction.
+ * second on it: its tick stores the job, and the e-mail its result is owed, inside the
+ * schedule's transaction.
  */
 const WATCHDOG_MS = 30_000;
 const SECRET = 'single-connection-callback-secret';
@@ -55,13 +57,17 @@ const tokenOf = (answer: Answer): Record<string, string> =>
 describe('one connection: every writing feature at once', () => {
   let service: TestService;
   let receiver: Receiver;
+  let smtp: SmtpRecorder;
   let dropRoot: string;
 
   beforeAll(async () => {
     receiver = await new Receiver().start();
+    smtp = await startSmtpRecorder();
     dropRoot = mkdtempSync(join(tmpdir(), 'svc-single-connection-drop-'));
     service = await startTestService({
       ...ADMIN_ENV,
+      SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
+      EMAIL_FROM: 'reports@svc.example.com',
       ...(SERVER_DATABASE_URL ? { DATABASE_POOL_SIZE: '1' } : {}),
       APPLICATION_SETTINGS: JSON.stringify({
         demo: {
@@ -80,10 +86,11 @@ describe('one connection: every writing feature at once', () => {
   afterAll(async () => {
     await service.stop();
     await receiver.stop();
+    await smtp.stop();
     rmSync(dropRoot, { recursive: true, force: true });
   });
 
-  it('answers every request while schedules, limits, keys, settings, audit, callbacks and the drop directory write', async () => {
+  it('answers every request while schedules, limits, keys, settings, audit, callbacks, result e-mail and the drop directory write', async () => {
     const url = service.url;
     const admin = { Authorization: ADMIN_AUTHORIZATION };
     const app = { 'X-SVC-Application-Name': 'demo' };
@@ -115,6 +122,7 @@ describe('one connection: every writing feature at once', () => {
               job: { rScript: 'tick.R' },
               catchUp: 'runOnce',
               callbackUrl: `http://127.0.0.1:${receiver.port}/tick`,
+              email: { to: ['team@example.com'], subject: 'Every second' },
             }),
           }),
         ),
@@ -276,6 +284,12 @@ describe('one connection: every writing feature at once', () => {
       dropped(),
       audit(),
     ]);
+    // The schedule's runs owed their results by e-mail (mail_reply rows in the run's transaction).
+    await watched('result e-mail sent', async () => {
+      while (!smtp.received.some((mail) => mail.mail.subject === 'Every second')) {
+        await sleep(200);
+      }
+    });
     // The callbacks of the REST jobs were delivered (callback jobs, on the same connection).
     await watched('callbacks delivered', async () => {
       const delivered = (jobId: string): boolean =>
