@@ -8,6 +8,7 @@ import { fileField, postForm, textField } from '../support/form-client';
 import { loadTestCatalog } from '../support/function-calls';
 import { Answer, postZip, request, REST, waitForResult } from '../support/rest-client';
 import { jobEnvelope, postSoap } from '../support/soap-client';
+import { buildPackage } from '../support/r-packages';
 import { SmtpRecorder, startSmtpRecorder } from '../support/smtp-recorder';
 import { SERVER_DATABASE_URL, sleep, startTestService, TestService } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
@@ -90,7 +91,7 @@ describe('one connection: every writing feature at once', () => {
     rmSync(dropRoot, { recursive: true, force: true });
   });
 
-  it('answers every request while schedules, limits, keys, settings, audit, callbacks, result e-mail and the drop directory write', async () => {
+  it('answers every request while schedules, limits, keys, settings, audit, callbacks, result e-mail, R packages and the drop directory write', async () => {
     const url = service.url;
     const admin = { Authorization: ADMIN_AUTHORIZATION };
     const app = { 'X-SVC-Application-Name': 'demo' };
@@ -253,6 +254,40 @@ describe('one connection: every writing feature at once', () => {
       });
     };
 
+    const packages = async (): Promise<void> => {
+      const packageUrl = `${url}${REST}/admin/packages`;
+      expectStatus(
+        'R package',
+        await watched('PUT R package', () =>
+          request(`${packageUrl}/svcone`, {
+            method: 'PUT',
+            headers: { ...app, ...admin, 'Content-Type': 'application/gzip' },
+            body: buildPackage('svcone', '1.0', { tar: true }),
+          }),
+        ),
+        201,
+      );
+      // The node's install (native R) or its report that webR has none: a state it settles in.
+      await watched('R package settled', async () => {
+        for (;;) {
+          const answer = await request(packageUrl, {
+            headers: { ...app, ...admin, ...JSON_ACCEPT },
+          });
+          const listed = (
+            JSON.parse(answer.text) as {
+              packages: { package?: { node?: { state: string } | Array<{ state: string }> } };
+            }
+          ).packages.package?.node;
+          const states = listed === undefined ? [] : [listed].flat().map((node) => node.state);
+          if (states.some((state) => state === 'installed' || state === 'unsupported')) {
+            return;
+          }
+          expect(states.filter((state) => state === 'failed')).toEqual([]);
+          await sleep(300);
+        }
+      });
+    };
+
     const audit = async (): Promise<void> => {
       for (let i = 0; i < 5; i++) {
         expectStatus(
@@ -282,6 +317,7 @@ describe('one connection: every writing feature at once', () => {
       settings(),
       keys(),
       dropped(),
+      packages(),
       audit(),
     ]);
     // The schedule's runs owed their results by e-mail (mail_reply rows in the run's transaction).
