@@ -69,7 +69,18 @@ async function main(): Promise<void> {
       return;
     }
     stopping = true;
-    logger.log(`${signal} received: shutting down`, 'Startup');
+    const bound = config.shutdownTimeoutSeconds;
+    logger.log(`${signal} received: shutting down (at most ${bound} s)`, 'Startup');
+    // A database that does not answer must not keep the node alive: what is in flight is left
+    // to its lease, as after a crash (docs/operations.md#a-bounded-shutdown).
+    setTimeout(() => {
+      logger.error(
+        `shutdown did not end within SHUTDOWN_TIMEOUT_SECONDS (${bound} s), the database or a job not answering: exiting; unfinished work is recovered when its lease expires`,
+        'Startup',
+      );
+      logger.pino.flush();
+      process.exit(1);
+    }, bound * 1000).unref();
     service
       .close()
       // The last spans (this node's last jobs) leave before the process does.

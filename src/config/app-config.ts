@@ -122,6 +122,10 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   /** How often drop directories are scanned (inbox, claims of dead nodes, results to write). */
   @IsInt() @Min(100) dropPollIntervalMs!: number;
   @IsInt() @Min(0) shutdownGraceSeconds!: number;
+  /** After SIGTERM, the process exits by then even if the database does not answer. */
+  @IsInt() @Min(1) shutdownTimeoutSeconds!: number;
+  /** Connections of a node's pool on a database server (the embedded database has one). */
+  @IsInt() @Min(1) databasePoolSize!: number;
   @IsInt() @Min(1) maxRequestBytes!: number;
   /** R output kept per job in its log (GET /jobs/{app}/{jobId}/log); the rest is cut. */
   @IsInt() @Min(0) jobLogMaxBytes!: number;
@@ -347,6 +351,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (config.heartbeatSeconds >= config.leaseSeconds) {
     problems.push(
       `HEARTBEAT_SECONDS=${config.heartbeatSeconds}: must be less than LEASE_SECONDS (${config.leaseSeconds})`,
+    );
+  }
+  if (config.shutdownTimeoutSeconds <= config.shutdownGraceSeconds) {
+    problems.push(
+      `SHUTDOWN_TIMEOUT_SECONDS=${config.shutdownTimeoutSeconds}: must be more than SHUTDOWN_GRACE_SECONDS (${config.shutdownGraceSeconds}), which running jobs may take to finish`,
     );
   }
   const mail = emailAccountsOf(config, env);

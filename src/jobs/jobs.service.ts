@@ -210,7 +210,11 @@ export class JobsService {
     try {
       priority = this.limits.priorityOf(applicationName, submission.priority);
       await this.checkReceivedSize(parts, size);
-      await this.limits.admit(applicationName, submission.principal ?? null);
+      await this.limits.admit(
+        applicationName,
+        submission.principal ?? null,
+        submission.transaction,
+      );
     } catch (error) {
       // A body still arriving is read and dropped, so that the client gets the answer.
       for (const part of parts) {
@@ -429,7 +433,13 @@ export class JobsService {
           ),
         )
       : null;
-    await this.queue.enqueue(row, transaction);
+    const queued = await this.queue.enqueue(row, {
+      transaction,
+      maxQueued: this.limits.maxQueuedOf(job.applicationName),
+    });
+    if (queued !== null) {
+      throw this.limits.queueFull(job.applicationName, queued);
+    }
     const submitted: SubmittedJob = {
       jobId: row.id,
       applicationName: job.applicationName,

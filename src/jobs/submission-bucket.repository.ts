@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { rowsOf } from '../storage/query-rows';
 
 /** A token bucket: `perMinute` tokens at most, refilled at perMinute / 60 per second. */
@@ -26,7 +26,12 @@ export interface RateRefusal {
 export class SubmissionBucketRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  async take(narrow: RateBucket | null, wide: RateBucket | null): Promise<RateRefusal | null> {
+  /** Takes a token; on `transaction` when given (a schedule's run: no second connection). */
+  async take(
+    narrow: RateBucket | null,
+    wide: RateBucket | null,
+    transaction?: EntityManager,
+  ): Promise<RateRefusal | null> {
     const refill = (rate: string): string =>
       `least(${rate}::float8, b.tokens + extract(epoch FROM now() - b.refilled_at) * ${rate}::float8 / 60.0)`;
     const upsert = (key: string, rate: string, condition: string): string =>
@@ -37,7 +42,7 @@ export class SubmissionBucketRepository {
                 tokens = ${refill(rate)} - CASE WHEN ${refill(rate)} >= 1 THEN 1 ELSE 0 END,
                 refilled_at = now()
          RETURNING granted, tokens`;
-    const raw: unknown = await this.dataSource.query(
+    const raw: unknown = await (transaction ?? this.dataSource).query(
       `WITH narrow AS (${upsert('$1', '$2', 'true')}),
        wide AS (${upsert('$3', '$4', 'coalesce((SELECT granted FROM narrow), true)')})
        SELECT (SELECT granted FROM narrow) AS narrow_granted, (SELECT tokens FROM narrow) AS narrow_tokens,

@@ -1,5 +1,6 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { EntityManager } from 'typeorm';
 import { ApiError } from '../common/api-error';
 import { applicationSettingsOf } from '../config/application-settings';
 import { ApplicationsConfig } from '../config/config-slices';
@@ -37,17 +38,25 @@ export class SubmissionLimits {
     @Optional() private readonly metrics?: MetricsService,
   ) {}
 
-  async admit(applicationName: string, principal: string | null): Promise<void> {
+  /**
+   * Refuses a submission at a limit (a 429 ApiError). The maxQueuedJobs count here is only an
+   * early refusal that spares reading a body; the admission that holds across nodes is the
+   * enqueue's (`maxQueuedOf`, `queueFull`). With `transaction`, every statement runs in it.
+   */
+  async admit(
+    applicationName: string,
+    principal: string | null,
+    transaction?: EntityManager,
+  ): Promise<void> {
     const settings = applicationSettingsOf(this.config, applicationName);
     if (settings.maxQueuedJobs !== null) {
-      const queued = await this.queue.queuedJobsOf(applicationName, settings.maxQueuedJobs);
+      const queued = await this.queue.queuedJobsOf(
+        applicationName,
+        settings.maxQueuedJobs,
+        transaction,
+      );
       if (queued >= settings.maxQueuedJobs) {
-        throw this.refuse(
-          applicationName,
-          'maxQueuedJobs',
-          `The application "${applicationName}" has ${queued} jobs queued, its limit (maxQueuedJobs: ${settings.maxQueuedJobs}); submit again once some have started.`,
-          QUEUE_FULL_RETRY_AFTER_SECONDS,
-        );
+        throw this.queueFull(applicationName, queued);
       }
     }
     const perPrincipal = settings.maxSubmissionsPerMinutePerPrincipal;
@@ -61,7 +70,7 @@ export class SubmissionLimits {
         : { key: principalBucket(applicationName, principal), perMinute: perPrincipal };
     const application: RateBucket | null =
       perApplication === null ? null : { key: `app:${applicationName}`, perMinute: perApplication };
-    const refusal = await this.buckets.take(caller, application);
+    const refusal = await this.buckets.take(caller, application, transaction);
     if (refusal === null) {
       return;
     }
@@ -78,6 +87,21 @@ export class SubmissionLimits {
       'maxSubmissionsPerMinute',
       `The application "${applicationName}" was sent more than ${perApplication} jobs a minute, its limit (maxSubmissionsPerMinute: ${perApplication}).`,
       refusal.retryAfterSeconds,
+    );
+  }
+
+  /** The application's maxQueuedJobs (null: no limit), for the enqueue's admission. */
+  maxQueuedOf(applicationName: string): number | null {
+    return applicationSettingsOf(this.config, applicationName).maxQueuedJobs;
+  }
+
+  /** The refusal of a job at maxQueuedJobs, with the jobs queued that filled it. */
+  queueFull(applicationName: string, queued: number): ApiError {
+    return this.refuse(
+      applicationName,
+      'maxQueuedJobs',
+      `The application "${applicationName}" has ${queued} jobs queued, its limit (maxQueuedJobs: ${this.maxQueuedOf(applicationName) ?? queued}); submit again once some have started.`,
+      QUEUE_FULL_RETRY_AFTER_SECONDS,
     );
   }
 

@@ -160,6 +160,14 @@ function isContent(file: JobFileInput): file is JobFileContent {
   return 'content' in file;
 }
 
+/** How `QueueRepository.enqueue` stores a job: in an outer transaction, under a queue limit. */
+export interface EnqueueOptions {
+  /** The transaction to store the job in (committed by its owner); else one of its own. */
+  transaction?: EntityManager;
+  /** The application's maxQueuedJobs: the job is stored only while fewer are queued. */
+  maxQueued?: number | null;
+}
+
 /** A file on disk small enough to be inline is read here, so that it takes the fast path. */
 async function inlineIfSmall(file: JobFileInput): Promise<JobFileInput> {
   if (isContent(file) || (await stat(file.path)).size > BLOB_INLINE_MAX_BYTES) {
@@ -385,10 +393,17 @@ export class QueueRepository implements OnModuleDestroy {
    * job_file_chunk in one transaction (src/storage/blob-chunks.ts), so a failed upload leaves
    * nothing behind. With `transaction`, everything is stored in that outer transaction instead
    * (a scheduled job with its schedule_run key): its notification is delivered at its commit.
+   *
+   * With `maxQueued` (the application's maxQueuedJobs), admission and insert are one decision
+   * across nodes: the transaction takes the application's advisory lock, counts the jobs queued
+   * and stores the job only below the limit (docs/queue.md#maxqueuedjobs). Returns null when the
+   * job was stored, else the jobs queued that refused it. Every statement runs on `transaction`
+   * when given: nothing here waits for a second connection (the embedded database has one).
    */
-  async enqueue(job: NewJobRow, transaction?: EntityManager): Promise<void> {
+  async enqueue(job: NewJobRow, options: EnqueueOptions = {}): Promise<number | null> {
+    const { transaction, maxQueued = null } = options;
     if (!tracingEnabled()) {
-      return this.store(job, null, transaction);
+      return this.store(job, null, transaction, maxQueued);
     }
     // The job's span: a child of the submitting request's (REST, form, SOAP), or a new trace
     // (a drop directory). Stored with the job, its context is the parent of the job's run.
@@ -402,7 +417,7 @@ export class QueueRepository implements OnModuleDestroy {
           'svc.job.source': job.source,
         },
       },
-      () => this.store(job, activeTraceCarrier(), transaction),
+      () => this.store(job, activeTraceCarrier(), transaction, maxQueued),
     );
   }
 
@@ -410,14 +425,26 @@ export class QueueRepository implements OnModuleDestroy {
     job: NewJobRow,
     trace: TraceCarrier | null,
     transaction: EntityManager | undefined,
-  ): Promise<void> {
+    maxQueued: number | null,
+  ): Promise<number | null> {
     const files = await Promise.all(job.files.map(inlineIfSmall));
     const inline = files.filter(isContent);
-    if (inline.length === files.length) {
+    if (maxQueued === null && inline.length === files.length) {
       await insertJob(transaction ?? this.dataSource.manager, job, inline, this.sender, trace);
-      return;
+      return null;
     }
-    const storeAll = async (manager: EntityManager): Promise<void> => {
+    const storeAll = async (manager: EntityManager): Promise<number | null> => {
+      if (maxQueued !== null) {
+        // Held to the transaction's end: a second node's admission waits here, then counts
+        // this job (READ COMMITTED: its count is a statement after the wait).
+        await manager.query(`SELECT pg_advisory_xact_lock(hashtext('svc.queued:' || $1))`, [
+          job.applicationName,
+        ]);
+        const queued = await this.queuedJobsOf(job.applicationName, maxQueued, manager);
+        if (queued >= maxQueued) {
+          return queued;
+        }
+      }
       // The notification the statement sends is delivered on commit, after the large files.
       await insertJob(manager, job, inline, this.sender, trace);
       for (const file of files) {
@@ -425,8 +452,9 @@ export class QueueRepository implements OnModuleDestroy {
           await insertChunkedFile(manager, job.id, file);
         }
       }
+      return null;
     };
-    await (transaction ? storeAll(transaction) : this.dataSource.transaction(storeAll));
+    return transaction ? storeAll(transaction) : this.dataSource.transaction(storeAll);
   }
 
   /**
@@ -884,10 +912,15 @@ export class QueueRepository implements OnModuleDestroy {
 
   /**
    * Jobs of `applicationName` queued, counted up to `atMost` (its maxQueuedJobs): job_claim_idx
-   * leads with the application, so the count reads at most that many index entries.
+   * leads with the application, so the count reads at most that many index entries. On
+   * `runner` when given (a transaction's manager).
    */
-  async queuedJobsOf(applicationName: string, atMost: number): Promise<number> {
-    const rows = await this.dataSource.query<Array<{ n: number }>>(
+  async queuedJobsOf(
+    applicationName: string,
+    atMost: number,
+    runner: DataSource | EntityManager = this.dataSource,
+  ): Promise<number> {
+    const rows = await runner.query<Array<{ n: number }>>(
       `SELECT count(*)::int AS n FROM (
          SELECT 1 FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK} AND application_name = $1 LIMIT $2) queued`,
       [applicationName, atMost],

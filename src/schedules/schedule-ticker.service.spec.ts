@@ -5,7 +5,7 @@ import { configView } from '../config/config-slice';
 import { MailConfig } from '../config/config-slices';
 import type { MailReplyService, ResultMailRequest } from '../mail-replies/mail-reply.service';
 import type { DatabaseEvents } from '../storage/database-events.service';
-import { ScheduleTicker } from './schedule-ticker.service';
+import { FIRE_ATTEMPTS, ScheduleTicker } from './schedule-ticker.service';
 import { ScheduleEntity } from './schedule.entity';
 import type { ScheduleRepository, StoredRun } from './schedule.repository';
 
@@ -33,7 +33,7 @@ function scheduleRow(fields: Partial<ScheduleEntity>): ScheduleEntity {
 }
 
 /** The ticker with its database and intake replaced: what it stores is recorded. */
-function tickerWith(row: ScheduleEntity, claimed = true) {
+function tickerWith(row: ScheduleEntity, claimed = true, failures: Error[] = []) {
   const manager = {} as EntityManager;
   const stored = { runs: [] as StoredRun[], advanced: [] as Date[], announced: [] as string[] };
   const submissions: Submission[] = [];
@@ -58,6 +58,10 @@ function tickerWith(row: ScheduleEntity, claimed = true) {
   const jobs = {
     submit: (submission: Submission): Promise<SubmittedJob> => {
       submissions.push(submission);
+      const failure = failures.shift();
+      if (failure !== undefined) {
+        return Promise.reject(failure);
+      }
       return Promise.resolve({
         jobId: `job-${submissions.length}`,
         applicationName: 'demo',
@@ -169,5 +173,51 @@ describe('ScheduleTicker', () => {
     expect(submissions).toEqual([]);
     expect(stored.runs).toEqual([]);
     expect(stored.announced).toEqual([]);
+  });
+
+  it('records a due time as failed after FIRE_ATTEMPTS failures with the database answering, backing off between', async () => {
+    const row = scheduleRow({ coveredUntil: new Date('2026-01-01T09:59:59Z') });
+    const refused = new Error('new row for relation "job" violates check constraint');
+    const { ticker, stored, submissions } = tickerWith(row, true, [refused, refused, refused]);
+    const waits: number[] = [];
+    for (let pass = 1; pass < FIRE_ATTEMPTS; pass++) {
+      waits.push((await ticker.runPass()) - Date.now());
+      expect(stored.runs).toEqual([]);
+    }
+    // Backing off from 1 s: the second wait is drawn from a ceiling twice the first's.
+    expect(waits[0]).toBeLessThanOrEqual(1_000);
+    expect(waits[1]).toBeGreaterThanOrEqual(1_000);
+    await ticker.runPass();
+    expect(submissions).toHaveLength(FIRE_ATTEMPTS);
+    expect(stored.runs).toEqual([
+      {
+        plannedAt: new Date('2026-01-01T10:00:00Z'),
+        jobId: null,
+        error: `the job could not be stored after ${FIRE_ATTEMPTS} attempts: ${refused.message}`,
+      },
+    ]);
+    expect(stored.advanced).toEqual([new Date('2026-01-01T10:00:00Z')]);
+    expect(stored.announced).toEqual([]);
+  });
+
+  it('waits out a database outage without recording the due time as failed', async () => {
+    const row = scheduleRow({ coveredUntil: new Date('2026-01-01T09:59:59Z') });
+    const outage = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+      code: 'ECONNREFUSED',
+    });
+    const { ticker, stored } = tickerWith(
+      row,
+      true,
+      Array.from({ length: 6 }, () => outage),
+    );
+    for (let pass = 0; pass < 6; pass++) {
+      await ticker.runPass();
+    }
+    expect(stored.runs).toEqual([]);
+    // The database is back: the time is fired (one job), late but within the minute.
+    await ticker.runPass();
+    expect(stored.runs).toEqual([
+      { plannedAt: new Date('2026-01-01T10:00:00Z'), jobId: 'job-7', error: null },
+    ]);
   });
 });

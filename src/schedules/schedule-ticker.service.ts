@@ -13,6 +13,8 @@ import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
 import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule.dto';
+import { isDatabaseUnavailable } from '../common/api-exception.filter';
+import { backOffDelay } from '../common/back-off';
 import { cronOf, planRuns } from './schedule-plan';
 import { CatchUp, ScheduleEntity } from './schedule.entity';
 import {
@@ -30,6 +32,14 @@ const REREAD_MS = 60_000;
 /** After a pass that failed (the database away), the next one comes this much later. */
 const RETRY_MS = 1_000;
 const CLEANUP_EVERY_MS = 3_600_000;
+/**
+ * Passes in a row in which a schedule's due times fail to be stored (an error of the database
+ * or of svc, not a refusal by the intake, not an outage) before they are recorded as failed: a
+ * poison run is not tried for ever, at start or later.
+ */
+export const FIRE_ATTEMPTS = 3;
+/** The longest wait between those attempts (they back off from RETRY_MS). */
+const RETRY_MAX_MS = 60_000;
 
 /**
  * Fires the schedules on this node (docs/operations.md#schedules). Each node that runs it sleeps
@@ -50,6 +60,8 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
   private stopped = false;
   private lastCleanup = 0;
   private readonly unsubscribe: Array<() => void> = [];
+  /** Failed attempts in a row per schedule (FIRE_ATTEMPTS), on this node since its start. */
+  private readonly failures = new Map<string, number>();
 
   constructor(
     private readonly schedules: ScheduleRepository,
@@ -125,10 +137,11 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
       let next = cron.nextRun(coveredUntil);
       if (next !== null && next.getTime() <= Date.now()) {
         try {
-          coveredUntil = (await this.fire(schedule.id)) ?? coveredUntil;
+          coveredUntil = (await this.fireOrGiveUp(schedule.id)) ?? coveredUntil;
         } catch (error) {
+          const failures = this.failures.get(schedule.id) ?? 1;
           this.logger.warn(`schedule ${schedule.id}: ${(error as Error).message}`);
-          wakeAt = Math.min(wakeAt, Date.now() + RETRY_MS);
+          wakeAt = Math.min(wakeAt, Date.now() + backOffDelay(failures, RETRY_MS, RETRY_MAX_MS));
           continue;
         }
         next = cron.nextRun(coveredUntil);
@@ -145,10 +158,36 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
+   * Fires a schedule; once its due times have failed FIRE_ATTEMPTS times in a row with the
+   * database answering (not an outage: that is waited out, backing off), records them as failed
+   * instead (schedule_run.error, the schedule's last run) and moves its clock past them.
+   */
+  private async fireOrGiveUp(scheduleId: string): Promise<Date | null> {
+    let reason: string;
+    try {
+      const coveredUntil = await this.fire(scheduleId);
+      this.failures.delete(scheduleId);
+      return coveredUntil;
+    } catch (error) {
+      const failures = (this.failures.get(scheduleId) ?? 0) + 1;
+      this.failures.set(scheduleId, failures);
+      if (failures < FIRE_ATTEMPTS || isDatabaseUnavailable(error)) {
+        throw error;
+      }
+      reason = `the job could not be stored after ${FIRE_ATTEMPTS} attempts: ${(error as Error).message}`;
+    }
+    const coveredUntil = await this.fire(scheduleId, reason);
+    this.failures.delete(scheduleId);
+    this.logger.error(`schedule ${scheduleId}: ${reason}; recorded as failed, not tried again`);
+    return coveredUntil;
+  }
+
+  /**
    * Fires what is due of one schedule under its row lock; returns its new clock (null: it is gone
    * or paused). Jobs are announced to this node's workers once the transaction has committed.
+   * With `failure`, no job is made: each due time is recorded as failed with that error.
    */
-  async fire(scheduleId: string): Promise<Date | null> {
+  async fire(scheduleId: string, failure?: string): Promise<Date | null> {
     const submitted: SubmittedJob[] = [];
     const coveredUntil = await this.schedules.withLockedSchedule(
       scheduleId,
@@ -170,7 +209,10 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
           if (!(await this.schedules.claimRun(manager, schedule.id, plannedAt, this.node.id))) {
             continue; // another node's run has this planned time
           }
-          const run = await this.submit(schedule, plannedAt, manager, submitted);
+          const run =
+            failure === undefined
+              ? await this.submit(schedule, plannedAt, manager, submitted)
+              : { plannedAt, jobId: null, error: failure };
           await this.schedules.recordRun(manager, schedule.id, run);
           lastRun = run;
         }

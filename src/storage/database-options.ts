@@ -11,18 +11,20 @@ export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
  * through a transaction-mode pooler and DATABASE_LISTEN_URL is not set): the nodes then poll.
  */
 export type DatabaseTarget =
-  | { kind: 'server'; url: string; listenUrl: string | null }
+  | { kind: 'server'; url: string; listenUrl: string | null; poolSize?: number }
   | { kind: 'embedded'; socketDirectory: string };
 
-/** The server target of `config` (DATABASE_URL, DATABASE_LISTEN_URL, DATABASE_POOLER). */
+/** The server target of `config` (DATABASE_URL, DATABASE_LISTEN_URL, DATABASE_POOLER, DATABASE_POOL_SIZE). */
 export function serverTarget(
-  config: Pick<DatabaseConfig, 'databaseUrl' | 'databaseListenUrl' | 'databasePooler'>,
+  config: Pick<DatabaseConfig, 'databaseUrl' | 'databaseListenUrl' | 'databasePooler'> &
+    Partial<Pick<DatabaseConfig, 'databasePoolSize'>>,
 ): DatabaseTarget {
   const url = config.databaseUrl ?? '';
   return {
     kind: 'server',
     url,
     listenUrl: config.databaseListenUrl ?? (config.databasePooler === 'none' ? url : null),
+    poolSize: config.databasePoolSize,
   };
 }
 
@@ -61,7 +63,7 @@ export function buildDataSourceOptions(
     ...common,
     url: target.url,
     // A short connect timeout turns a database outage into quick 503s instead of hung requests.
-    extra: { max: 10, connectionTimeoutMillis: 3000 },
+    extra: { max: target.poolSize ?? 10, connectionTimeoutMillis: 3000 },
   };
 }
 
