@@ -7,7 +7,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { resolve } from 'node:path';
 
 /** The file in DATA_DIR that names the process owning its embedded database. */
 export const OWNER_FILE = 'svc.owner';
@@ -30,6 +30,9 @@ export class DataDirOwnedError extends Error {
     );
   }
 }
+
+/** The owner files this process holds: its own pid in one of them is not stale. */
+const HELD_HERE = new Set<string>();
 
 /** How long an owner file without a pid counts as being written rather than left broken. */
 const UNWRITTEN_GRACE_MS = 5_000;
@@ -68,7 +71,9 @@ function readOwner(file: string): DataDirOwner | null {
  * file `DATA_DIR/svc.owner`, created exclusively (O_EXCL), holding the owner's pid and, once it
  * serves, its database's private socket directory. A file whose process is gone (killed with
  * -9, a crash, a power cut) is stale and taken over; a file without a pid counts as held while
- * it is being written (5 s), then as stale.
+ * it is being written (5 s), then as stale. This process's own pid in the file (a restarted
+ * container's process often gets the pid of its predecessor) is stale unless this process holds
+ * the lock.
  */
 export class DataDirLock {
   private constructor(
@@ -79,7 +84,7 @@ export class DataDirLock {
   /** Takes the lock or throws DataDirOwnedError naming the live owner. */
   static acquire(dataDir: string): DataDirLock {
     mkdirSync(dataDir, { recursive: true });
-    const file = join(dataDir, OWNER_FILE);
+    const file = resolve(dataDir, OWNER_FILE);
     for (let attempt = 0; attempt < 3; attempt++) {
       const owner: DataDirOwner = { pid: process.pid, socketDirectory: null };
       try {
@@ -89,6 +94,7 @@ export class DataDirLock {
         } finally {
           closeSync(fd);
         }
+        HELD_HERE.add(file);
         return new DataDirLock(file, owner);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
@@ -97,19 +103,16 @@ export class DataDirLock {
       }
       const current = readOwner(file);
       const beingWritten = current === null && Date.now() - statMtime(file) < UNWRITTEN_GRACE_MS;
-      if (beingWritten || (current !== null && current.pid !== process.pid && alive(current.pid))) {
+      const live =
+        current !== null &&
+        (current.pid === process.pid ? HELD_HERE.has(file) : alive(current.pid));
+      if (beingWritten || live) {
         throw new DataDirOwnedError(dataDir, current ?? { pid: 0, socketDirectory: null });
       }
       // Left by a process that is gone: take it over.
       rmSync(file, { force: true });
     }
     throw new Error(`cannot take the lock ${file}: it keeps coming back`);
-  }
-
-  /** The live owner of `dataDir`, or null when there is none. */
-  static owner(dataDir: string): DataDirOwner | null {
-    const current = readOwner(join(dataDir, OWNER_FILE));
-    return current !== null && alive(current.pid) ? current : null;
   }
 
   /** Records where the owner's database is reached, for the command line. */
@@ -119,7 +122,7 @@ export class DataDirLock {
   }
 
   release(): void {
-    if (readOwner(this.file)?.pid === this.owner.pid) {
+    if (HELD_HERE.delete(this.file) && readOwner(this.file)?.pid === this.owner.pid) {
       rmSync(this.file, { force: true });
     }
   }
