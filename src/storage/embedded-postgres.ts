@@ -7,33 +7,57 @@ import { DataDirLock } from './data-dir-owner';
 
 type NotificationListener = (channel: string, payload: string) => void;
 
+/** The type byte of a NotificationResponse in the PostgreSQL protocol. */
+const NOTIFICATION_RESPONSE = 0x41;
+
 /**
  * Reads the NotificationResponse messages ('A') out of the backend's protocol stream, which may
  * split a message across chunks: PGlite is one session, so a NOTIFY sent by any client of the
- * socket (the command line's too) comes out in that client's stream only.
+ * socket (the command line's too) comes out in that client's stream only. Other messages (rows
+ * of any size) are skipped without a copy; only an unfinished tail is kept, copied, since the
+ * chunk's memory is PGlite's.
  */
-class NotificationReader {
-  private pending = Buffer.alloc(0);
+export class NotificationReader {
+  private pending: Buffer | null = null;
+  /** Bytes of a message other than a notification still to come in later chunks. */
+  private skip = 0;
 
   constructor(private readonly onNotification: NotificationListener) {}
 
   read(chunk: Uint8Array): void {
-    this.pending = this.pending.length ? Buffer.concat([this.pending, chunk]) : Buffer.from(chunk);
-    while (this.pending.length >= 5) {
-      const end = 1 + this.pending.readInt32BE(1);
-      if (this.pending.length < end) {
-        return;
-      }
-      if (this.pending[0] === 0x41) {
+    let data = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (this.skip >= data.length) {
+      this.skip -= data.length;
+      return;
+    }
+    data = data.subarray(this.skip);
+    this.skip = 0;
+    if (this.pending) {
+      data = Buffer.concat([this.pending, data]);
+      this.pending = null;
+    }
+    while (data.length >= 5) {
+      const end = 1 + data.readInt32BE(1);
+      if (data[0] !== NOTIFICATION_RESPONSE) {
+        if (data.length < end) {
+          this.skip = end - data.length;
+          return;
+        }
+      } else if (data.length < end) {
+        break;
+      } else {
         // Int32 process id, then the channel and the payload, each NUL-terminated.
-        const body = this.pending.subarray(9, end);
+        const body = data.subarray(9, end);
         const channelEnd = body.indexOf(0);
         this.onNotification(
           body.subarray(0, channelEnd).toString('utf8'),
           body.subarray(channelEnd + 1, body.indexOf(0, channelEnd + 1)).toString('utf8'),
         );
       }
-      this.pending = this.pending.subarray(end);
+      data = data.subarray(end);
+    }
+    if (data.length > 0) {
+      this.pending = Buffer.from(data);
     }
   }
 }
