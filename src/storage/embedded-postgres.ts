@@ -12,7 +12,7 @@ const NOTIFICATION_RESPONSE = 0x41;
 
 /**
  * Reads the NotificationResponse messages ('A') out of the backend's protocol stream, which may
- * split a message across chunks: PGlite is one session, so a NOTIFY sent by any client of the
+ * split a message across chunks: PGlite is one backend, so a NOTIFY sent by any client of the
  * socket (the command line's too) comes out in that client's stream only. Other messages (rows
  * of any size) are skipped without a copy; only an unfinished tail is kept, copied, since the
  * chunk's memory is PGlite's.
