@@ -112,7 +112,11 @@ export async function startService(
 ): Promise<RunningService> {
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
   const target: DatabaseTarget = embedded
-    ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
+    ? {
+        kind: 'embedded',
+        socketDirectory: embedded.socketDirectory,
+        onNotification: (listener) => embedded.onNotification(listener),
+      }
     : serverTarget(config);
   let app: INestApplication | INestApplicationContext | null = null;
   try {

@@ -22,7 +22,11 @@ const APPLICATION_NAME = /^\w{1,64}$/;
 export async function loadCatalogFolder(
   catalog: CatalogService,
   dir: string,
-  options: { keepExisting?: boolean } = {},
+  options: {
+    keepExisting?: boolean;
+    /** The audit row of a stored file (auditRowJson), written by the storing statement. */
+    audit?: (application: string, section: CatalogSection, name: string) => string | null;
+  } = {},
 ): Promise<CatalogLoadReport> {
   const report: CatalogLoadReport = { created: [], updated: [], kept: [], skipped: [] };
   for (const application of readdirSync(dir).sort()) {
@@ -59,6 +63,7 @@ export async function loadCatalogFolder(
           section as CatalogSection,
           name,
           readFileSync(path),
+          options.audit?.(application, section as CatalogSection, name) ?? null,
         );
         (created ? report.created : report.updated).push(label);
       }

@@ -2,10 +2,8 @@ import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'nod
 import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
-import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
-import { DATABASE_SCHEMA } from '../database-schema';
 import { UsageError } from './cli-command';
-import { describeDatabase } from './run-command';
+import { describeDatabase, openStateForCli } from './run-command';
 
 /** A name that cannot leave its folder when joined to a path. */
 function isPlainName(name: string): boolean {
@@ -23,14 +21,8 @@ export async function catalogDump(dirArgument: string): Promise<number> {
     throw new UsageError(`${dir} is not an empty directory; choose a new one`);
   }
   const config = loadConfig();
-  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
+  const { dataSource, close } = await openStateForCli(config);
   try {
-    if ((await pendingMigrations(dataSource)).length > 0) {
-      console.error(
-        'catalog:dump: the database has pending migrations; run `svc migrate run` first',
-      );
-      return 1;
-    }
     const catalog = new CatalogService(dataSource);
     mkdirSync(dir, { recursive: true });
     let written = 0;

@@ -3,9 +3,10 @@ import { resolve } from 'node:path';
 import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { loadCatalogFolder } from '../catalog/catalog-folder';
-import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
-import { DATABASE_SCHEMA } from '../database-schema';
+import { auditRowJson, AuditRepository } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { UsageError } from './cli-command';
+import { cliActor, openStateForCli } from './run-command';
 
 /**
  * `svc catalog load <dir> [--keep-existing]`: upserts a catalog folder into the configured
@@ -17,17 +18,24 @@ export async function catalogLoad(dirArgument: string, keepExisting: boolean): P
     throw new UsageError(`${dir} is not a directory`);
   }
   const config = loadConfig();
-  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
+  const { dataSource, close } = await openStateForCli(config);
   try {
-    if (config.embeddedDatabase) {
-      await dataSource.runMigrations({ transaction: 'each' });
-    } else if ((await pendingMigrations(dataSource)).length > 0) {
-      console.error(
-        'catalog:load: the database has pending migrations; run `svc migrate run` first',
-      );
-      return 1;
-    }
-    const report = await loadCatalogFolder(new CatalogService(dataSource), dir, { keepExisting });
+    const audit = new AuditService(new AuditRepository(dataSource), config);
+    const actor = cliActor();
+    const report = await loadCatalogFolder(new CatalogService(dataSource), dir, {
+      keepExisting,
+      audit: (applicationName, section, name) =>
+        auditRowJson(
+          audit.rowOf(
+            {
+              action: 'catalog.changed',
+              applicationName,
+              details: { section, file: name, change: 'stored' },
+            },
+            actor,
+          ),
+        ),
+    });
     for (const file of report.created) {
       console.log(`created ${file}`);
     }

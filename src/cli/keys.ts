@@ -1,4 +1,3 @@
-import { userInfo } from 'node:os';
 import { HttpException } from '@nestjs/common';
 import { AuditRepository } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
@@ -7,17 +6,20 @@ import { ApiKeysService } from '../api-keys/api-keys.service';
 import { NewApiKeyDto } from '../api-keys/new-api-key.dto';
 import { DTO_VALIDATION } from '../common/dto-validation';
 import { loadConfig } from '../config/app-config';
-import { DATABASE_SCHEMA } from '../database-schema';
-import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
 import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
+import { cliActor, openStateForCli } from './run-command';
 
 const USAGE = `usage: svc keys create <principal> [--roles a,b] [--expires <time>] | list | revoke <keyId>
   create <principal>   make an API key in the database: prints the key (<keyId>.<secret>, shown
                        once, for the client), then its id; --expires takes ISO 8601 with a zone,
                        e.g. 2027-01-31T00:00:00Z
-  list                 the keys made at run time (id, principal, roles, created, expires, last used)
+  list                 the keys made at run time, tab-separated under a header row (id,
+                       principal, roles, created, expires, last used)
   revoke <keyId>       delete a key: every node refuses it within a second
 Keys of API_KEYS (the configuration) are not listed or revoked here.`;
+
+/** The first line of `keys list`: the names of its tab-separated columns. */
+const KEYS_HEADER = ['ID', 'PRINCIPAL', 'ROLES', 'CREATED', 'EXPIRES', 'LAST USED'].join('\t');
 
 type KeysCommand =
   | { command: 'create'; principal: string; roles: string[]; expires: string | null }
@@ -80,21 +82,15 @@ async function keys(argv: string[]): Promise<number> {
   const parsed = parseKeysArgs(argv);
   const request = parsed.command === 'create' ? await createRequest(parsed) : null;
   const config = loadConfig();
-  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
+  const { dataSource, close } = await openStateForCli(config);
   try {
-    if (config.embeddedDatabase) {
-      await dataSource.runMigrations({ transaction: 'each' });
-    } else if ((await pendingMigrations(dataSource)).length > 0) {
-      console.error('keys: the database has pending migrations; run `svc migrate run` first');
-      return 1;
-    }
     // No DatabaseEvents here: a revocation notifies with no node id, so every node hears it.
     const service = new ApiKeysService(
       new ApiKeyRepository(dataSource),
       undefined,
       new AuditService(new AuditRepository(dataSource), config),
     );
-    const actor = { principal: `cli:${userInfo().username}`, authMethod: 'commandLine' };
+    const actor = cliActor();
     switch (parsed.command) {
       case 'create': {
         if (request === null) {
@@ -111,6 +107,7 @@ async function keys(argv: string[]): Promise<number> {
         return 0;
       }
       case 'list':
+        console.log(KEYS_HEADER);
         for (const key of await service.list()) {
           console.log(
             [

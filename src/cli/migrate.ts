@@ -48,7 +48,7 @@ async function migrate(argv: string[]): Promise<number> {
   }
   const config = loadConfig();
   const where = describeDatabase(config);
-  const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA).catch(
+  const { dataSource, viaService, close } = await openDatabaseForCli(config, DATABASE_SCHEMA).catch(
     (error: Error) => {
       throw new Error(
         `cannot open the ${where} (${error.message}); check DATABASE_URL and that the server runs`,
@@ -56,6 +56,13 @@ async function migrate(argv: string[]): Promise<number> {
     },
   );
   try {
+    if (viaService && command !== 'show') {
+      console.error(
+        `migrate: DATA_DIR ${config.dataDir} is in use by a running svc, which applies the ` +
+          'migrations at its start; stop it first to run, revert or generate migrations',
+      );
+      return 1;
+    }
     switch (command) {
       case 'run': {
         const ran = await dataSource.runMigrations({ transaction: 'each' });

@@ -1,12 +1,54 @@
+import { userInfo } from 'node:os';
 import { maskUrlCredentials } from '../admin/masked-configuration';
-import { ConfigError } from '../config/app-config';
+import type { AuditActor } from '../audit/audit.service';
+import { identifyRequestActor, runAsRequest } from '../common/request-actor';
+import { AppConfig, ConfigError } from '../config/app-config';
 import type { DatabaseConfig } from '../config/config-slices';
+import { DATABASE_SCHEMA } from '../database-schema';
+import { CliDatabase, openDatabaseForCli, pendingMigrations } from '../storage/database-options';
 
 /** Which database a command works on, for its output; a password in the URL is masked. */
 export function describeDatabase(config: DatabaseConfig): string {
   return config.embeddedDatabase
     ? `embedded database in ${config.dataDir}`
     : `database ${maskUrlCredentials(config.databaseUrl ?? '')}`;
+}
+
+/** Who the command line acts as, in the audit trail: `cli:<OS user>`. */
+export function cliActor(): AuditActor {
+  return { principal: `cli:${userInfo().username}`, authMethod: 'commandLine' };
+}
+
+/**
+ * Runs `fn` as the command line's actor (cliActor), for services that take who acts from the
+ * request: their audit rows name `cli:<OS user>`.
+ */
+export function asCliActor<T>(fn: () => Promise<T>): Promise<T> {
+  return runAsRequest(null, null, () => {
+    const actor = cliActor();
+    identifyRequestActor(actor.principal ?? 'cli', actor.authMethod ?? 'commandLine');
+    return fn();
+  });
+}
+
+/**
+ * Opens the database for a command that reads or writes state: the embedded database it opened
+ * itself is brought up to date; a running service's (viaService) or a server's must be, or the
+ * command fails with one line.
+ */
+export async function openStateForCli(config: AppConfig): Promise<CliDatabase> {
+  const database = await openDatabaseForCli(config, DATABASE_SCHEMA);
+  try {
+    if (config.embeddedDatabase && !database.viaService) {
+      await database.dataSource.runMigrations({ transaction: 'each' });
+    } else if ((await pendingMigrations(database.dataSource)).length > 0) {
+      throw new Error('the database has pending migrations; run `svc migrate run` first');
+    }
+    return database;
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
 }
 
 /** The exit status of a configuration error, as the server's (EX_CONFIG). */

@@ -90,6 +90,8 @@ export class DatabaseEvents implements OnApplicationShutdown {
   private clientGone: Promise<void> = Promise.resolve();
   private markClientGone: () => void = () => undefined;
   private livenessTimer: NodeJS.Timeout | null = null;
+  /** On the embedded database: stops hearing the notifications its clients send. */
+  private readonly stopHearingEmbedded: (() => void) | null = null;
 
   constructor(
     @Inject(DATABASE_TARGET) target: DatabaseTarget,
@@ -99,6 +101,14 @@ export class DatabaseEvents implements OnApplicationShutdown {
     this.listenUrl = target.kind === 'server' ? target.listenUrl : null;
     this.otherNodes =
       target.kind === 'embedded' ? 'single-node' : this.listenUrl ? 'listen' : 'unheard';
+    if (target.kind === 'embedded' && target.onNotification) {
+      // The command line writes through this process's socket: its NOTIFYs are heard here.
+      this.stopHearingEmbedded = target.onNotification((channel, raw) => {
+        if (this.listeners.has(channel)) {
+          this.onNotification(channel, raw);
+        }
+      });
+    }
   }
 
   /** What this node's statements put before the payloads they notify. */
@@ -147,6 +157,11 @@ export class DatabaseEvents implements OnApplicationShutdown {
         // A new channel on the open connection; at each reconnect all channels are listened to.
         void this.onConnection(client, `LISTEN ${channel}`);
       }
+      if (this.stopHearingEmbedded) {
+        this.dataSource.query(`LISTEN ${channel}`).catch((error: Error) => {
+          this.logger.warn(`LISTEN ${channel} failed: ${error.message}`);
+        });
+      }
     }
     // One entry per subscription, so the same function subscribed twice is called twice.
     const entry: Listener = (payload) => listener(payload);
@@ -188,6 +203,7 @@ export class DatabaseEvents implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.active = false;
+    this.stopHearingEmbedded?.();
     this.stopLivenessChecks();
     if (this.reconnectTimer) {
       clearTimeout(this.reconnectTimer);

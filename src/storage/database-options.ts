@@ -1,5 +1,6 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import type { DatabaseConfig } from '../config/config-slices';
+import { DataDirOwnedError } from './data-dir-owner';
 import { EmbeddedPostgres } from './embedded-postgres';
 
 /** The injection token of the DatabaseTarget. */
@@ -12,7 +13,12 @@ export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
  */
 export type DatabaseTarget =
   | { kind: 'server'; url: string; listenUrl: string | null; poolSize?: number }
-  | { kind: 'embedded'; socketDirectory: string };
+  | {
+      kind: 'embedded';
+      socketDirectory: string;
+      /** In the owner process: hears the notifications of every client (EmbeddedPostgres). */
+      onNotification?: (listener: (channel: string, payload: string) => void) => () => void;
+    };
 
 /** The server target of `config` (DATABASE_URL, DATABASE_LISTEN_URL, DATABASE_POOLER, DATABASE_POOL_SIZE). */
 export function serverTarget(
@@ -67,24 +73,57 @@ export function buildDataSourceOptions(
   };
 }
 
-/** Opens the configured database for a command-line tool, starting the embedded one if needed. */
+/**
+ * The database a command-line tool works on. `viaService`: the embedded database of a running
+ * service, reached through its socket (its migrations are the service's business).
+ */
+export interface CliDatabase {
+  dataSource: DataSource;
+  target: DatabaseTarget;
+  viaService: boolean;
+  close: () => Promise<void>;
+}
+
+/**
+ * Opens the configured database for a command-line tool. The embedded one is opened here when
+ * no process owns DATA_DIR (and owned while the command runs); when a service owns it, the
+ * command is a client of that service's database, so its writes are the service's at once.
+ */
 export async function openDatabaseForCli(
   config: DatabaseConfig,
   schema: DatabaseSchema,
-): Promise<{ dataSource: DataSource; close: () => Promise<void> }> {
-  const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
-  const target: DatabaseTarget = embedded
-    ? { kind: 'embedded', socketDirectory: embedded.socketDirectory }
-    : serverTarget(config);
+): Promise<CliDatabase> {
+  let embedded: EmbeddedPostgres | null = null;
+  let target: DatabaseTarget = serverTarget(config);
+  if (config.embeddedDatabase) {
+    try {
+      embedded = await EmbeddedPostgres.start(config.dataDir);
+      target = { kind: 'embedded', socketDirectory: embedded.socketDirectory };
+    } catch (error) {
+      const socketDirectory = error instanceof DataDirOwnedError && error.owner.socketDirectory;
+      if (!socketDirectory) {
+        throw error;
+      }
+      target = { kind: 'embedded', socketDirectory };
+    }
+  }
   const dataSource = new DataSource(buildDataSourceOptions(target, schema, 'svc-cli'));
   try {
     await dataSource.initialize();
   } catch (error) {
     await embedded?.stop();
+    if (config.embeddedDatabase && !embedded) {
+      throw new Error(
+        `cannot reach the database of the svc process that owns DATA_DIR ${config.dataDir} ` +
+          `(${(error as Error).message}); run this command as that process's user`,
+      );
+    }
     throw error;
   }
   return {
     dataSource,
+    target,
+    viaService: config.embeddedDatabase && !embedded,
     close: async () => {
       await dataSource.destroy();
       await embedded?.stop();

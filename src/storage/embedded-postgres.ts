@@ -3,6 +3,64 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { DataDirLock } from './data-dir-owner';
+
+type NotificationListener = (channel: string, payload: string) => void;
+
+/** The type byte of a NotificationResponse in the PostgreSQL protocol. */
+const NOTIFICATION_RESPONSE = 0x41;
+
+/**
+ * Reads the NotificationResponse messages ('A') out of the backend's protocol stream, which may
+ * split a message across chunks: PGlite is one backend, so a NOTIFY sent by any client of the
+ * socket (the command line's too) comes out in that client's stream only. Other messages (rows
+ * of any size) are skipped without a copy; only an unfinished tail is kept, copied, since the
+ * chunk's memory is PGlite's.
+ */
+export class NotificationReader {
+  private pending: Buffer | null = null;
+  /** Bytes of a message other than a notification still to come in later chunks. */
+  private skip = 0;
+
+  constructor(private readonly onNotification: NotificationListener) {}
+
+  read(chunk: Uint8Array): void {
+    let data = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (this.skip >= data.length) {
+      this.skip -= data.length;
+      return;
+    }
+    data = data.subarray(this.skip);
+    this.skip = 0;
+    if (this.pending) {
+      data = Buffer.concat([this.pending, data]);
+      this.pending = null;
+    }
+    while (data.length >= 5) {
+      const end = 1 + data.readInt32BE(1);
+      if (data[0] !== NOTIFICATION_RESPONSE) {
+        if (data.length < end) {
+          this.skip = end - data.length;
+          return;
+        }
+      } else if (data.length < end) {
+        break;
+      } else {
+        // Int32 process id, then the channel and the payload, each NUL-terminated.
+        const body = data.subarray(9, end);
+        const channelEnd = body.indexOf(0);
+        this.onNotification(
+          body.subarray(0, channelEnd).toString('utf8'),
+          body.subarray(channelEnd + 1, body.indexOf(0, channelEnd + 1)).toString('utf8'),
+        );
+      }
+      data = data.subarray(end);
+    }
+    if (data.length > 0) {
+      this.pending = Buffer.from(data);
+    }
+  }
+}
 
 /**
  * The embedded default: PGlite (PostgreSQL compiled to WebAssembly) with its data under
@@ -11,12 +69,17 @@ import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
  *
  * PGlite is one session; its socket server multiplexes connections and runs one transaction
  * at a time, so the service uses a single pooled connection with it (see database-options.ts).
- * The data directory belongs to one process: stop the service before running the CLI on it.
+ * The data directory belongs to one process at a time (DataDirLock, `DATA_DIR/svc.owner`, which
+ * also names the socket): the command line reaches a running owner's database through it.
+ * Notifications sent by any client are heard in-process (onNotification), after a LISTEN.
  */
 export class EmbeddedPostgres {
+  private readonly notificationListeners = new Set<NotificationListener>();
+
   private constructor(
+    private readonly lock: DataDirLock,
     private readonly db: PGlite,
-    private readonly server: PGLiteSocketServer,
+    private server: PGLiteSocketServer | null,
     private readonly socketDir: string,
   ) {}
 
@@ -29,32 +92,89 @@ export class EmbeddedPostgres {
     return this.socketDir;
   }
 
+  /**
+   * Takes DATA_DIR (DataDirOwnedError when a live process owns it), opens its database and
+   * serves it on a private socket, whose directory the owner file then names.
+   */
   static async start(dataDir: string): Promise<EmbeddedPostgres> {
+    const lock = DataDirLock.acquire(dataDir);
     const pgdata = join(dataDir, 'pgdata');
-    mkdirSync(pgdata, { recursive: true });
     let db: PGlite;
     try {
+      mkdirSync(pgdata, { recursive: true });
       db = await PGlite.create(pgdata);
     } catch (error) {
+      lock.release();
       throw new Error(
-        `The embedded database in ${pgdata} could not be opened (${(error as Error).message}). ` +
-          'Is another svc process using this DATA_DIR? Stop it, or set DATA_DIR to another directory.',
+        `The embedded database in ${pgdata} could not be opened (${(error as Error).message}).`,
       );
     }
     // Unix socket paths are limited to ~100 bytes, so the socket lives in a short temp dir.
     const socketDir = mkdtempSync(join(tmpdir(), 'svc-pg-'));
-    const server = new PGLiteSocketServer({
-      db,
-      path: join(socketDir, '.s.PGSQL.5432'),
+    const embedded = new EmbeddedPostgres(lock, db, null, socketDir);
+    try {
+      await embedded.serve();
+    } catch (error) {
+      await embedded.stop();
+      throw error;
+    }
+    return embedded;
+  }
+
+  private async serve(): Promise<void> {
+    const { db } = this;
+    const listeners = this.notificationListeners;
+    // The socket server's view of the database: its output also goes past a NotificationReader.
+    const watched = new Proxy(db, {
+      get(target, property, receiver) {
+        if (property === 'execProtocolRawStream') {
+          return (
+            message: Uint8Array,
+            options: NonNullable<Parameters<PGlite['execProtocolRawStream']>[1]>,
+          ): Promise<void> => {
+            const reader = new NotificationReader((channel, payload) => {
+              for (const listener of [...listeners]) {
+                listener(channel, payload);
+              }
+            });
+            return target.execProtocolRawStream(message, {
+              ...options,
+              onRawData: (data) => {
+                reader.read(data);
+                options.onRawData(data);
+              },
+            });
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+    this.server = new PGLiteSocketServer({
+      db: watched,
+      path: join(this.socketDir, '.s.PGSQL.5432'),
       maxConnections: 16,
     });
-    await server.start();
-    return new EmbeddedPostgres(db, server, socketDir);
+    await this.server.start();
+    this.lock.serving(this.socketDir);
+  }
+
+  /**
+   * Calls `listener` with each notification of a channel the database LISTENs to, whichever
+   * client of the socket sent it. Returns unsubscribe.
+   */
+  onNotification(listener: NotificationListener): () => void {
+    this.notificationListeners.add(listener);
+    return () => this.notificationListeners.delete(listener);
   }
 
   async stop(): Promise<void> {
-    await this.server.stop();
-    await this.db.close();
-    rmSync(this.socketDir, { recursive: true, force: true });
+    try {
+      await this.server?.stop();
+      await this.db.close();
+    } finally {
+      rmSync(this.socketDir, { recursive: true, force: true });
+      this.lock.release();
+    }
   }
 }

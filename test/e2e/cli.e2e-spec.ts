@@ -1,12 +1,13 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
-import { runCli, runSvc, spawnService } from '../support/service-process';
+import { runCli, runSvc, ServiceProcess, spawnService } from '../support/service-process';
 import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 import { MIGRATIONS } from '../../migrations';
+import { SERVICE_VERSION } from '../../src/config/app-config';
 
 /** The newest migration's class name without its timestamp (revert undoes it). */
 const NEWEST = MIGRATIONS[MIGRATIONS.length - 1].name.replace(/\d+$/, '');
@@ -207,6 +208,14 @@ describe('the svc command line', () => {
     [['keys', 'create', 'p', '--expires', 'tomorrow'], 2],
     [['keys', 'list', '--roles', 'a'], 2],
     [['keys', 'revoke'], 2],
+    [['schedules', '--help'], 0],
+    [['schedules', 'list'], 2],
+    [['schedules', 'pause', 'ledger'], 2],
+    [['schedules', 'list', 'ledger', 'extra'], 2],
+    [['settings', '--help'], 0],
+    [['settings', 'show'], 2],
+    [['settings', 'set', 'ledger'], 2],
+    [['settings', 'set', 'ledger', '/nonexistent-svc-file.json', '--if-match', '0'], 2],
   ])('svc %j exits with %i and touches no database', async (args, status) => {
     const answer = await runSvc(args, env);
     expect({ args, code: answer.code }).toEqual({ args, code: status });
@@ -216,6 +225,13 @@ describe('the svc command line', () => {
       expect(answer.stdout).toBe('');
       expect(answer.output).toMatch(/usage:\s+svc /);
     }
+    expect(existsSync(dataDir)).toBe(false);
+  });
+
+  it('svc --version prints the version of the package', async () => {
+    const answer = await runSvc(['--version'], env);
+    expect(answer.code).toBe(0);
+    expect(answer.stdout).toBe(`svc ${SERVICE_VERSION}\n`);
     expect(existsSync(dataDir)).toBe(false);
   });
 
@@ -236,5 +252,198 @@ describe('the svc command line', () => {
     expect(JSON.parse(entry)).toEqual({
       [id]: { principal: 'reporter', roles: ['a', 'b'], keyHash: expect.any(String) },
     });
+  });
+});
+
+/**
+ * The command line while a service runs (docs/operations.md#the-command-line-and-a-running-service):
+ * on the embedded database it works through the service's database, on a server directly; either
+ * way what it reports done is in force on the service at once, and audited.
+ */
+describe('the command line beside a running service', () => {
+  const ADMIN = {
+    Authorization: `Basic ${Buffer.from('root:root-secret-1').toString('base64')}`,
+    Accept: 'application/json',
+  };
+  let database: TestDatabase;
+  let env: NodeJS.ProcessEnv;
+  let service: ServiceProcess;
+
+  const admin = async (path: string, init: RequestInit = {}): Promise<Response> =>
+    fetch(`${service.url}/svc/api/rest/admin${path}`, {
+      ...init,
+      headers: { ...ADMIN, ...(init.headers as Record<string, string> | undefined) },
+    });
+  const auditOf = async (action: string): Promise<Array<Record<string, unknown>>> => {
+    const answer = await admin(`/audit?action=${action}`);
+    expect(answer.status).toBe(200);
+    return ((await answer.json()) as { auditEvents: Array<Record<string, unknown>> }).auditEvents;
+  };
+  const cliPrincipal = `cli:${userInfo().username}`;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    env = testEnvironment(database, {
+      AUTH_MODE: 'apiKey',
+      ADMIN_USER: 'root',
+      ADMIN_PASSWORD: 'root-secret-1',
+      GLOBAL_ADMINS: JSON.stringify({ principals: [], roles: ['ops'] }),
+      LOG_LEVEL: 'warn',
+    });
+    service = await spawnService(env);
+  });
+  afterAll(async () => {
+    service.child.kill('SIGTERM');
+    await service.exited();
+    await database.drop();
+  });
+
+  it('keys revoke: the next request with the key is refused, and the revocation is audited', async () => {
+    const created = await runSvc(['keys', 'create', 'ops-robot', '--roles', 'ops'], env);
+    expect(created.code).toBe(0);
+    const key = created.stdout.trim();
+    const id = key.split('.')[0];
+    const statusWithKey = async (): Promise<number> =>
+      (
+        await fetch(`${service.url}/svc/api/rest/admin/api-keys`, {
+          headers: { 'X-SVC-API-Key': key, Accept: 'application/json' },
+        })
+      ).status;
+    // Twice: the second answer may come from the service's cache of keys.
+    expect(await statusWithKey()).toBe(200);
+    expect(await statusWithKey()).toBe(200);
+
+    const listed = await runSvc(['keys', 'list'], env);
+    expect(listed.code).toBe(0);
+    const [header, ...rows] = listed.stdout.trim().split('\n');
+    expect(header).toBe('ID\tPRINCIPAL\tROLES\tCREATED\tEXPIRES\tLAST USED');
+    expect(rows.find((row) => row.startsWith(`${id}\t`))).toMatch(/^\S+\tops-robot\tops\t/);
+
+    const revoked = await runSvc(['keys', 'revoke', id], env);
+    expect(revoked.output).toBe(`revoked ${id}\n`);
+    expect(revoked.code).toBe(0);
+    expect(await statusWithKey()).toBe(401);
+    expect((await runSvc(['keys', 'list'], env)).stdout).not.toContain(id);
+    expect(await auditOf('apiKey.revoked')).toEqual([
+      expect.objectContaining({
+        principal: cliPrincipal,
+        details: JSON.stringify({ keyId: id, principal: 'ops-robot' }),
+      }),
+    ]);
+  });
+
+  it('catalog load: the file is on the admin API at once, and audited', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'svc-catalog-'));
+    try {
+      mkdirSync(join(folder, 'ledger', 'R_SCRIPTS'), { recursive: true });
+      writeFileSync(join(folder, 'ledger', 'R_SCRIPTS', 'total.R'), 'writeLines("1", "t.txt")\n');
+      const loaded = await runSvc(['catalog', 'load', folder], env);
+      expect(loaded.output).toContain('1 created, 0 updated, 0 kept, 0 skipped');
+      expect(loaded.code).toBe(0);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+    const file = await admin('/catalog/R_SCRIPTS/total.R', {
+      headers: { 'X-SVC-Application-Name': 'ledger' },
+    });
+    expect(file.status).toBe(200);
+    expect(await file.text()).toBe('writeLines("1", "t.txt")\n');
+    expect(await auditOf('catalog.changed')).toContainEqual(
+      expect.objectContaining({ principal: cliPrincipal, application: 'ledger' }),
+    );
+  });
+
+  it('settings show and set: If-Match as on the admin API, the change in force and audited', async () => {
+    const shown = await runSvc(['settings', 'show', 'ledger'], env);
+    expect(shown.code).toBe(0);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ application: 'ledger', version: 0 });
+    const folder = mkdtempSync(join(tmpdir(), 'svc-settings-'));
+    const file = join(folder, 'ledger.json');
+    writeFileSync(file, JSON.stringify({ settings: { maxQueuedJobs: 7 } }));
+    try {
+      const unconditional = await runSvc(['settings', 'set', 'ledger', file], env);
+      expect(unconditional.code).toBe(1);
+      expect(unconditional.output).toMatch(/^svc settings: If-Match is required/m);
+      const set = await runSvc(['settings', 'set', 'ledger', file, '--if-match', '0'], env);
+      expect(set.code).toBe(0);
+      expect(JSON.parse(set.stdout)).toMatchObject({
+        version: 1,
+        settings: { maxQueuedJobs: 7 },
+      });
+      const stale = await runSvc(['settings', 'set', 'ledger', file, '--if-match', '0'], env);
+      expect(stale.code).toBe(1);
+      expect(stale.output).toMatch(/^svc settings: The settings of ledger have changed/m);
+      writeFileSync(file, JSON.stringify({ settings: { maxQueuedJobs: 'many' } }));
+      const bad = await runSvc(['settings', 'set', 'ledger', file, '--if-match', '1'], env);
+      expect(bad.code).toBe(1);
+      expect(bad.output).toContain('maxQueuedJobs');
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+    const inForce = await admin('/applications/ledger');
+    expect(await inForce.json()).toMatchObject({
+      version: 1,
+      updatedBy: cliPrincipal,
+      settings: { maxQueuedJobs: 7 },
+    });
+    expect(await auditOf('application.changed')).toEqual([
+      expect.objectContaining({ principal: cliPrincipal, application: 'ledger' }),
+    ]);
+  });
+
+  it('schedules list, pause and delete act on the service at once', async () => {
+    const post = await admin('/schedules', {
+      method: 'POST',
+      headers: { 'X-SVC-Application-Name': 'ledger', 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        name: 'nightly',
+        cron: '0 0 3 * * *',
+        timeZone: 'UTC',
+        job: { rScript: 'total.R', meta: {} },
+        catchUp: 'skip',
+      }),
+    });
+    expect(post.status).toBe(201);
+    const { id } = (await post.json()) as { id: string };
+    const scheduleOf = (): Promise<Response> =>
+      admin(`/schedules/${id}`, { headers: { 'X-SVC-Application-Name': 'ledger' } });
+
+    const listed = await runSvc(['schedules', 'list', 'ledger'], env);
+    expect(listed.code).toBe(0);
+    const [header, row] = listed.stdout.trim().split('\n');
+    expect(header).toBe('ID\tNAME\tCRON\tTIME ZONE\tPAUSED\tNEXT RUN\tLAST RUN');
+    expect(row).toMatch(new RegExp(`^${id}\tnightly\t0 0 3 \\* \\* \\*\tUTC\tno\t\\S+T03:00:00`));
+
+    const paused = await runSvc(['schedules', 'pause', 'ledger', id], env);
+    expect(paused.output).toBe(`paused schedule ${id} of ledger\n`);
+    expect(await (await scheduleOf()).json()).toMatchObject({ paused: true, nextRunTime: null });
+
+    const elsewhere = await runSvc(['schedules', 'delete', 'other', id], env);
+    expect(elsewhere.code).toBe(1);
+    expect((await scheduleOf()).status).toBe(200);
+    const deleted = await runSvc(['schedules', 'delete', 'ledger', id], env);
+    expect(deleted.output).toBe(`deleted schedule ${id} of ledger\n`);
+    expect((await scheduleOf()).status).toBe(404);
+    expect((await runSvc(['schedules', 'delete', 'ledger', id], env)).code).toBe(1);
+  });
+
+  it('on the embedded database: one owner; a second service and migrations are refused; a killed owner leaves no lock', async () => {
+    if (database.url) {
+      return; // A server is shared by design: no owner.
+    }
+    await expect(spawnService(env)).rejects.toThrow(
+      new RegExp(`DATA_DIR ${database.dataDir} is in use by svc process ${service.child.pid}`),
+    );
+    const migrate = await runSvc(['migrate', 'run'], env);
+    expect(migrate.code).toBe(1);
+    expect(migrate.output).toMatch(/^migrate: DATA_DIR .* is in use by a running svc/m);
+    expect((await runSvc(['migrate', 'show'], env)).output).toContain('Up to date');
+
+    service.child.kill('SIGKILL');
+    await service.exited();
+    service = await spawnService(env);
+    const listed = await runSvc(['keys', 'list'], env);
+    expect(listed.code).toBe(0);
+    expect((await admin('/applications/ledger')).status).toBe(200);
   });
 });

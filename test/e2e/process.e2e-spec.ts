@@ -159,21 +159,17 @@ describe('POST /process (SPEC §5.3)', () => {
         })
       ).text;
     expect(await call()).toBe('version 1');
-    if (service.config.embeddedDatabase) {
-      // The embedded database belongs to the service: the change comes through the service.
-      await catalog.putFile('reload', 'R_FUNCTIONS', 'f.R', version(2));
-    } else {
-      // Another process changes the catalog, as an operator would.
-      const dir = mkdtempSync(join(tmpdir(), 'svc-catalog-'));
-      try {
-        mkdirSync(join(dir, 'reload', 'R_FUNCTIONS'), { recursive: true });
-        writeFileSync(join(dir, 'reload', 'R_FUNCTIONS', 'f.R'), version(2));
-        const loaded = await runSvc(['catalog', 'load', dir], testEnvironment(service.database));
-        expect(loaded.output).toMatch(/updated reload\/R_FUNCTIONS\/f.R/);
-        expect(loaded.code).toBe(0);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+    // Another process changes the catalog, as an operator would (on the embedded database
+    // through the service's socket).
+    const dir = mkdtempSync(join(tmpdir(), 'svc-catalog-'));
+    try {
+      mkdirSync(join(dir, 'reload', 'R_FUNCTIONS'), { recursive: true });
+      writeFileSync(join(dir, 'reload', 'R_FUNCTIONS', 'f.R'), version(2));
+      const loaded = await runSvc(['catalog', 'load', dir], testEnvironment(service.database));
+      expect(loaded.output).toMatch(/updated reload\/R_FUNCTIONS\/f.R/);
+      expect(loaded.code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
     await waitFor(async () => (await call()) === 'version 2', 10000, 'the new version');
   });
