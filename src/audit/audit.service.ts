@@ -5,6 +5,7 @@ import { currentRequestActor, type RequestActor } from '../common/request-actor'
 import { AuditConfig } from '../config/config-slices';
 import { AuditFilter, AuditRepository, AuditRow } from './audit.repository';
 import type { AuditEventEntity } from './audit-event.entity';
+import { outsideRequests } from '../common/outside-requests';
 
 /** What the trail records. */
 export const AUDIT_ACTIONS = [
@@ -21,6 +22,11 @@ export const AUDIT_ACTIONS = [
   'signed.in',
   'signed.out',
   'mail.refused',
+  'schedule.created',
+  'schedule.changed',
+  'schedule.paused',
+  'schedule.resumed',
+  'schedule.deleted',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -32,8 +38,38 @@ export interface AuditRecord {
   details?: Record<string, unknown> | null;
 }
 
-/** Who acts outside of an HTTP request: a command line, a drop directory. */
+/** Who acts outside of an HTTP request: a command line, a drop directory, a schedule. */
 export type AuditActor = Pick<RequestActor, 'principal' | 'authMethod'>;
+
+/** How work a schedule starts authenticated: it acts as the schedule, never as a person. */
+export const SCHEDULE_AUTH_METHOD = 'schedule';
+
+/** The actor of the jobs a schedule starts: `schedule:<its id>`. */
+export function scheduleActor(scheduleId: string): AuditActor {
+  return { principal: `schedule:${scheduleId}`, authMethod: SCHEDULE_AUTH_METHOD };
+}
+
+/** A schedule's principal names no person: kept as it is with AUDIT_PSEUDONYMIZE. */
+const SCHEDULE_PRINCIPAL =
+  /^schedule:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The fields of a row's details that name people (a key's principal, an application's user and
+ * admin lists, a schedule's authors and e-mail recipients, a refused message's sender): with AUDIT_PSEUDONYMIZE their
+ * values, at any depth, are stored as pseudonyms like the row's principal.
+ */
+const PERSON_FIELDS = new Set([
+  'principal',
+  'principals',
+  'userPrincipals',
+  'adminPrincipals',
+  'createdBy',
+  'updatedBy',
+  'to',
+  'cc',
+  'from',
+  'replyTo',
+]);
 
 /** Failed authentications are written as one row per client address per this period. */
 const FAILURE_FLUSH_MS = 60_000;
@@ -58,11 +94,37 @@ export class AuditService implements OnApplicationShutdown {
 
   /** The stored form of a principal: the name, or `h:` and its HMAC with AUDIT_PSEUDONYMIZE. */
   storedPrincipal(name: string | null): string | null {
-    if (name === null || !this.config.auditPseudonymize) {
+    if (name === null || !this.config.auditPseudonymize || SCHEDULE_PRINCIPAL.test(name)) {
       return name;
     }
     const key = this.config.auditPseudonymKey ?? '';
     return `h:${createHmac('sha256', key).update(name, 'utf8').digest('hex')}`;
+  }
+
+  /** `details` with the values of PERSON_FIELDS pseudonymised (AUDIT_PSEUDONYMIZE), at any depth. */
+  private storedDetails(value: unknown, field: string | null = null): unknown {
+    if (!this.config.auditPseudonymize || value === null) {
+      return value;
+    }
+    if (field !== null && PERSON_FIELDS.has(field)) {
+      if (typeof value === 'string') {
+        return this.storedPrincipal(value);
+      }
+      if (Array.isArray(value)) {
+        return value.map((each: unknown) =>
+          typeof each === 'string' ? this.storedPrincipal(each) : this.storedDetails(each),
+        );
+      }
+    }
+    if (Array.isArray(value)) {
+      return value.map((each: unknown) => this.storedDetails(each));
+    }
+    if (typeof value === 'object') {
+      return Object.fromEntries(
+        Object.entries(value).map(([key, each]) => [key, this.storedDetails(each, key)]),
+      );
+    }
+    return value;
   }
 
   /** The row `record` would write, for statements that write it themselves (job intake). */
@@ -78,7 +140,7 @@ export class AuditService implements OnApplicationShutdown {
       applicationName: record.applicationName ?? null,
       jobId: record.jobId ?? null,
       outcome: record.outcome ?? 'success',
-      details: record.details ?? null,
+      details: (this.storedDetails(record.details ?? null) as Record<string, unknown>) ?? null,
     };
   }
 
@@ -101,7 +163,9 @@ export class AuditService implements OnApplicationShutdown {
     }
     this.failures.set(address, (this.failures.get(address) ?? 0) + 1);
     if (this.flushTimer === null) {
-      this.flushTimer = setTimeout(() => void this.flushFailures(), FAILURE_FLUSH_MS);
+      this.flushTimer = outsideRequests(() =>
+        setTimeout(() => void this.flushFailures(), FAILURE_FLUSH_MS),
+      );
       this.flushTimer.unref();
     }
   }

@@ -2,6 +2,8 @@ import { CatalogService } from '../catalog/catalog.service';
 import { KnownApplications } from '../catalog/known-applications';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { HostLookup } from '../callbacks/host-lookup';
+import { AuditRepository } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
 import { loadConfig } from '../config/app-config';
 import { ScheduleRepository } from '../schedules/schedule.repository';
 import { SchedulesService } from '../schedules/schedules.service';
@@ -52,6 +54,7 @@ async function schedules(argv: string[]): Promise<number> {
       new KnownApplications(config, catalog),
       new CallbackUrlPolicy(config, new HostLookup()),
       config,
+      new AuditService(new AuditRepository(dataSource), config),
     );
     return await asCliActor(async () => {
       switch (command) {

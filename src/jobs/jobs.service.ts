@@ -22,7 +22,7 @@ import type { EntityManager } from 'typeorm';
 import { SubmissionLimits } from './submission-limits';
 import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
 import { auditRowJson } from '../audit/audit.repository';
-import { AuditService } from '../audit/audit.service';
+import { AuditActor, AuditService } from '../audit/audit.service';
 import { currentRequestActor } from '../common/request-actor';
 
 /**
@@ -67,6 +67,11 @@ export interface Submission {
   parts: IntakePart[];
   /** A function call: one part, its XML or JSON payload. Unset: a script job. */
   functionCall?: FunctionCallKind;
+  /**
+   * Who acts when no request does (a schedule's run): its audit row names it. Unset: the request's
+   * actor, or, outside of a request, nobody by the job's source (a drop directory).
+   */
+  actor?: AuditActor;
   /** Who submits it (the principal's name; null: anonymous), for the per-caller rate. */
   principal?: string | null;
   /** The priority the caller asks for (X-SVC-Priority, the form's field, SOAP's element). */
@@ -235,6 +240,7 @@ export class JobsService {
         id: submission.jobId,
         transaction: submission.transaction,
         priority,
+        actor: submission.actor,
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
@@ -410,13 +416,18 @@ export class JobsService {
       id: submission.jobId,
       transaction: submission.transaction,
       priority,
+      actor: submission.actor,
     });
   }
 
   private async store(
-    job: Omit<NewJobRow, 'id' | 'submittedAt'> & { id?: string; transaction?: EntityManager },
+    job: Omit<NewJobRow, 'id' | 'submittedAt'> & {
+      id?: string;
+      transaction?: EntityManager;
+      actor?: AuditActor;
+    },
   ): Promise<SubmittedJob> {
-    const { transaction, ...fields } = job;
+    const { transaction, actor, ...fields } = job;
     const row: NewJobRow = {
       ...fields,
       id: job.id ?? randomUUID(),
@@ -429,7 +440,7 @@ export class JobsService {
           this.audit.rowOf(
             { action: 'job.submitted', details: { kind: job.kind, source: job.source } },
             // Outside of a request (a drop directory) nobody authenticated: the source says how.
-            currentRequestActor() ? null : { principal: null, authMethod: job.source },
+            actor ?? (currentRequestActor() ? null : { principal: null, authMethod: job.source }),
           ),
         )
       : null;

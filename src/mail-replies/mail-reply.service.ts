@@ -9,6 +9,7 @@ import { IntakeLimitsConfig, MailConfig, NodeConfig, QueueConfig } from '../conf
 import { explodeZip } from '../jobs/job-archive';
 import { ResultRepository } from '../results/result.repository';
 import { DueReply, MailReplyRepository } from './mail-reply.repository';
+import { outsideRequests } from '../common/outside-requests';
 
 /** Replies one node sends at once; more wait for the next round. */
 const MAX_IN_FLIGHT = 8;
@@ -137,7 +138,7 @@ export class MailReplyService implements OnApplicationBootstrap, OnApplicationSh
       this.claimAgain = true;
       return;
     }
-    void this.claimRounds();
+    outsideRequests(() => void this.claimRounds());
   }
 
   private async claimRounds(): Promise<void> {

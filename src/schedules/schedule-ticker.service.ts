@@ -6,12 +6,15 @@ import {
 } from '@nestjs/common';
 import type { Cron } from 'croner';
 import type { EntityManager } from 'typeorm';
+import { scheduleActor } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
+import { outsideRequests } from '../common/outside-requests';
 import { MailConfig } from '../config/config-slices';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { NodeIdentity } from '../storage/node-identity';
+import { inSpan } from '../tracing/tracing';
 import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule.dto';
 import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { backOffDelay } from '../common/back-off';
@@ -91,8 +94,15 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
     await this.pass;
   }
 
-  /** Starts a pass now, or right after the one under way. */
+  /**
+   * Starts a pass now, or right after the one under way. Outside of any request: a request that
+   * changed a schedule wakes the ticker, but the pass, its jobs and its timers are not its work.
+   */
   wake(): void {
+    outsideRequests(() => this.startPass());
+  }
+
+  private startPass(): void {
     if (this.stopped) {
       return;
     }
@@ -191,44 +201,68 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
     const submitted: SubmittedJob[] = [];
     const coveredUntil = await this.schedules.withLockedSchedule(
       scheduleId,
-      async (schedule, manager) => {
-        const plan = planRuns(
-          this.cronOf(schedule),
-          schedule.coveredUntil,
-          new Date(),
-          schedule.catchUp,
-        );
-        if (plan.missed) {
-          this.logger.log(
-            `schedule ${schedule.id} missed planned times up to ${plan.coveredUntil.toISOString()}: ` +
-              (schedule.catchUp === CatchUp.RUN_ONCE ? 'one job for them' : 'skipped'),
-          );
-        }
-        let lastRun: StoredRun | null = null;
-        for (const plannedAt of plan.fire) {
-          if (!(await this.schedules.claimRun(manager, schedule.id, plannedAt, this.node.id))) {
-            continue; // another node's run has this planned time
-          }
-          const run =
-            failure === undefined
-              ? await this.submit(schedule, plannedAt, manager, submitted)
-              : { plannedAt, jobId: null, error: failure };
-          await this.schedules.recordRun(manager, schedule.id, run);
-          lastRun = run;
-        }
-        if (plan.coveredUntil.getTime() !== schedule.coveredUntil.getTime()) {
-          // Nothing to write when another node had fired it already (the usual case on all
-          // but one node).
-          await this.schedules.advance(manager, schedule.id, plan.coveredUntil, lastRun);
-        }
-        return plan.coveredUntil;
-      },
+      async (schedule, manager) =>
+        // A trace of its own for each run, linked to the request that made the schedule.
+        inSpan(
+          'svc.schedule.run',
+          {
+            parent: null,
+            links:
+              schedule.traceparent === null
+                ? []
+                : [{ traceparent: schedule.traceparent, tracestate: schedule.tracestate }],
+            attributes: {
+              'svc.schedule.id': schedule.id,
+              'svc.application': schedule.applicationName,
+            },
+          },
+          () => this.fireLocked(schedule, manager, submitted, failure),
+        ),
     );
     submitted.forEach((job) => this.jobs.announce(job));
     if (submitted.length > 0) {
       this.mail.wake(); // a result owed by e-mail may be due already (results come later)
     }
     return coveredUntil;
+  }
+
+  /** fire's work under the schedule's row lock, in its transaction. */
+  private async fireLocked(
+    schedule: ScheduleEntity,
+    manager: EntityManager,
+    submitted: SubmittedJob[],
+    failure: string | undefined,
+  ): Promise<Date> {
+    const plan = planRuns(
+      this.cronOf(schedule),
+      schedule.coveredUntil,
+      new Date(),
+      schedule.catchUp,
+    );
+    if (plan.missed) {
+      this.logger.log(
+        `schedule ${schedule.id} missed planned times up to ${plan.coveredUntil.toISOString()}: ` +
+          (schedule.catchUp === CatchUp.RUN_ONCE ? 'one job for them' : 'skipped'),
+      );
+    }
+    let lastRun: StoredRun | null = null;
+    for (const plannedAt of plan.fire) {
+      if (!(await this.schedules.claimRun(manager, schedule.id, plannedAt, this.node.id))) {
+        continue; // another node's run has this planned time
+      }
+      const run =
+        failure === undefined
+          ? await this.submit(schedule, plannedAt, manager, submitted)
+          : { plannedAt, jobId: null, error: failure };
+      await this.schedules.recordRun(manager, schedule.id, run);
+      lastRun = run;
+    }
+    if (plan.coveredUntil.getTime() !== schedule.coveredUntil.getTime()) {
+      // Nothing to write when another node had fired it already (the usual case on all
+      // but one node).
+      await this.schedules.advance(manager, schedule.id, plan.coveredUntil, lastRun);
+    }
+    return plan.coveredUntil;
   }
 
   /** One planned time's job through the intake, in the run's transaction. */
@@ -252,6 +286,8 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
       const job = await this.jobs.submit({
         applicationName: schedule.applicationName,
         source: SCHEDULE_SOURCE,
+        // The job acts as the schedule: its audit row names the schedule, not who made it.
+        actor: scheduleActor(schedule.id),
         meta,
         callback,
         parts:

@@ -68,6 +68,22 @@ export class ScheduleEntity {
 
   @Column({ name: 'updated_at', type: 'timestamptz' }) updatedAt!: Date;
 
+  /** The principal that made it (its name as authenticated); null: made before this was kept. */
+  @Column({ name: 'created_by', type: 'varchar', length: 128, nullable: true })
+  createdBy!: string | null;
+
+  /** The principal that last changed it (made, replaced, paused or resumed it). */
+  @Column({ name: 'updated_by', type: 'varchar', length: 128, nullable: true })
+  updatedBy!: string | null;
+
+  /**
+   * The trace context of the request that made it: each run starts a trace of its own that links
+   * to it (docs/operations.md#tracing). Null when tracing was off.
+   */
+  @Column({ type: 'varchar', length: 55, nullable: true }) traceparent!: string | null;
+
+  @Column({ type: 'varchar', length: 512, nullable: true }) tracestate!: string | null;
+
   /** The planned time of the last run (a job, or an error that kept it from being one). */
   @Column({ name: 'last_planned_at', type: 'timestamptz', nullable: true })
   lastPlannedAt!: Date | null;

@@ -8,6 +8,16 @@ import { ScheduleEntity } from './schedule.entity';
 /** Payload: a schedule's id, after it was made, changed, paused, resumed or deleted. */
 export const SCHEDULES_CHANGED_CHANNEL = 'svc_schedules_changed';
 
+/**
+ * Records a change in its transaction (the audit trail): the schedule before it (null: made now)
+ * and after it (null: deleted). Not called when nothing changed (no such schedule).
+ */
+export type ScheduleChangeRecorder = (
+  manager: EntityManager,
+  before: ScheduleEntity | null,
+  after: ScheduleEntity | null,
+) => Promise<void>;
+
 /** Runs are kept this long (inspection only: the key matters for a minute at most). */
 const RUN_RETENTION_DAYS = 7;
 
@@ -48,9 +58,14 @@ export class ScheduleRepository {
     return this.dataSource.getRepository(ScheduleEntity).findOneBy({ applicationName, id });
   }
 
-  async insert(schedule: ScheduleEntity): Promise<void> {
-    await this.changing(schedule.id, (manager) =>
-      manager.getRepository(ScheduleEntity).insert(schedule),
+  async insert(schedule: ScheduleEntity, recorder: ScheduleChangeRecorder): Promise<void> {
+    await this.changing(
+      schedule.id,
+      async (manager) => {
+        await manager.getRepository(ScheduleEntity).insert(schedule);
+        return true;
+      },
+      recorder,
     );
   }
 
@@ -62,36 +77,59 @@ export class ScheduleRepository {
     applicationName: string,
     id: string,
     fields: Partial<ScheduleEntity>,
+    recorder: ScheduleChangeRecorder,
   ): Promise<boolean> {
-    return this.changing(id, async (manager) => {
-      const result = await manager
-        .getRepository(ScheduleEntity)
-        .update({ id, applicationName }, fields);
-      return (result.affected ?? 0) > 0;
-    });
+    return this.changing(
+      id,
+      async (manager) => {
+        const result = await manager
+          .getRepository(ScheduleEntity)
+          .update({ id, applicationName }, fields);
+        return (result.affected ?? 0) > 0;
+      },
+      recorder,
+    );
   }
 
-  async delete(applicationName: string, id: string): Promise<boolean> {
-    return this.changing(id, async (manager) => {
-      const result = await manager.getRepository(ScheduleEntity).delete({ id, applicationName });
-      return (result.affected ?? 0) > 0;
-    });
+  async delete(
+    applicationName: string,
+    id: string,
+    recorder: ScheduleChangeRecorder,
+  ): Promise<boolean> {
+    return this.changing(
+      id,
+      async (manager) => {
+        const result = await manager.getRepository(ScheduleEntity).delete({ id, applicationName });
+        return (result.affected ?? 0) > 0;
+      },
+      recorder,
+    );
   }
 
   /**
    * Pauses or resumes; resuming starts the schedule's clock at now (times planned while it was
    * paused are not missed, they never were). False when there is no such schedule.
    */
-  async setPaused(applicationName: string, id: string, paused: boolean): Promise<boolean> {
-    return this.changing(id, async (manager) => {
-      const raw: unknown = await manager.query(
-        `UPDATE schedule SET paused = $3, updated_at = now(),
-                covered_until = CASE WHEN paused AND NOT $3 THEN now() ELSE covered_until END
-          WHERE id = $1 AND application_name = $2 RETURNING id`,
-        [id, applicationName, paused],
-      );
-      return rowsOf(raw).length > 0;
-    });
+  async setPaused(
+    applicationName: string,
+    id: string,
+    paused: boolean,
+    updatedBy: string | null,
+    recorder: ScheduleChangeRecorder,
+  ): Promise<boolean> {
+    return this.changing(
+      id,
+      async (manager) => {
+        const raw: unknown = await manager.query(
+          `UPDATE schedule SET paused = $3, updated_at = now(), updated_by = $4,
+                  covered_until = CASE WHEN paused AND NOT $3 THEN now() ELSE covered_until END
+            WHERE id = $1 AND application_name = $2 RETURNING id`,
+          [id, applicationName, paused, updatedBy],
+        );
+        return rowsOf(raw).length > 0;
+      },
+      recorder,
+    );
   }
 
   /** The schedules the ticker plans: every one not paused, of every application. */
@@ -186,18 +224,32 @@ export class ScheduleRepository {
     );
   }
 
-  /** A change and its notification in one transaction; this node hears of it at once after. */
-  private async changing<T>(
+  /**
+   * A change, its audit row and its notification in one transaction (the row is read before and
+   * after under its lock, for the audit's before and after); this node hears of it at once after.
+   * `change` answers whether there was a schedule to change.
+   */
+  private async changing(
     id: string,
-    change: (manager: EntityManager) => Promise<T>,
-  ): Promise<T> {
+    change: (manager: EntityManager) => Promise<boolean>,
+    recorder: ScheduleChangeRecorder,
+  ): Promise<boolean> {
     const outcome = await this.dataSource.transaction(async (manager) => {
-      const result = await change(manager);
+      const rows = manager.getRepository(ScheduleEntity);
+      const before = await rows
+        .createQueryBuilder('s')
+        .where('s.id = :id', { id })
+        .setLock('pessimistic_write')
+        .getOne();
+      if (!(await change(manager))) {
+        return false;
+      }
+      await recorder(manager, before, await rows.findOneBy({ id }));
       await manager.query('SELECT pg_notify($1, $2)', [
         SCHEDULES_CHANGED_CHANNEL,
         this.events.prefix + id,
       ]);
-      return result;
+      return true;
     });
     this.events.deliverHere(SCHEDULES_CHANGED_CHANNEL, id);
     return outcome;

@@ -1,17 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { AuditAction, AuditService } from '../audit/audit.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { CatalogService } from '../catalog/catalog.service';
 import { KnownApplications } from '../catalog/known-applications';
 import { ApiError } from '../common/api-error';
 import { isJobId } from '../common/application-name';
 import { REST_PREFIX, RestLinks } from '../common/public-uri';
+import { currentRequestActor } from '../common/request-actor';
 import { MailConfig } from '../config/config-slices';
+import { activeTraceCarrier } from '../tracing/tracing';
 import { scheduleDefinitionOf, ScheduleDefinition, ScheduledJob } from './schedule-definition';
 import type { ScheduleDto } from './schedule.dto';
 import { cronOf } from './schedule-plan';
 import { ScheduleEmail, ScheduleEntity } from './schedule.entity';
-import { ScheduleRepository } from './schedule.repository';
+import { ScheduleChangeRecorder, ScheduleRepository } from './schedule.repository';
 
 /** A schedule as the admin API shows it (docs/api.md#schedules). */
 export interface ScheduleView {
@@ -39,7 +43,45 @@ export interface ScheduleView {
   } | null;
   createdTime: string;
   updatedTime: string;
+  /** The principal that made it; null: made before svc kept it. */
+  createdBy: string | null;
+  /** The principal that last changed it (made, replaced, paused or resumed it). */
+  updatedBy: string | null;
   selfUri: string;
+}
+
+/** The longest tracestate kept with a schedule (the column's length); a longer one is dropped. */
+const MAX_TRACESTATE_LENGTH = 512;
+
+/** A schedule as an audit row's `before` or `after` holds it: the definition, not its clock. */
+function auditedSchedule(schedule: ScheduleEntity | null): Record<string, unknown> | null {
+  if (schedule === null) {
+    return null;
+  }
+  return {
+    name: schedule.name,
+    cron: schedule.cron,
+    timeZone: schedule.timeZone,
+    // A function call's payload may be a megabyte: its size is enough to see that it changed.
+    job:
+      schedule.jobKind === 'script'
+        ? { rScript: schedule.rScript, meta: schedule.meta }
+        : {
+            functionCall: schedule.jobKind,
+            payloadBytes: Buffer.byteLength(schedule.payload ?? '', 'utf8'),
+          },
+    catchUp: schedule.catchUp,
+    callbackUrl: schedule.callbackUrl,
+    email: schedule.email,
+    paused: schedule.paused,
+    createdBy: schedule.createdBy,
+    updatedBy: schedule.updatedBy,
+  };
+}
+
+/** The name of the principal the current request acts for; null outside of one. */
+function requestPrincipal(): string | null {
+  return currentRequestActor()?.principal ?? null;
 }
 
 /** The callback_links_base column's length. */
@@ -70,7 +112,26 @@ export class SchedulesService {
     private readonly applications: KnownApplications,
     private readonly callbackUrls: CallbackUrlPolicy,
     private readonly config: MailConfig,
+    private readonly audit: AuditService,
   ) {}
+
+  /** Writes the change's audit row (`action`, the schedule before and after) in its transaction. */
+  private recorder(action: AuditAction, applicationName: string): ScheduleChangeRecorder {
+    return async (manager: EntityManager, before, after) => {
+      await this.audit.record(
+        {
+          action,
+          applicationName,
+          details: {
+            scheduleId: (after ?? before)?.id ?? null,
+            before: auditedSchedule(before),
+            after: auditedSchedule(after),
+          },
+        },
+        manager,
+      );
+    };
+  }
 
   async list(applicationName: string, base: string): Promise<ScheduleView[]> {
     const now = new Date();
@@ -84,6 +145,8 @@ export class SchedulesService {
   async create(applicationName: string, body: ScheduleDto, base: string): Promise<ScheduleView> {
     const definition = await this.checked(applicationName, body);
     const now = new Date();
+    const author = requestPrincipal();
+    const trace = activeTraceCarrier();
     const schedule = Object.assign(new ScheduleEntity(), {
       id: randomUUID(),
       applicationName,
@@ -96,8 +159,15 @@ export class SchedulesService {
       lastRunAt: null,
       lastJobId: null,
       lastError: null,
+      createdBy: author,
+      updatedBy: author,
+      traceparent: trace?.traceparent ?? null,
+      tracestate:
+        trace?.tracestate && trace.tracestate.length <= MAX_TRACESTATE_LENGTH
+          ? trace.tracestate
+          : null,
     });
-    await this.schedules.insert(schedule);
+    await this.schedules.insert(schedule, this.recorder('schedule.created', applicationName));
     this.logger.log(
       `created schedule ${schedule.id} "${schedule.name}" of ${applicationName}: ${schedule.cron} (${schedule.timeZone})`,
     );
@@ -116,11 +186,17 @@ export class SchedulesService {
     const now = new Date();
     const timing = definition.cron !== schedule.cron || definition.timeZone !== schedule.timeZone;
     const resumed = schedule.paused && !definition.paused;
-    const changed = await this.schedules.update(applicationName, id, {
-      ...this.columnsOf(definition, base),
-      updatedAt: now,
-      ...(timing || resumed ? { coveredUntil: now } : {}),
-    });
+    const changed = await this.schedules.update(
+      applicationName,
+      id,
+      {
+        ...this.columnsOf(definition, base),
+        updatedAt: now,
+        updatedBy: requestPrincipal(),
+        ...(timing || resumed ? { coveredUntil: now } : {}),
+      },
+      this.recorder('schedule.changed', applicationName),
+    );
     if (!changed) {
       throw missingSchedule(applicationName, id);
     }
@@ -130,7 +206,13 @@ export class SchedulesService {
 
   async remove(applicationName: string, id: string): Promise<void> {
     checkScheduleId(id);
-    if (!(await this.schedules.delete(applicationName, id))) {
+    if (
+      !(await this.schedules.delete(
+        applicationName,
+        id,
+        this.recorder('schedule.deleted', applicationName),
+      ))
+    ) {
       throw missingSchedule(applicationName, id);
     }
     this.logger.log(`deleted schedule ${id} of ${applicationName}`);
@@ -143,7 +225,13 @@ export class SchedulesService {
     base: string,
   ): Promise<ScheduleView> {
     checkScheduleId(id);
-    if (!(await this.schedules.setPaused(applicationName, id, paused))) {
+    const recorder = this.recorder(
+      paused ? 'schedule.paused' : 'schedule.resumed',
+      applicationName,
+    );
+    if (
+      !(await this.schedules.setPaused(applicationName, id, paused, requestPrincipal(), recorder))
+    ) {
       throw missingSchedule(applicationName, id);
     }
     this.logger.log(`${paused ? 'paused' : 'resumed'} schedule ${id} of ${applicationName}`);
@@ -251,6 +339,8 @@ export class SchedulesService {
             },
       createdTime: schedule.createdAt.toISOString(),
       updatedTime: schedule.updatedAt.toISOString(),
+      createdBy: schedule.createdBy,
+      updatedBy: schedule.updatedBy,
       selfUri: scheduleUri(base, schedule.id),
     };
   }

@@ -5,6 +5,7 @@ import { DataSource } from 'typeorm';
 import { backOffDelay } from '../common/back-off';
 import { DATABASE_TARGET, DatabaseTarget } from './database-options';
 import { NodeIdentity } from './node-identity';
+import { outsideRequests } from '../common/outside-requests';
 
 /**
  * The reconnect delay after the first failure, at most; it doubles with each failure up to the
@@ -137,9 +138,12 @@ export class DatabaseEvents implements OnApplicationShutdown {
    * committed statement sent itself with this node's prefix: its echo is ignored.
    */
   deliverHere(channel: string, payload: string): void {
-    for (const listener of [...(this.listeners.get(channel) ?? [])]) {
-      this.call(listener, payload, channel);
-    }
+    // Called by the request that made the change; what the listeners start is not its work.
+    outsideRequests(() => {
+      for (const listener of [...(this.listeners.get(channel) ?? [])]) {
+        this.call(listener, payload, channel);
+      }
+    });
   }
 
   /**

@@ -1,6 +1,6 @@
 /**
  * The OpenTelemetry SDK behind tracing.ts, loaded by register.ts only when tracing is on: spans
- * are batched and exported as OTLP over HTTP (JSON) to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; the
+ * are batched and exported as OTLP over HTTP (protobuf, or JSON: OTEL_EXPORTER_OTLP_PROTOCOL) to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; the
  * HTTP server, Express and pg are instrumented; W3C trace context is read from requests.
  */
 import { hostname } from 'node:os';
@@ -11,6 +11,7 @@ import {
   type DiagLogger,
   diag,
   DiagLogLevel,
+  type Link,
   propagation,
   ROOT_CONTEXT,
   type Span,
@@ -18,7 +19,8 @@ import {
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { ExpressInstrumentation, ExpressLayerType } from '@opentelemetry/instrumentation-express';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
@@ -33,7 +35,7 @@ import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace
 import { setTraceLogFields } from '../common/log-context';
 import { maskedQuery } from '../common/log-redaction';
 import { installTracing, type SpanNotes, type TraceCarrier, type Tracing } from './tracing';
-import { TRACE_PROTOCOL, type TracingSettings } from './tracing-settings';
+import type { TracingSettings } from './tracing-settings';
 
 /** Requests that are polled (probes, scrapes): a span each would bury the requests that matter. */
 const POLLED_PATH = /^\/(?:metrics|svc\/api\/rest\/system\/health\/[a-z]+)\/?(?:\?|$)/;
@@ -55,6 +57,14 @@ function contextOf(parent: TraceCarrier | null | undefined): Context {
   }
   // An unreadable traceparent extracts nothing: the span begins a new trace.
   return propagation.extract(ROOT_CONTEXT, headers);
+}
+
+/** The links of a span: the span contexts of stored trace contexts (unreadable ones left out). */
+function linksOf(carriers: TraceCarrier[] | undefined): Link[] {
+  return (carriers ?? []).flatMap((carrier) => {
+    const linked = trace.getSpanContext(contextOf(carrier));
+    return linked && trace.isSpanContextValid(linked) ? [{ context: linked }] : [];
+  });
 }
 
 function notesOf(span: Span): SpanNotes {
@@ -117,7 +127,11 @@ export function startTracing(settings: TracingSettings): void {
   // the processor its batching from OTEL_BSP_*, the provider its sampler from OTEL_TRACES_SAMPLER.
   const provider = new NodeTracerProvider({
     resource,
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+    spanProcessors: [
+      new BatchSpanProcessor(
+        settings.protocol === 'http/json' ? new OtlpJsonExporter() : new OtlpProtobufExporter(),
+      ),
+    ],
   });
   provider.register();
   registerInstrumentations({
@@ -160,6 +174,7 @@ export function startTracing(settings: TracingSettings): void {
           kind: options.kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL,
           attributes: options.attributes,
           startTime: options.startTime,
+          links: linksOf(options.links),
         },
         contextOf(options.parent),
         async (span) => {
@@ -197,7 +212,7 @@ export function startTracing(settings: TracingSettings): void {
     },
     flush: () => provider.forceFlush(),
     describe: () =>
-      `exporting spans to ${settings.endpoint} (OTLP ${TRACE_PROTOCOL}) as service ${String(
+      `exporting spans to ${settings.endpoint} (OTLP ${settings.protocol}) as service ${String(
         resource.attributes['service.name'],
       )}`,
     connectLog: (warn) => {

@@ -13,6 +13,7 @@ describe('tracingSettingsOf', () => {
     expect(tracingSettingsOf({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toEqual({
       endpoint: 'http://c:4318',
       serviceName: 'svc',
+      protocol: 'http/protobuf',
       ignored: [],
     });
     expect(
@@ -31,14 +32,22 @@ describe('tracingSettingsOf', () => {
     expect(tracingSettingsOf({ ...endpoint, OTEL_SDK_DISABLED: 'false' })).not.toBeNull();
   });
 
-  it('names a protocol it does not speak, and accepts http/json', () => {
+  it('sends http/protobuf unless http/json is asked for; names a protocol it does not speak', () => {
     const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+    expect(tracingSettingsOf({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toMatchObject({
+      protocol: 'http/protobuf',
+      ignored: ['OTEL_EXPORTER_OTLP_PROTOCOL=grpc (svc sends http/protobuf or http/json)'],
+    });
     expect(
-      tracingSettingsOf({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })?.ignored,
-    ).toEqual(['OTEL_EXPORTER_OTLP_PROTOCOL=grpc (svc sends http/json)']);
+      tracingSettingsOf({ ...endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' }),
+    ).toMatchObject({ protocol: 'http/json', ignored: [] });
     expect(
-      tracingSettingsOf({ ...endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' })?.ignored,
-    ).toEqual([]);
+      tracingSettingsOf({
+        ...endpoint,
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      })?.protocol,
+    ).toBe('http/protobuf');
   });
 });
 

@@ -3,12 +3,17 @@ export interface TracingSettings {
   /** Where spans go: the traces endpoint, or the base endpoint (the exporter adds /v1/traces). */
   endpoint: string;
   serviceName: string;
+  /** How spans are encoded over OTLP/HTTP. */
+  protocol: TraceProtocol;
   /** Settings that were given but are not followed, for a warning at start-up. */
   ignored: string[];
 }
 
-/** The protocol the exporter speaks (OTLP over HTTP, JSON encoding). */
-export const TRACE_PROTOCOL = 'http/json';
+/** The protocols svc exports spans with: OTLP over HTTP, protobuf (the default) or JSON. */
+export const TRACE_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+export type TraceProtocol = (typeof TRACE_PROTOCOLS)[number];
+/** OpenTelemetry's default protocol. */
+export const DEFAULT_TRACE_PROTOCOL: TraceProtocol = 'http/protobuf';
 
 /**
  * Null (tracing off) unless OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
@@ -24,11 +29,23 @@ export function tracingSettingsOf(env: NodeJS.ProcessEnv): TracingSettings | nul
     return null;
   }
   const ignored: string[] = [];
+  let protocol: TraceProtocol | null = null;
+  // The traces variable wins over the general one, as in every SDK.
   for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL']) {
     const value = env[name]?.trim();
-    if (value && value !== TRACE_PROTOCOL) {
-      ignored.push(`${name}=${value} (svc sends ${TRACE_PROTOCOL})`);
+    if (!value) {
+      continue;
+    }
+    if (!(TRACE_PROTOCOLS as readonly string[]).includes(value)) {
+      ignored.push(`${name}=${value} (svc sends ${TRACE_PROTOCOLS.join(' or ')})`);
+    } else {
+      protocol ??= value as TraceProtocol;
     }
   }
-  return { endpoint, serviceName: env.OTEL_SERVICE_NAME?.trim() || 'svc', ignored };
+  return {
+    endpoint,
+    serviceName: env.OTEL_SERVICE_NAME?.trim() || 'svc',
+    protocol: protocol ?? DEFAULT_TRACE_PROTOCOL,
+    ignored,
+  };
 }

@@ -31,6 +31,11 @@ export interface SpanOptions {
    * active span (the request's, the job's).
    */
   parent?: TraceCarrier | null;
+  /**
+   * Spans of other traces this one follows from (a schedule's run links to the request that made
+   * the schedule); an unreadable context is left out.
+   */
+  links?: TraceCarrier[];
   /** `client` for a request the service sends. */
   kind?: 'internal' | 'client';
   /** When the span began (epoch milliseconds), for a step measured before its span could exist. */

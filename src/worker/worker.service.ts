@@ -29,6 +29,7 @@ import {
   ResultData,
 } from '../queue/queue.types';
 import { inSpan, recordSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
+import { outsideRequests } from '../common/outside-requests';
 
 /** While the database is unreachable, a finished job's result is offered again this often... */
 const STORE_RETRY_MS = 1000;
@@ -186,7 +187,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.refillRequested = true;
       return;
     }
-    void this.fill();
+    // Woken by a submitting request: the claims and runs are not that request's.
+    outsideRequests(() => void this.fill());
   }
 
   private stopEndedElsewhere(jobId: string): void {

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
 import { parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
 import { ServiceProcess, spawnService } from '../support/service-process';
@@ -121,6 +122,8 @@ interface AccessLine extends LogLine {
   bytes: number;
   durationMs: number;
   application?: string;
+  aborted?: boolean;
+  sentStatus?: number;
 }
 
 /** The access log (ACCESS_LOG): one structured line per HTTP request, credentials masked. */
@@ -181,6 +184,39 @@ describe('the access log', () => {
     for (const secret of ['k-secret-1', 'p-secret-2', ADMIN_AUTHORIZATION]) {
       expect(output).not.toContain(secret);
     }
+  });
+
+  it('logs a request whose client hung up before the answer as 499 and aborted, never as 200', async () => {
+    const [service] = services;
+    const { hostname, port } = new URL(service.url);
+    // A job upload announced as 1 MB, of which 10 bytes come before the client goes away.
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => {
+        socket.write(
+          `POST ${REST}/jobs HTTP/1.1\r\nHost: ${hostname}\r\n` +
+            `Authorization: ${ADMIN_AUTHORIZATION}\r\nX-Request-Id: access-log-aborted\r\n` +
+            'X-SVC-Application-Name: demo\r\nContent-Type: application/zip\r\n' +
+            'Content-Length: 1000000\r\n\r\n0123456789',
+          () => setTimeout(() => socket.destroy(), 200),
+        );
+      });
+      socket.on('close', () => resolve());
+      socket.on('error', reject);
+    });
+    const line = await waitFor(
+      async () =>
+        Promise.resolve(accessLines(service).find((l) => l.requestId === 'access-log-aborted')),
+      5000,
+      'the access line of the aborted request',
+    );
+    expect(line).toMatchObject({
+      method: 'POST',
+      path: `${REST}/jobs`,
+      status: 499,
+      aborted: true,
+      msg: `POST ${REST}/jobs 499 (client closed the connection)`,
+    });
+    expect(line.sentStatus).toBeUndefined();
   });
 
   it('logs errors too, and nothing with ACCESS_LOG=false', async () => {

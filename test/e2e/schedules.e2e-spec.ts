@@ -11,6 +11,7 @@ import {
   ALICE,
   basicUsersEnvironment,
   BOB,
+  ROOT,
 } from '../support/admin-auth';
 import { Receiver } from '../support/callback-receiver';
 import { ReceivedMail, SmtpRecorder, startSmtpRecorder } from '../support/smtp-recorder';
@@ -857,4 +858,205 @@ describeWithServer('schedules: two nodes fire each planned time once', () => {
       await client.end();
     }
   }, 150_000);
+});
+
+interface AuditEvent {
+  principal: string | null;
+  authMethod: string | null;
+  clientAddress: string | null;
+  requestId: string | null;
+  action: string;
+  application: string | null;
+  jobId: string | null;
+  details: string | null;
+}
+
+describe('schedules: who a run acts as, and the audit of every change (AUDIT_PSEUDONYMIZE)', () => {
+  const PSEUDONYM_KEY = 'a-test-key-of-at-least-thirty-two-characters';
+  const pseudonym = (name: string): string =>
+    `h:${createHmac('sha256', PSEUDONYM_KEY).update(name, 'utf8').digest('hex')}`;
+  let service: TestService;
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ...(await basicUsersEnvironment({
+        planner: { adminPrincipals: ['alice'], userPrincipals: ['bob'] },
+      })),
+      AUDIT_PSEUDONYMIZE: 'true',
+      AUDIT_PSEUDONYM_KEY: PSEUDONYM_KEY,
+    });
+    const put = await request(`${service.url}${REST}/admin/catalog/R_SCRIPTS/tick.R`, {
+      method: 'PUT',
+      headers: { ...APP, ...ALICE },
+      body: TICK_SCRIPT,
+    });
+    expect(put.status).toBe(201);
+  });
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  const asAlice = { Authorization: ALICE.Authorization };
+  const asRoot = { Authorization: ROOT.Authorization };
+
+  async function auditText(): Promise<string> {
+    const answer = await request(`${service.url}${REST}/admin/audit?limit=1000`, {
+      headers: { ...ROOT, Accept: 'application/json' },
+    });
+    expect(answer.status).toBe(200);
+    return answer.text;
+  }
+  const eventsIn = (text: string): AuditEvent[] =>
+    (JSON.parse(text) as { auditEvents: AuditEvent[] }).auditEvents;
+  const viewOf = async (id: string): Promise<ScheduleView> =>
+    JSON.parse((await admin(service.url, 'GET', `/${id}`, undefined, asRoot)).text) as ScheduleView;
+  const detailsOf = (event: AuditEvent): Record<string, unknown> =>
+    JSON.parse(event.details ?? '{}') as Record<string, unknown>;
+
+  it("runs as the schedule, never as the request that made it; every change is audited with before and after, naming no one in clear; the creator's lost right stops them, not the schedule", async () => {
+    const made = await admin(
+      service.url,
+      'POST',
+      '',
+      { name: 'hostile', cron: '* * * * * *', job: { rScript: 'tick.R' } },
+      { ...asAlice, 'X-Request-Id': 'made-by-the-creator-1' },
+    );
+    expect(made.status).toBe(201);
+    const schedule = JSON.parse(made.text) as ScheduleView & {
+      createdBy: string | null;
+      updatedBy: string | null;
+    };
+    expect(schedule).toMatchObject({ createdBy: 'alice', updatedBy: 'alice' });
+    const ran = await waitFor(
+      async () => {
+        const now = await viewOf(schedule.id);
+        return now.lastRun?.jobId ? now : undefined;
+      },
+      20000,
+      'the first run',
+    );
+
+    // The run's job acts as the schedule: not alice, not her request, not her address.
+    let text = await auditText();
+    const submitted = eventsIn(text).filter(
+      (e) => e.action === 'job.submitted' && e.application === 'planner',
+    );
+    expect(submitted.length).toBeGreaterThan(0);
+    for (const event of submitted) {
+      expect(event).toMatchObject({
+        principal: `schedule:${schedule.id}`,
+        authMethod: 'schedule',
+        clientAddress: null,
+        requestId: null,
+      });
+    }
+    expect(submitted.map((e) => e.jobId)).toContain(ran.lastRun?.jobId);
+    const created = eventsIn(text).filter((e) => e.action === 'schedule.created');
+    expect(created).toEqual([
+      expect.objectContaining({
+        principal: pseudonym('alice'),
+        authMethod: 'user',
+        requestId: 'made-by-the-creator-1',
+        application: 'planner',
+      }),
+    ]);
+    expect(detailsOf(created[0])).toEqual({
+      scheduleId: schedule.id,
+      before: null,
+      after: {
+        name: 'hostile',
+        cron: '* * * * * *',
+        timeZone: 'UTC',
+        job: { rScript: 'tick.R', meta: {} },
+        catchUp: 'runOnce',
+        callbackUrl: null,
+        email: null,
+        paused: false,
+        createdBy: pseudonym('alice'),
+        updatedBy: pseudonym('alice'),
+      },
+    });
+
+    // alice loses her right to administer planner: the settings' user lists are pseudonymised.
+    const etag = (
+      await request(`${service.url}${REST}/admin/applications/planner`, { headers: ROOT })
+    ).headers.get('etag');
+    const revoked = await request(`${service.url}${REST}/admin/applications/planner`, {
+      method: 'PUT',
+      headers: { ...ROOT, 'Content-Type': 'application/json', 'If-Match': etag ?? '' },
+      body: JSON.stringify({ security: { adminPrincipals: [], userPrincipals: ['bob'] } }),
+    });
+    expect(revoked.status).toBe(200);
+    // She can no longer touch the schedule she made...
+    for (const [method, path] of [
+      ['POST', `/${schedule.id}/pause`],
+      ['DELETE', `/${schedule.id}`],
+      ['GET', `/${schedule.id}`],
+    ]) {
+      const answer = await admin(service.url, method, path, undefined, asAlice);
+      expect({ method, path, status: answer.status }).toEqual({ method, path, status: 403 });
+    }
+    // ...but the schedule is the application's: it keeps running, as itself.
+    const before = (await viewOf(schedule.id)).lastRun?.plannedTime ?? '';
+    await waitFor(
+      async () =>
+        ((await viewOf(schedule.id)).lastRun?.plannedTime ?? '') > before ? true : undefined,
+      20000,
+      'a run after alice lost her right',
+    );
+
+    // root pauses, resumes, changes and deletes it: one row each, with before and after.
+    expect(
+      (await admin(service.url, 'POST', `/${schedule.id}/pause`, undefined, asRoot)).status,
+    ).toBe(200);
+    const resumed = await admin(service.url, 'POST', `/${schedule.id}/resume`, undefined, asRoot);
+    expect(JSON.parse(resumed.text)).toMatchObject({ createdBy: 'alice', updatedBy: 'root' });
+    const replaced = await admin(
+      service.url,
+      'PUT',
+      `/${schedule.id}`,
+      { name: 'hostile', cron: '0 0 5 * * *', job: { rScript: 'tick.R' } },
+      asRoot,
+    );
+    expect(replaced.status).toBe(200);
+    expect((await admin(service.url, 'DELETE', `/${schedule.id}`, undefined, asRoot)).status).toBe(
+      204,
+    );
+
+    text = await auditText();
+    expect(text).not.toContain('alice');
+    const changes = eventsIn(text)
+      .filter((e) => e.action.startsWith('schedule.'))
+      .reverse();
+    expect(changes.map((e) => [e.action, e.principal])).toEqual([
+      ['schedule.created', pseudonym('alice')],
+      ['schedule.paused', pseudonym('root')],
+      ['schedule.resumed', pseudonym('root')],
+      ['schedule.changed', pseudonym('root')],
+      ['schedule.deleted', pseudonym('root')],
+    ]);
+    const [, paused, , changed, deleted] = changes.map(detailsOf);
+    expect(paused).toMatchObject({
+      before: { paused: false, updatedBy: pseudonym('alice') },
+      after: { paused: true, updatedBy: pseudonym('root'), createdBy: pseudonym('alice') },
+    });
+    expect(changed).toMatchObject({
+      before: { cron: '* * * * * *' },
+      after: { cron: '0 0 5 * * *' },
+    });
+    expect(deleted).toMatchObject({ before: { name: 'hostile' }, after: null });
+    const settings = eventsIn(text).find((e) => e.action === 'application.changed');
+    expect(detailsOf(settings!)).toMatchObject({
+      before: {
+        security: { adminPrincipals: [pseudonym('alice')], userPrincipals: [pseudonym('bob')] },
+      },
+      after: { security: { adminPrincipals: [], userPrincipals: [pseudonym('bob')] } },
+    });
+    // A schedule's own name is no person's: its rows can be found by it.
+    const byRun = await request(
+      `${service.url}${REST}/admin/audit?principal=${encodeURIComponent(`schedule:${schedule.id}`)}`,
+      { headers: { ...ROOT, Accept: 'application/json' } },
+    );
+    expect(eventsIn(byRun.text).length).toBeGreaterThan(0);
+  });
 });

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { Root } from 'protobufjs';
 import { DataSource } from 'typeorm';
 import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';
 import { parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
@@ -37,6 +38,7 @@ interface ReceivedSpan {
   name: string;
   kind: number;
   attributes: Record<string, unknown>;
+  links: Array<{ traceId: string; spanId: string }>;
 }
 
 interface OtlpValue {
@@ -60,6 +62,7 @@ interface OtlpRequest {
         name: string;
         kind: number;
         attributes?: OtlpAttribute[];
+        links?: Array<{ traceId: string; spanId: string }>;
       }>;
     }>;
   }>;
@@ -74,9 +77,60 @@ function attributesOf(list: OtlpAttribute[] = []): Record<string, unknown> {
   );
 }
 
+/** The part of OTLP's trace schema (opentelemetry-proto, trace/v1) the receiver reads. */
+const OTLP_TRACES = Root.fromJSON({
+  nested: {
+    ExportTraceServiceRequest: {
+      fields: { resourceSpans: { rule: 'repeated', type: 'ResourceSpans', id: 1 } },
+    },
+    ResourceSpans: {
+      fields: {
+        resource: { type: 'Resource', id: 1 },
+        scopeSpans: { rule: 'repeated', type: 'ScopeSpans', id: 2 },
+      },
+    },
+    Resource: { fields: { attributes: { rule: 'repeated', type: 'KeyValue', id: 1 } } },
+    ScopeSpans: { fields: { spans: { rule: 'repeated', type: 'Span', id: 2 } } },
+    Span: {
+      fields: {
+        traceId: { type: 'bytes', id: 1 },
+        spanId: { type: 'bytes', id: 2 },
+        parentSpanId: { type: 'bytes', id: 4 },
+        name: { type: 'string', id: 5 },
+        kind: { type: 'int32', id: 6 },
+        attributes: { rule: 'repeated', type: 'KeyValue', id: 9 },
+        links: { rule: 'repeated', type: 'Link', id: 13 },
+      },
+    },
+    Link: { fields: { traceId: { type: 'bytes', id: 1 }, spanId: { type: 'bytes', id: 2 } } },
+    KeyValue: { fields: { key: { type: 'string', id: 1 }, value: { type: 'AnyValue', id: 2 } } },
+    AnyValue: {
+      fields: {
+        stringValue: { type: 'string', id: 1 },
+        boolValue: { type: 'bool', id: 2 },
+        intValue: { type: 'int64', id: 3 },
+        doubleValue: { type: 'double', id: 4 },
+      },
+    },
+  },
+}).lookupType('ExportTraceServiceRequest');
+
+/** A protobuf export as its JSON encoding reads (ids as hex). */
+function fromProtobuf(body: Buffer): OtlpRequest {
+  return OTLP_TRACES.toObject(OTLP_TRACES.decode(body), {
+    longs: String,
+    arrays: true,
+    // The JSON encoding's ids are hex, protobufjs gives base64.
+    bytes: String,
+  }) as OtlpRequest;
+}
+
+const hexOf = (base64: string | undefined): string =>
+  Buffer.from(base64 ?? '', 'base64').toString('hex');
+
 /**
- * An OTLP/HTTP receiver as a collector runs one: `POST /v1/traces` with the JSON encoding, each
- * span kept with its service's name and role.
+ * An OTLP/HTTP receiver as a collector runs one: `POST /v1/traces` with the protobuf or the JSON
+ * encoding, each span kept with its service's name and role.
  */
 class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
@@ -94,8 +148,14 @@ class OtlpReceiver {
           res.end();
           return;
         }
-        this.contentTypes.add(String(req.headers['content-type']));
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpRequest;
+        const type = String(req.headers['content-type']);
+        this.contentTypes.add(type);
+        const protobuf = type === 'application/x-protobuf';
+        const raw = Buffer.concat(chunks);
+        const body = protobuf
+          ? fromProtobuf(raw)
+          : (JSON.parse(raw.toString('utf8')) as OtlpRequest);
+        const id = (value: string | undefined): string => (protobuf ? hexOf(value) : (value ?? ''));
         for (const resourceSpans of body.resourceSpans) {
           const resource = attributesOf(resourceSpans.resource.attributes);
           for (const scope of resourceSpans.scopeSpans) {
@@ -103,12 +163,16 @@ class OtlpReceiver {
               this.spans.push({
                 service: String(resource['service.name']),
                 role: String(resource['svc.role']),
-                traceId: span.traceId,
-                spanId: span.spanId,
-                parentSpanId: span.parentSpanId ?? '',
+                traceId: id(span.traceId),
+                spanId: id(span.spanId),
+                parentSpanId: id(span.parentSpanId),
                 name: span.name,
                 kind: span.kind,
                 attributes: attributesOf(span.attributes),
+                links: (span.links ?? []).map((link) => ({
+                  traceId: id(link.traceId),
+                  spanId: id(link.spanId),
+                })),
               });
             }
           }
@@ -191,6 +255,8 @@ describeWithServer('tracing: one trace from the request through the worker and b
       LOG_FORMAT: 'json',
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
       OTEL_SERVICE_NAME: 'svc-under-test',
+      // The JSON encoding here; the schedules' test below takes the default, protobuf.
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       // Batches leave every 100 ms, so the test does not wait for the default 5 s.
       OTEL_BSP_SCHEDULE_DELAY: '100',
       APPLICATION_SETTINGS: JSON.stringify({
@@ -421,5 +487,82 @@ describe('tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
         [token.jobId],
       );
     expect(rows).toEqual([{ traceparent: null, tracestate: null }]);
+  });
+});
+
+describe("tracing: a schedule's runs (timer-driven work) start traces of their own", () => {
+  let database: TestDatabase;
+  let collector: OtlpReceiver;
+  let node: ServiceProcess;
+
+  beforeAll(async () => {
+    collector = await new OtlpReceiver().start();
+    database = await createTestDatabase();
+    node = await spawnService(
+      testEnvironment(database, {
+        ...ADMIN_ENV,
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+        OTEL_SERVICE_NAME: 'svc-schedules',
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      }),
+    );
+  });
+
+  afterAll(async () => {
+    await stopServices(node ? [node] : []);
+    await collector?.stop();
+    await database?.drop();
+  });
+
+  it('each run is a new trace linked to the request that made the schedule, exported as protobuf', async () => {
+    const app = { 'X-SVC-Application-Name': 'ticking', Authorization: ADMIN_AUTHORIZATION };
+    const script = await request(`${node.url}${REST}/admin/catalog/R_SCRIPTS/tick.R`, {
+      method: 'PUT',
+      headers: app,
+      body: 'cat(1)\n',
+    });
+    expect(script.status).toBe(201);
+    const made = await request(`${node.url}${REST}/admin/schedules`, {
+      method: 'POST',
+      headers: {
+        ...app,
+        'Content-Type': 'application/json',
+        Accept: 'application/json',
+        traceparent: CLIENT_TRACEPARENT,
+      },
+      body: JSON.stringify({ name: 'tick', cron: '* * * * * *', job: { rScript: 'tick.R' } }),
+    });
+    expect(made.status).toBe(201);
+    const { id } = JSON.parse(made.text) as { id: string };
+    const runs = await waitFor(
+      () => {
+        const found = collector.spans.filter(
+          (span) => span.name === 'svc.schedule.run' && span.attributes['svc.schedule.id'] === id,
+        );
+        return Promise.resolve(found.length >= 2 ? found : undefined);
+      },
+      30000,
+      'two runs at the collector',
+    );
+    expect(collector.contentTypes).toEqual(new Set(['application/x-protobuf']));
+    // The request that made the schedule is in the client's trace; its span is what runs link to.
+    const requestSpans = collector.inTrace(CLIENT_TRACE_ID);
+    expect(requestSpans.length).toBeGreaterThan(0);
+    for (const run of runs) {
+      expect(run.traceId).not.toBe(CLIENT_TRACE_ID);
+      expect(run.parentSpanId).toBe('');
+      expect(run.links).toHaveLength(1);
+      expect(run.links[0].traceId).toBe(CLIENT_TRACE_ID);
+      expect(requestSpans.map((span) => span.spanId)).toContain(run.links[0].spanId);
+      // The run's job is stored in the run's trace.
+      expect(
+        collector
+          .inTrace(run.traceId)
+          .some((span) => span.name === 'svc.job.enqueue' && span.parentSpanId === run.spanId),
+      ).toBe(true);
+    }
+    expect(new Set(runs.map((run) => run.traceId)).size).toBe(runs.length);
+    // The request's trace does not grow with the runs: no job of the schedule is in it.
+    expect(requestSpans.filter((span) => span.name.startsWith('svc.job'))).toEqual([]);
   });
 });
