@@ -11,6 +11,8 @@ import { configSlice } from './config-slice';
 export abstract class NodeConfig extends configSlice([
   'role',
   'port',
+  'host',
+  'trustProxy',
   'publicBaseUrl',
   'corsOrigins',
   'logLevel',
@@ -200,6 +202,8 @@ export abstract class AdminConfig extends configSlice([
   'catalogMaxFileBytes',
   'healthCheckTimeoutMs',
   'workerMetricsPort',
+  'metricsAccess',
+  'metricsToken',
 ]) {}
 
 /** Every slice, as ConfigModule provides them. */

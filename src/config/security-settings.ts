@@ -178,6 +178,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'smtpPassword',
   'auditPseudonymKey',
   'oidcClientSecret',
+  'metricsToken',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;
