@@ -219,6 +219,11 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   @IsOptional() @IsString() oidcClientSecret!: string | null;
   @IsString() oidcScope!: string;
   @IsInt() @Min(1) @Max(720) oidcSessionHours!: number;
+  /**
+   * Keys the sealed (AES-256-GCM) cookie that carries a sign-in under way; the same on every API
+   * node. Unset: derived from OIDC_CLIENT_SECRET, else random per process (one node only).
+   */
+  @IsOptional() @IsString() @MinLength(32) signInSecret!: string | null;
 
   // upload: multipart form submissions (the upload page). Files are limited by maxRequestBytes.
   @IsInt() @Min(1) formMaxFiles!: number;

@@ -154,6 +154,7 @@ export abstract class SecurityConfig extends configSlice([
   'oidcClientSecret',
   'oidcScope',
   'oidcSessionHours',
+  'signInSecret',
 ]) {}
 
 /** E-mail: the mailboxes polled for jobs (checked, passwords read) and the SMTP of replies. */

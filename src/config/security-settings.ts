@@ -179,6 +179,7 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'auditPseudonymKey',
   'oidcClientSecret',
   'metricsToken',
+  'signInSecret',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;
