@@ -32,15 +32,17 @@ export function publicBaseUrl(req: Request, configured: string | null): string {
     return configured.replace(/\/+$/, '');
   }
   const host = req.headers.host && HOST.test(req.headers.host) ? req.headers.host : 'localhost';
+  // The connection's own scheme (not req.protocol, which takes a trusted proxy's word unchecked).
+  const connectionScheme = 'encrypted' in req.socket ? 'https' : 'http';
   if (!fromTrustedProxy(req)) {
-    return `${'encrypted' in req.socket ? 'https' : 'http'}://${host}`;
+    return `${connectionScheme}://${host}`;
   }
   const forwardedProto =
     firstValue(req.headers['x-forwarded-proto']) ?? firstValue(req.headers['x-forwarded-protocol']);
   const scheme =
     forwardedProto && /^https?$/i.test(forwardedProto)
       ? forwardedProto.toLowerCase()
-      : req.protocol;
+      : connectionScheme;
   const forwardedHost = firstValue(req.headers['x-forwarded-host']);
   return `${scheme}://${forwardedHost && HOST.test(forwardedHost) ? forwardedHost : host}`;
 }
