@@ -321,8 +321,8 @@ describe('multipart/form-data job submissions (SPEC §3.1, §6)', () => {
 
     it('answers a client still sending a body declared over the limit with the 413, not a reset', async () => {
       // Declared too large (6 MiB, under the 8 MiB read on), refused before a byte is read; the
-      // client keeps sending, a chunk at a
-      // time. A connection closed under it fails its next write (EPIPE): the 413 never arrives.
+      // client keeps sending, a chunk at a time. A connection closed under it fails its next
+      // write (EPIPE): the 413 never arrives.
       const chunks = bigFormChunks(16 * 1024, 384);
       for (let attempt = 0; attempt < 3; attempt++) {
         const answer = await postChunked(`${service.url}${REST}/jobs`, BOUNDARY, chunks, true);
