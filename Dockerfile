@@ -26,6 +26,8 @@ COPY bin ./bin
 # database lives there when DATABASE_URL is not set).
 RUN ln -s /app/bin/svc.js /usr/local/bin/svc && mkdir -p /app/data && chown node:node /app/data
 ENV NODE_ENV=production R_ENGINE=native PORT=8888
+# Outside the container the service is reached through the container's own address, not its loopback.
+ENV HOST=0.0.0.0
 # R jobs run as this unprivileged user's processes, never as root, inside bubblewrap (R_SANDBOX):
 # the container needs the security options of docker-compose.yml (docs/operations.md).
 USER node

@@ -15,7 +15,7 @@ import { AppModule } from './app.module';
 import { HttpAnswerAdapter } from './common/http-answer.adapter';
 import { loadCatalogFolder } from './catalog/catalog-folder';
 import { CatalogService } from './catalog/catalog.service';
-import { AppConfig, corsOriginsOf } from './config/app-config';
+import { AppConfig, corsOriginsOf, trustProxyOf } from './config/app-config';
 import { DatabaseConfig } from './config/config-slices';
 import { ConfigModule } from './config/config.module';
 import { DATABASE_SCHEMA } from './database-schema';
@@ -33,6 +33,14 @@ import { MEDIA_TYPE_ROUTES } from './common/event-stream-route';
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 /** Request headers a node reads (a bearer token of 64 KB included); larger: 431. */
 const MAX_HEADER_BYTES = 96 * 1024;
+
+/** Where this machine reaches a server bound to `host` (every interface: the loopback). */
+export function localUrlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') {
+    return '127.0.0.1';
+  }
+  return host.includes(':') ? `[${host}]` : host;
+}
 
 export interface RunningService {
   config: AppConfig;
@@ -137,7 +145,8 @@ export async function startService(
         },
       );
       httpApp.disable('x-powered-by');
-      httpApp.set('trust proxy', false);
+      // Forwarded headers count only from the proxies TRUST_PROXY names (public-uri.ts, req.ip).
+      httpApp.set('trust proxy', trustProxyOf(config));
       // The job log's live stream and its text share a path, told apart by Accept.
       httpApp.enableVersioning(MEDIA_TYPE_ROUTES);
       const corsOrigins = corsOriginsOf(config);
@@ -161,9 +170,9 @@ export async function startService(
       // be cut off before authentication, and some Node versions then reset the connection
       // instead of answering 431. Read per connection, so set before listening.
       (server as typeof server & { maxHeaderSize?: number }).maxHeaderSize = MAX_HEADER_BYTES;
-      await httpApp.listen(config.port, '0.0.0.0');
+      await httpApp.listen(config.port, config.host);
       const address = server.address() as { port: number } | null;
-      url = `http://127.0.0.1:${address?.port ?? config.port}`;
+      url = `http://${localUrlHost(config.host)}:${address?.port ?? config.port}`;
     }
     const running = app;
     return {

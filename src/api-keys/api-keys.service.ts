@@ -7,6 +7,8 @@ import type { ApiKeyEntity } from './api-key.entity';
 import type { NewApiKeyDto } from './new-api-key.dto';
 import { API_KEY_CHANGED_CHANNEL, ApiKeyListing, ApiKeyRepository } from './api-key.repository';
 
+/** Compared with for an unknown id; matches no secret anyone has. */
+const UNKNOWN_KEY_HASH = fastSecretHash(randomSecret());
 /** A key's use is written to the database at most this often per key and node. */
 export const LAST_USED_INTERVAL_MS = 60_000;
 /** A cached key is read again after this long even without a notification (a safety net). */
@@ -121,6 +123,8 @@ export class ApiKeysService implements OnModuleInit {
   async check(id: string, secret: string, now = Date.now()): Promise<StoredKeyCheck> {
     const key = await this.lookup(id, now);
     if (key === null) {
+      // The comparison a known id's secret gets, so that both refusals cost the same.
+      fastSecretMatches(secret, UNKNOWN_KEY_HASH);
       return null;
     }
     if (!fastSecretMatches(secret, key.secretHash)) {

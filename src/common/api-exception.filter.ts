@@ -11,6 +11,7 @@ import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
 import { QueryFailedError } from 'typeorm';
 import { ApiError } from './api-error';
+import { afterRefusedBody } from './limited-body';
 import { methodNotAllowedFor, registeredRoutes } from './method-not-allowed';
 import { errorFormat } from './negotiation';
 import { ErrorRepresentation } from './representation/error-view';
@@ -133,18 +134,24 @@ export class ApiExceptionFilter implements ExceptionFilter {
     for (const [name, value] of Object.entries(headers)) {
       res.setHeader(name, value);
     }
+    const send = (): void => {
+      res
+        .status(status)
+        .type(`${mediaType}; charset=utf-8`)
+        .send(
+          renderRepresentation(
+            new ErrorRepresentation({ status, error: STATUS_CODES[status] ?? 'Error', message }),
+            format,
+          ),
+        );
+    };
     if (status === HttpStatus.PAYLOAD_TOO_LARGE) {
-      // The rest of the body is not read: close the connection rather than drain it.
+      // The connection is closed after the answer (the rest of a large body is not wanted), but
+      // only once a bounded rest of the body has been read, so that the client sees the answer.
       res.setHeader('Connection', 'close');
+      afterRefusedBody(req, send);
+    } else {
+      send();
     }
-    res
-      .status(status)
-      .type(`${mediaType}; charset=utf-8`)
-      .send(
-        renderRepresentation(
-          new ErrorRepresentation({ status, error: STATUS_CODES[status] ?? 'Error', message }),
-          format,
-        ),
-      );
   }
 }

@@ -10,24 +10,41 @@ function firstValue(header: string | string[] | undefined): string | undefined {
 }
 
 /**
+ * Whether the peer of the connection is a proxy TRUST_PROXY names (Express's compiled `trust
+ * proxy` rule, set in bootstrap.ts): only then are its X-Forwarded-* headers believed.
+ */
+function fromTrustedProxy(req: Request): boolean {
+  const trust: unknown = req.app?.get('trust proxy fn');
+  return (
+    typeof trust === 'function' &&
+    (trust as (address: string, hop: number) => boolean)(req.socket.remoteAddress ?? '', 0)
+  );
+}
+
+/**
  * The service's public base URL as the client sees it: PUBLIC_BASE_URL when configured, else
- * scheme from X-Forwarded-Proto / X-Forwarded-Protocol (or the connection) and host from
- * X-Forwarded-Host (or Host). Malformed forwarded values are ignored, not echoed.
+ * the connection's scheme and Host; from a proxy TRUST_PROXY trusts, scheme from
+ * X-Forwarded-Proto / X-Forwarded-Protocol and host from X-Forwarded-Host instead. Malformed
+ * forwarded values are ignored, not echoed; `Forwarded` (RFC 7239) is never read.
  */
 export function publicBaseUrl(req: Request, configured: string | null): string {
   if (configured) {
     return configured.replace(/\/+$/, '');
+  }
+  const host = req.headers.host && HOST.test(req.headers.host) ? req.headers.host : 'localhost';
+  // The connection's own scheme (not req.protocol, which takes a trusted proxy's word unchecked).
+  const connectionScheme = 'encrypted' in req.socket ? 'https' : 'http';
+  if (!fromTrustedProxy(req)) {
+    return `${connectionScheme}://${host}`;
   }
   const forwardedProto =
     firstValue(req.headers['x-forwarded-proto']) ?? firstValue(req.headers['x-forwarded-protocol']);
   const scheme =
     forwardedProto && /^https?$/i.test(forwardedProto)
       ? forwardedProto.toLowerCase()
-      : req.protocol;
+      : connectionScheme;
   const forwardedHost = firstValue(req.headers['x-forwarded-host']);
-  const host =
-    forwardedHost && HOST.test(forwardedHost) ? forwardedHost : (req.headers.host ?? 'localhost');
-  return `${scheme}://${host}`;
+  return `${scheme}://${forwardedHost && HOST.test(forwardedHost) ? forwardedHost : host}`;
 }
 
 /** Absolute links of the REST resources. */

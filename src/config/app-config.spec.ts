@@ -1,4 +1,4 @@
-import { ConfigError, corsOriginsOf, envNameOf, loadConfig } from './app-config';
+import { ConfigError, corsOriginsOf, envNameOf, loadConfig, trustProxyOf } from './app-config';
 import { applicationSettingsOf, claimPoliciesOf } from './application-settings';
 
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
@@ -24,6 +24,27 @@ describe('configuration', () => {
       logLevel: 'info',
     });
     expect(config.embeddedDatabase).toBe(true);
+  });
+
+  it('listens on the loopback, follows no proxy and shows /metrics to a token only, by default', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ host: '127.0.0.1', metricsAccess: 'token', metricsToken: null });
+    expect(trustProxyOf(config)).toBe(false);
+  });
+
+  it('reads TRUST_PROXY as Express does, and names a rule it cannot use', () => {
+    expect(trustProxyOf(loadConfig({ TRUST_PROXY: 'true' }))).toBe(true);
+    expect(trustProxyOf(loadConfig({ TRUST_PROXY: '2' }))).toBe(2);
+    expect(trustProxyOf(loadConfig({ TRUST_PROXY: 'loopback, 10.0.0.0/8,::1' }))).toEqual([
+      'loopback',
+      '10.0.0.0/8',
+      '::1',
+    ]);
+    expect(() => loadConfig({ TRUST_PROXY: 'loopback,proxy.example.com' })).toThrow(
+      /TRUST_PROXY=loopback,proxy.example.com: proxy.example.com is not an address/,
+    );
+    expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow(/METRICS_TOKEN/);
+    expect(() => loadConfig({ METRICS_ACCESS: 'anyone' })).toThrow(/METRICS_ACCESS/);
   });
 
   it('reads the fixed environment names of SPEC §11', () => {

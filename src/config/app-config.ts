@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { readFileSync, existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import {
@@ -14,6 +15,7 @@ import {
   Matches,
   Max,
   Min,
+  MinLength,
   validateSync,
   ValidationError,
 } from 'class-validator';
@@ -38,6 +40,43 @@ export function corsOriginsOf(config: Pick<AppConfig, 'corsOrigins'>): string[] 
     .map((origin) => origin.trim())
     .filter((origin) => origin !== '');
 }
+
+/** TRUST_PROXY as Express's `trust proxy` takes it: a boolean, a hop count, or address rules. */
+export function trustProxyOf(config: Pick<AppConfig, 'trustProxy'>): boolean | number | string[] {
+  const value = config.trustProxy.trim().toLowerCase();
+  if (value === 'false' || value === '') {
+    return false;
+  }
+  if (value === 'true') {
+    return true;
+  }
+  if (/^\d+$/.test(value)) {
+    return Number(value);
+  }
+  return value.split(',').map((entry) => entry.trim());
+}
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** Why TRUST_PROXY cannot be used, or null. */
+function trustProxyProblem(config: Pick<AppConfig, 'trustProxy'>): string | null {
+  const rule = trustProxyOf(config);
+  if (!Array.isArray(rule)) {
+    return null;
+  }
+  const bad = rule.filter((entry) => {
+    if (PROXY_NAMES.has(entry)) {
+      return false;
+    }
+    const [address, prefix] = entry.split('/');
+    return isIP(address) === 0 || (prefix !== undefined && !/^\d{1,3}$|^[\d.]+$/.test(prefix));
+  });
+  return bad.length === 0
+    ? null
+    : `TRUST_PROXY=${config.trustProxy}: ${bad.join(', ')} is not an address, a subnet (10.0.0.0/8) or one of loopback, linklocal, uniquelocal; or give false, true or a number of hops`;
+}
+
+export const METRICS_ACCESS_MODES = ['token', 'open'] as const;
 
 export const ROLES = ['all', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -87,6 +126,15 @@ export class AppConfig implements SecuritySettings, OidcSettings {
     message: 'must be a comma-separated list of origins such as https://app.example.com',
   })
   corsOrigins!: string | null;
+  /** The address the HTTP server (and a worker's metrics server) binds; 0.0.0.0: every interface. */
+  @IsString()
+  @Matches(/^[A-Za-z0-9.:-]{1,253}$/, { message: 'must be an IP address or a host name' })
+  host!: string;
+  /**
+   * Which peers' X-Forwarded-Host / -Proto / -For are followed (Express's `trust proxy`): false,
+   * true, a number of hops, or addresses and subnets, comma-separated (`loopback,10.0.0.0/8`).
+   */
+  @IsString() trustProxy!: string;
   @IsIn(ROLES) role!: Role;
   @IsIn(LOG_LEVELS) logLevel!: string;
   /** One line per HTTP request (context Access, level info); false: none. */
@@ -175,6 +223,11 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   @IsOptional() @IsString() oidcClientSecret!: string | null;
   @IsString() oidcScope!: string;
   @IsInt() @Min(1) @Max(720) oidcSessionHours!: number;
+  /**
+   * Keys the sealed (AES-256-GCM) cookie that carries a sign-in under way; the same on every API
+   * node. Unset: derived from OIDC_CLIENT_SECRET, else random per process (one node only).
+   */
+  @IsOptional() @IsString() @MinLength(32) signInSecret!: string | null;
 
   // upload: multipart form submissions (the upload page). Files are limited by maxRequestBytes.
   @IsInt() @Min(1) formMaxFiles!: number;
@@ -190,6 +243,10 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   @IsInt() @Min(100) healthCheckTimeoutMs!: number;
   /** Role worker only (it has no API server): serve `/metrics` on this port; 0: not at all. */
   @IsInt() @Min(0) @Max(65535) workerMetricsPort!: number;
+  /** Who may read /metrics: token (a bearer METRICS_TOKEN; none set: nobody) or open (anyone). */
+  @IsIn(METRICS_ACCESS_MODES) metricsAccess!: (typeof METRICS_ACCESS_MODES)[number];
+  /** The bearer token /metrics asks for with METRICS_ACCESS=token; 16 characters at least. */
+  @IsOptional() @IsString() @MinLength(16) metricsToken!: string | null;
 
   // function calls
   /** Warm native R sessions per node for function calls (webR: its one instance). */
@@ -328,6 +385,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const config = plainToInstance(AppConfig, merged);
   for (const error of validateSync(config, { forbidUnknownValues: true })) {
     problems.push(describe(error));
+  }
+  const proxyProblem = trustProxyProblem(config);
+  if (proxyProblem !== null) {
+    problems.push(proxyProblem);
   }
   for (const [app, slots] of Object.entries(config.applicationSlots ?? {})) {
     if (!/^\w{1,64}$/.test(app) || !Number.isInteger(slots) || slots < 1) {

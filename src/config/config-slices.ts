@@ -11,6 +11,8 @@ import { configSlice } from './config-slice';
 export abstract class NodeConfig extends configSlice([
   'role',
   'port',
+  'host',
+  'trustProxy',
   'publicBaseUrl',
   'corsOrigins',
   'logLevel',
@@ -154,6 +156,7 @@ export abstract class SecurityConfig extends configSlice([
   'oidcClientSecret',
   'oidcScope',
   'oidcSessionHours',
+  'signInSecret',
 ]) {}
 
 /** E-mail: the mailboxes polled for jobs (checked, passwords read) and the SMTP of replies. */
@@ -202,6 +205,8 @@ export abstract class AdminConfig extends configSlice([
   'catalogMaxFileBytes',
   'healthCheckTimeoutMs',
   'workerMetricsPort',
+  'metricsAccess',
+  'metricsToken',
 ]) {}
 
 /** Every slice, as ConfigModule provides them. */

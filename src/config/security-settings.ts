@@ -178,6 +178,8 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'smtpPassword',
   'auditPseudonymKey',
   'oidcClientSecret',
+  'metricsToken',
+  'signInSecret',
 ]);
 
 const NAME = /^[^\s:]{1,128}$/;

@@ -94,7 +94,7 @@ export async function withReceivedForm<T>(
 ): Promise<T> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limits.maxRequestBytes) {
-    // Known too big before a byte is read: refuse at once (the filter closes the connection).
+    // Known too big before a byte is read: refuse at once (the filter drains a bounded rest, answers, closes).
     throw tooLarge(limits);
   }
   const directory = await mkdtemp(join(limits.tempDir ?? tmpdir(), 'svc-form-'));

@@ -2,7 +2,8 @@ import type { Request } from 'express';
 import type { SecurityConfig } from '../config/config-slices';
 import { AuthenticationService } from './authentication.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
-import { hashSecret } from '../common/secret-hash';
+import crypto from 'node:crypto';
+import { hashSecret, SCRYPT_DEFAULTS } from '../common/secret-hash';
 import type { SecuritySettings } from '../config/security-settings';
 
 const CHEAP = { N: 1024, r: 8, p: 1 };
@@ -130,5 +131,32 @@ describe('AuthenticationService', () => {
     expect((await auth.authenticate(requestWith([['X-SVC-API-Key', 'constructor.x']]))).kind).toBe(
       'failed',
     );
+  });
+});
+
+describe('AuthenticationService: refused API keys', () => {
+  it('spends the same scrypt on an unknown key id as on a known id with a wrong secret', async () => {
+    // Timing is not asserted (a shared machine); the work that makes it is: one scrypt
+    // derivation at the same cost for each refusal, whether the id exists or not.
+    const auth = await service({
+      authMode: 'apiKey',
+      apiKeys: { k1: { principal: 'reporting', keyHash: await hashSecret('key-secret') } },
+    });
+    const derivations = jest.spyOn(crypto, 'scrypt');
+    let client = 0;
+    const costsOf = async (key: string): Promise<number[]> => {
+      derivations.mockClear();
+      client += 1;
+      await expect(
+        auth.authenticate(requestWith([['X-SVC-API-Key', key]], `10.0.0.${client}`)),
+      ).resolves.toMatchObject({ kind: 'failed' });
+      return derivations.mock.calls.map((call) => (call[3] as { N: number }).N);
+    };
+    await costsOf('warm.up'); // makes the unknown ids' stand-in hash once
+    const knownWrong = await costsOf('k1.wrong-secret');
+    const unknown = await costsOf('k9.wrong-secret');
+    expect(knownWrong).toEqual([SCRYPT_DEFAULTS.N]);
+    expect(unknown).toEqual(knownWrong);
+    derivations.mockRestore();
   });
 });

@@ -159,11 +159,12 @@ export class AuthenticationService {
       // Not cached here: a revoked key must be refused at once, and ApiKeysService caches
       // under the revocation notifications.
       const stored = await this.storedKeys.check(credentials.id, credentials.secret);
-      return stored === null
-        ? 'unknown or wrong API key'
-        : 'refused' in stored
-          ? stored.refused
-          : { name: stored.principal, roles: stored.roles, source: 'apiKey' };
+      if (stored === null || 'refused' in stored) {
+        // The scrypt a configured key's wrong secret costs: no refusal tells which ids exist.
+        await this.spendDummyHash(credentials.secret);
+        return stored?.refused ?? 'unknown or wrong API key';
+      }
+      return { name: stored.principal, roles: stored.roles, source: 'apiKey' };
     }
     const cacheKey = createHash('sha256')
       .update(
@@ -195,7 +196,12 @@ export class AuthenticationService {
       const entry = Object.hasOwn(this.settings.apiKeys, credentials.id)
         ? this.settings.apiKeys[credentials.id]
         : undefined;
-      if (entry === undefined || !(await verifySecret(credentials.secret, entry.keyHash))) {
+      // An unknown id costs the same hash as a known one with a wrong secret.
+      if (entry === undefined) {
+        await this.spendDummyHash(credentials.secret);
+        return 'unknown or wrong API key';
+      }
+      if (!(await verifySecret(credentials.secret, entry.keyHash))) {
         return 'unknown or wrong API key';
       }
       return { name: entry.principal, roles: entry.roles ?? [], source: 'apiKey' };
@@ -210,12 +216,21 @@ export class AuthenticationService {
         ? this.settings.users[credentials.name]
         : undefined;
     // An unknown name costs the same hash as a known one: timing does not tell which names exist.
-    const ok = await verifySecret(
-      credentials.secret,
-      user?.passwordHash ?? (await (this.dummyHash ??= hashSecret(randomSecret()))),
-    );
+    const ok =
+      user === undefined
+        ? await this.spendDummyHash(credentials.secret)
+        : await verifySecret(credentials.secret, user.passwordHash);
     return ok && user !== undefined
       ? { name: credentials.name, roles: user.roles ?? [], source: 'user' }
       : 'wrong user name or password';
+  }
+
+  /**
+   * One scrypt check at the default cost (SCRYPT_DEFAULTS) against a hash of nothing anyone
+   * knows: what a refusal costs when there is no stored hash to check. Always false.
+   */
+  private async spendDummyHash(secret: string): Promise<false> {
+    await verifySecret(secret, await (this.dummyHash ??= hashSecret(randomSecret())));
+    return false;
   }
 }

@@ -1,9 +1,9 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
 /**
- * A browser's session with the upload page (AUTH_MODE with oidc): first a sign-in under way (the
- * PKCE verifier, state and nonce until the provider sends the browser back), then a signed-in
- * principal. The cookie holds a random id; the table holds only its SHA-256, so a copy of the
+ * A browser's session with the upload page (AUTH_MODE with oidc): a signed-in principal. (Rows
+ * of earlier versions also held sign-ins under way, in `sign_in`; those now live in a sealed
+ * cookie, src/upload/sign-in-state.ts, and new rows leave the column null.) The cookie holds a random id; the table holds only its SHA-256, so a copy of the
  * table signs no one in.
  */
 @Entity({ name: 'web_session' })

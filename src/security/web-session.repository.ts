@@ -3,13 +3,6 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 
-/** What a sign-in under way keeps until the provider sends the browser back. */
-export interface SignInChecks {
-  codeVerifier: string;
-  state: string;
-  nonce: string;
-}
-
 /** A signed-in browser: who, with which roles (as of the sign-in), until when. */
 export interface WebSession {
   principal: string;
@@ -21,35 +14,13 @@ function hashOf(id: string): string {
   return createHash('sha256').update(id).digest('hex');
 }
 
-/** Every statement about web_session (see web-session.entity.ts). Ids are random, 256 bits. */
+/**
+ * Every statement about web_session (see web-session.entity.ts). Ids are random, 256 bits. Rows
+ * are made for signed-in principals only: a sign-in under way lives in its sealed cookie.
+ */
 @Injectable()
 export class WebSessionRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
-
-  /** Stores a sign-in under way; returns the cookie value that names it. */
-  async startSignIn(checks: SignInChecks, lifetimeMs: number): Promise<string> {
-    const id = randomBytes(32).toString('base64url');
-    await this.dataSource.query(
-      `INSERT INTO web_session (id_hash, principal, roles, sign_in, created_at, expires_at)
-       VALUES ($1, NULL, '[]', $2, now(), now() + $3 * interval '1 millisecond')`,
-      [hashOf(id), JSON.stringify(checks), lifetimeMs],
-    );
-    return id;
-  }
-
-  /** Takes (removes) a sign-in under way, so its code can be redeemed once only. */
-  async takeSignIn(id: string): Promise<SignInChecks | null> {
-    const rows = await this.dataSource.query<Array<{ sign_in: SignInChecks }>>(
-      // As a SELECT: TypeORM answers a bare DELETE … RETURNING as [rows, count].
-      `WITH taken AS (
-         DELETE FROM web_session
-          WHERE id_hash = $1 AND principal IS NULL AND expires_at > now()
-          RETURNING sign_in)
-       SELECT sign_in FROM taken`,
-      [hashOf(id)],
-    );
-    return rows[0]?.sign_in ?? null;
-  }
 
   /** A new session (a new id: never the one of the sign-in, against session fixation). */
   async create(
@@ -84,7 +55,7 @@ export class WebSessionRepository {
     id: string,
     manager: EntityManager = this.dataSource.manager,
   ): Promise<string | null> {
-    // A row still holding a sign-in under way names nobody yet.
+    // A row of an older version may still hold a sign-in under way: it names nobody.
     const rows = await manager.query<Array<{ principal: string | null }>>(
       `WITH gone AS (
          DELETE FROM web_session WHERE id_hash = $1

@@ -7,7 +7,7 @@ import { HttpMetricsMiddleware } from '../metrics/http-metrics.middleware';
 import { followRequest } from './access-log';
 
 /**
- * The request-wide middlewares as one: the request id of the log lines, then (inside its log
+ * The request-wide middlewares as one: `X-Content-Type-Options: nosniff`, the request id of the log lines, then (inside its log
  * context) the access log line (ACCESS_LOG) and the HTTP timing of the metrics. Registered once, so Express matches one layer per
  * request instead of two (each registered middleware is a router layer of its own).
  */
@@ -21,6 +21,9 @@ export class RequestMiddleware implements NestMiddleware {
   ) {}
 
   use(req: Request, res: Response, next: NextFunction): void {
+    // First, so that every answer has it, errors and 404s included: a browser never guesses a
+    // type other than the one sent (a job's text result shown as HTML).
+    res.setHeader('X-Content-Type-Options', 'nosniff');
     requestIdMiddleware(req, res, () => {
       if (this.config.accessLog) {
         followRequest(req, res, (fields) => this.accessLog.log(fields));

@@ -13,7 +13,7 @@ import {
 } from '../security/request-access.service';
 import { SignInService } from './sign-in.service';
 
-/** Names the sign-in under way; only the callback reads it. */
+/** Carries the sign-in under way, sealed (sign-in-state.ts); only the callback reads it. */
 const SIGN_IN_COOKIE = 'svc_sign_in';
 const SIGN_IN_PATH = '/svc/sign-in';
 
@@ -32,7 +32,7 @@ interface PageSession {
 
 function signInCookieOf(req: Request): string | null {
   const header = req.headers.cookie ?? '';
-  const match = new RegExp(`(?:^|;\\s*)${SIGN_IN_COOKIE}=([\\w-]{20,100})(?:;|$)`).exec(header);
+  const match = new RegExp(`(?:^|;\\s*)${SIGN_IN_COOKIE}=([\\w-]{20,1000})(?:;|$)`).exec(header);
   return match ? match[1] : null;
 }
 
@@ -56,14 +56,14 @@ export class SignInController {
   @Redirect()
   async start(@Req() req: Request): Promise<SignInRedirect> {
     this.requireEnabled();
-    const { sessionId, location } = await this.signIn.start(this.callbackUrl(req));
+    const { signInState, location } = await this.signIn.start(this.callbackUrl(req));
     return {
       url: location,
       statusCode: HttpStatus.SEE_OTHER,
       cookies: [
         {
           name: SIGN_IN_COOKIE,
-          value: sessionId,
+          value: signInState,
           options: this.cookieOptions(req, SIGN_IN_PATH, 600_000),
         },
       ],

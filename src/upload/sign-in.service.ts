@@ -8,6 +8,7 @@ import { SecurityConfig } from '../config/config-slices';
 import { authMethodsOf } from '../config/security-settings';
 import { OidcTokenVerifier } from '../security/oidc-token.verifier';
 import { WebSessionRepository } from '../security/web-session.repository';
+import { SignInStateSealer } from './sign-in-state';
 
 /** A sign-in must come back from the provider within this time. */
 const SIGN_IN_LIFETIME_MS = 10 * 60_000;
@@ -25,7 +26,8 @@ function loadOpenIdClient(): Promise<OpenIdClient> {
 
 /**
  * The upload page's sign-in (AUTH_MODE with oidc and OIDC_CLIENT_ID): the authorization-code
- * flow with PKCE through openid-client, then a server-side session in PostgreSQL. The principal
+ * flow with PKCE through openid-client (its state sealed in a cookie, sign-in-state.ts: nothing is
+ * stored for an anonymous request), then a server-side session in PostgreSQL. The principal
  * and roles come from the access token, checked by the same OidcTokenVerifier and rules as
  * bearer tokens, so the page grants nothing a token would not.
  */
@@ -34,6 +36,7 @@ export class SignInService {
   private readonly logger = new Logger('SignIn');
   readonly enabled: boolean;
   private configuration: Promise<{ client: OpenIdClient; config: Configuration }> | null = null;
+  private readonly sealer: SignInStateSealer;
 
   constructor(
     private readonly security: SecurityConfig,
@@ -43,22 +46,27 @@ export class SignInService {
     @Optional() private readonly audit?: AuditService,
   ) {
     this.enabled = authMethodsOf(security.authMode).has('oidc') && !!security.oidcClientId;
+    this.sealer = new SignInStateSealer(security.signInSecret ?? security.oidcClientSecret);
+    if (this.enabled && security.signInSecret === null && security.oidcClientSecret === null) {
+      this.logger.warn(
+        'a sign-in must come back to the node that started it: set SIGN_IN_SECRET (the same on every API node) when there are several',
+      );
+    }
   }
 
   get sessionLifetimeMs(): number {
     return this.security.oidcSessionHours * 3600_000;
   }
 
-  /** Starts a sign-in: the cookie value that names it and the provider's URL to send the browser to. */
-  async start(redirectUri: string): Promise<{ sessionId: string; location: string }> {
+  /** Starts a sign-in: the cookie value that carries it (sealed) and the provider's URL to send the browser to. */
+  async start(redirectUri: string): Promise<{ signInState: string; location: string }> {
     const { client, config } = await this.provider();
     const checks = {
       codeVerifier: client.randomPKCECodeVerifier(),
       state: client.randomState(),
       nonce: client.randomNonce(),
     };
-    await this.sessions.deleteExpired();
-    const sessionId = await this.sessions.startSignIn(checks, SIGN_IN_LIFETIME_MS);
+    const signInState = this.sealer.seal(checks, Date.now() + SIGN_IN_LIFETIME_MS);
     const location = client.buildAuthorizationUrl(config, {
       redirect_uri: redirectUri,
       scope: this.security.oidcScope,
@@ -67,7 +75,7 @@ export class SignInService {
       state: checks.state,
       nonce: checks.nonce,
     });
-    return { sessionId, location: location.href };
+    return { signInState, location: location.href };
   }
 
   /**
@@ -75,10 +83,10 @@ export class SignInService {
    * session's cookie value and its principal. Anything wrong is a 400 saying what.
    */
   async finish(
-    signInId: string | null,
+    signInState: string | null,
     currentUrl: URL,
   ): Promise<{ sessionId: string; principal: string }> {
-    const checks = signInId === null ? null : await this.sessions.takeSignIn(signInId);
+    const checks = signInState === null ? null : this.sealer.open(signInState, Date.now());
     if (checks === null) {
       throw new ApiError(
         HttpStatus.BAD_REQUEST,
@@ -113,6 +121,7 @@ export class SignInService {
       );
     }
     const { name, roles } = verified.principal;
+    await this.sessions.deleteExpired();
     // The session and its audit row commit together.
     const sessionId = await this.dataSource.transaction(async (manager) => {
       const id = await this.sessions.create(name, roles, this.sessionLifetimeMs, manager);

@@ -65,13 +65,44 @@ async function runFormJob(base: string, parts: FormPart[]): Promise<Seen> {
   };
 }
 
-/** A form sent in chunks with no Content-Length, so only the streaming limits can stop it. */
+const BOUNDARY = 'svc-test-boundary';
+
+/** A form of application demo with one file big.csv of `count` chunks of `chunkBytes` each. */
+function bigFormChunks(chunkBytes: number, count: number): Buffer[] {
+  const head = Buffer.from(
+    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="X-SVC-Application-Name"\r\n\r\ndemo\r\n` +
+      `--${BOUNDARY}\r\nContent-Disposition: form-data; name="X-SVC-JobFile[]"; filename="big.csv"\r\n` +
+      'Content-Type: text/csv\r\n\r\n',
+  );
+  const chunk = Buffer.alloc(chunkBytes, 'y');
+  return [
+    head,
+    ...Array.from({ length: count }, () => chunk),
+    Buffer.from(`\r\n--${BOUNDARY}--\r\n`),
+  ];
+}
+
+/**
+ * A form sent in chunks, one after the other: with no Content-Length (so only the streaming
+ * limits can stop it), or with one (`strict`: then a failed write, such as the EPIPE of a
+ * connection closed under the client, fails the request as it fails a browser's).
+ */
 async function postChunked(
   url: string,
   boundary: string,
   chunks: Buffer[],
+  strict = false,
 ): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
+  let sent: () => void = () => undefined;
+  let sendFailed: (error: Error) => void = () => undefined;
+  // Strict: the answer counts once the whole body is also sent, as fetch counts it.
+  const allSent = strict
+    ? new Promise<void>((resolve, reject) => {
+        sent = resolve;
+        sendFailed = reject;
+      })
+    : Promise.resolve();
+  const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
     const req = httpRequest(
       url,
       {
@@ -79,7 +110,9 @@ async function postChunked(
         agent: false,
         headers: {
           'Content-Type': `multipart/form-data; boundary=${boundary}`,
-          'Transfer-Encoding': 'chunked',
+          ...(strict
+            ? { 'Content-Length': String(chunks.reduce((sum, chunk) => sum + chunk.length, 0)) }
+            : { 'Transfer-Encoding': 'chunked' }),
         },
       },
       (res) => {
@@ -91,17 +124,24 @@ async function postChunked(
         res.on('error', reject);
       },
     );
-    // The service may answer and close before the whole body is sent: that is the point.
-    req.on('error', () => undefined);
+    // Chunked: the service may answer and close before the whole body is sent, that is the point.
+    req.on('error', (error) => {
+      if (strict) {
+        reject(error);
+        sendFailed(error);
+      }
+    });
     const write = (index: number): void => {
       if (index === chunks.length) {
-        req.end();
+        req.end(() => sent());
         return;
       }
       req.write(chunks[index], () => write(index + 1));
     };
     write(0);
   });
+  const [result] = await Promise.all([answer, allSent]);
+  return result;
 }
 
 describe('multipart/form-data job submissions (SPEC §3.1, §6)', () => {
@@ -279,17 +319,21 @@ describe('multipart/form-data job submissions (SPEC §3.1, §6)', () => {
       );
     });
 
+    it('answers a client still sending a body declared over the limit with the 413, not a reset', async () => {
+      // Declared too large (6 MiB, under the 8 MiB read on), refused before a byte is read; the
+      // client keeps sending, a chunk at a time. A connection closed under it fails its next
+      // write (EPIPE): the 413 never arrives.
+      const chunks = bigFormChunks(16 * 1024, 384);
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const answer = await postChunked(`${service.url}${REST}/jobs`, BOUNDARY, chunks, true);
+        expect(answer.status).toBe(413);
+        expect(parseXml(answer.text).error.message).toMatch(/larger than 1048576 bytes/);
+      }
+    });
+
     it('refuses an over-limit file streamed without a Content-Length', async () => {
-      const boundary = 'svc-test-boundary';
-      const head = Buffer.from(
-        `--${boundary}\r\nContent-Disposition: form-data; name="X-SVC-Application-Name"\r\n\r\ndemo\r\n` +
-          `--${boundary}\r\nContent-Disposition: form-data; name="X-SVC-JobFile[]"; filename="big.csv"\r\n` +
-          'Content-Type: text/csv\r\n\r\n',
-      );
-      const chunk = Buffer.alloc(64 * 1024, 'y');
-      const chunks = [head, ...Array.from({ length: 20 }, () => chunk)];
-      chunks.push(Buffer.from(`\r\n--${boundary}--\r\n`));
-      const answer = await postChunked(`${service.url}${REST}/jobs`, boundary, chunks);
+      const chunks = bigFormChunks(64 * 1024, 20);
+      const answer = await postChunked(`${service.url}${REST}/jobs`, BOUNDARY, chunks);
       expect(answer.status).toBe(413);
       expect(parseXml(answer.text).error.status).toBe('413');
     });

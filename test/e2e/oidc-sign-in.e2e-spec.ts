@@ -182,6 +182,47 @@ describe('the upload page signs in with the identity provider (AUTH_MODE=oidc)',
     }
   });
 
+  it('stores nothing for anonymous sign-in starts; a changed sign-in cookie opens nothing', async () => {
+    const starts = await Promise.all(
+      Array.from({ length: 40 }, () => request(`${service.url}/svc/sign-in`)),
+    );
+    const cookies = starts.map((answer) => {
+      expect(answer.status).toBe(303);
+      expect(answer.headers.get('location')).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/auth\?/);
+      return /svc_sign_in=([\w-]+)/.exec(answer.headers.get('set-cookie') ?? '')?.[1] ?? '';
+    });
+    expect(new Set(cookies).size).toBe(40);
+    if (database.url !== null) {
+      const db = new Client({ connectionString: database.url });
+      await db.connect();
+      try {
+        const { rows } = await db.query<{ count: string }>(
+          'SELECT count(*) FROM web_session WHERE principal IS NULL',
+        );
+        expect(rows[0].count).toBe('0');
+      } finally {
+        await db.end();
+      }
+    }
+    const callback = (cookie: string) =>
+      request(`${service.url}/svc/sign-in/callback?code=stolen&state=forged`, {
+        headers: { cookie: `svc_sign_in=${cookie}` },
+      });
+    // The sealed state opens (the provider's state then does not match: refused after it) ...
+    const genuine = await callback(cookies[0]);
+    expect(genuine.status).toBe(400);
+    expect(genuine.text).toMatch(/did not sign you in/);
+    // ... a changed one does not open at all.
+    const flipped =
+      cookies[1].slice(0, 30) + (cookies[1][30] === 'A' ? 'B' : 'A') + cookies[1].slice(31);
+    for (const cookie of [flipped, cookies[2].slice(0, -4), 'A'.repeat(300)]) {
+      const answer = await callback(cookie);
+      expect(answer.status).toBe(400);
+      expect(answer.text).toMatch(/No sign-in is under way/);
+      expect(answer.headers.get('set-cookie') ?? '').not.toMatch(/svc_session=/);
+    }
+  });
+
   it('a callback without a sign-in under way is a 400, not a session', async () => {
     const answer = await request(`${service.url}/svc/sign-in/callback?code=stolen&state=x`);
     expect(answer.status).toBe(400);

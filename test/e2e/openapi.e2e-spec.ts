@@ -73,6 +73,8 @@ describe('the OpenAPI document against the running service', () => {
       ...ADMIN_ENV,
       SCRIPT_SLOTS: '1',
       MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES),
+      // The document's server link follows a proxy's forwarded headers (the tests' loopback).
+      TRUST_PROXY: 'loopback',
     });
     base = service.url;
     await loadTestCatalog(service);

@@ -114,7 +114,8 @@ describe('the REST API over HTTP (SPEC §3–§5.1)', () => {
   let ok: FinishedJob;
 
   beforeAll(async () => {
-    service = await startTestService();
+    // The tests' requests come from the loopback, here a proxy whose forwarded headers count.
+    service = await startTestService({ TRUST_PROXY: 'loopback' });
     ok = await runJob(service.url, HI_JOB);
   });
   afterAll(async () => {
@@ -323,7 +324,7 @@ describe('the REST API over HTTP (SPEC §3–§5.1)', () => {
       expect(result.dataUri).toBe(`http://${host}${REST}/result/demo/${token.jobId}.zip`);
     });
 
-    it('builds links from X-Forwarded-Proto and X-Forwarded-Host', async () => {
+    it('builds links from X-Forwarded-Proto and X-Forwarded-Host of a proxy TRUST_PROXY trusts', async () => {
       const submitted = await postZip(service.url, await makeZip(HI_JOB), forwarded);
       expect(submitted.status).toBe(202);
       const token = parseXml(submitted.text).jobToken;

@@ -28,7 +28,8 @@ describe('the published WSDL and schemas (SPEC §7)', () => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService();
+    // The tests' loopback stands for a proxy whose forwarded headers count.
+    service = await startTestService({ TRUST_PROXY: 'loopback' });
   });
   afterAll(async () => {
     await service.stop();
@@ -45,7 +46,7 @@ describe('the published WSDL and schemas (SPEC §7)', () => {
     expect((await request(`${service.url}${SOAP_PATH}?WSDL`)).text).toBe(answer.text);
   });
 
-  it('builds the address from forwarded headers like the REST URIs', async () => {
+  it("builds the address from a trusted proxy's forwarded headers like the REST URIs", async () => {
     const answer = await request(`${service.url}${SOAP_PATH}?wsdl`, {
       headers: { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'svc.example.org' },
     });

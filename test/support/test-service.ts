@@ -60,6 +60,9 @@ export function testEnvironment(
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PORT: '0',
+    HOST: '127.0.0.1',
+    // The tests read /metrics throughout; the default (a bearer token) has its own tests.
+    METRICS_ACCESS: 'open',
     DATA_DIR: database.dataDir,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     MIGRATIONS_RUN: 'true',
