@@ -15,6 +15,8 @@ import { makePrincipal, type Principal } from './principal';
 
 /** Longest token looked at: real access tokens are a few KB; anything longer is refused unread. */
 export const MAX_TOKEN_CHARS = 16 * 1024;
+/** Longest name a token may give its caller: as long as a user name (records keep it with its kind). */
+const MAX_NAME_CHARS = 128;
 /** Longest the service waits for the issuer's discovery document or keys. */
 const FETCH_TIMEOUT_MS = 5000;
 /** Largest discovery document or key set read from the issuer. */
@@ -147,6 +149,9 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
       }
       kind = 'client';
       name = client;
+    }
+    if (name.length > MAX_NAME_CHARS) {
+      return { refused: `the token's name is longer than ${MAX_NAME_CHARS} characters` };
     }
     const roles = new Set<string>();
     for (const path of this.rolesClaims) {

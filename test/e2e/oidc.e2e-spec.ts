@@ -489,6 +489,9 @@ describe('OpenID Connect: a name is a caller only with its kind (AUTH_MODE=basic
   const CAROL_PASSWORD = `carol-${randomBytes(8).toString('hex')}`;
   const CAROL = basicAuthorization('carol', CAROL_PASSWORD);
   const KEY_SECRET = randomBytes(24).toString('base64url');
+  /** A user name as long as names may be: with its kind it is longer than 128 characters. */
+  const LONG_NAME = 'l'.repeat(128);
+  const LONG = basicAuthorization(LONG_NAME, CAROL_PASSWORD);
   const clients = {
     /** A client registered at the provider under the admin's name. */
     carol: machine('carol'),
@@ -520,6 +523,7 @@ describe('OpenID Connect: a name is a caller only with its kind (AUTH_MODE=basic
       AUTH_MAX_FAILURES: '100000',
       USERS: JSON.stringify({
         carol: { passwordHash: await hashSecret(CAROL_PASSWORD, { N: 1024, r: 8, p: 1 }) },
+        [LONG_NAME]: { passwordHash: await hashSecret(CAROL_PASSWORD, { N: 1024, r: 8, p: 1 }) },
       }),
       API_KEYS: JSON.stringify({
         carolkey: {
@@ -529,7 +533,10 @@ describe('OpenID Connect: a name is a caller only with its kind (AUTH_MODE=basic
       }),
       GLOBAL_ADMINS: JSON.stringify({ principals: ['user:carol'] }),
       APPLICATION_SECURITY: JSON.stringify({
-        team: { userPrincipals: ['user:carol', 'client:team-bot'], scriptSubmissionAllowed: true },
+        team: {
+          userPrincipals: ['user:carol', 'client:team-bot', `user:${LONG_NAME}`],
+          scriptSubmissionAllowed: true,
+        },
       }),
     });
     impostors['client id carol'] = bearer(await provider.clientCredentialsToken(clients.carol));
@@ -615,6 +622,36 @@ describe('OpenID Connect: a name is a caller only with its kind (AUTH_MODE=basic
     expect(answer.headers['www-authenticate']).toContain(
       'error_description="the token has no preferred_username claim (OIDC_PRINCIPAL_CLAIM) and is no client\'s own token"',
     );
+  });
+
+  it("a token's name is bounded; the longest user name is recorded with its kind", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({
+      iss: provider.issuer,
+      aud: TEST_AUDIENCE,
+      sub: 'someone',
+      preferred_username: 'x'.repeat(129),
+      iat: now,
+      exp: now + 300,
+    })
+      .setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: key.kid })
+      .sign(await importJWK(key, 'RS256'));
+    const refused = await call(url('/results/team'), { headers: bearer(token) });
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toContain(
+      'error_description="the token\'s name is longer than 128 characters"',
+    );
+    // The submission's audit row holds user:<128 characters>, in the same statement as the job.
+    const submitted = await postZip(service.url, await HELLO_ZIP, {
+      ...LONG,
+      'X-SVC-Application-Name': 'team',
+    });
+    expect(submitted.status).toBe(202);
+    const audit = await call(url(`/admin/audit?principal=user:${LONG_NAME}&action=job.submitted`), {
+      headers: { ...CAROL, Accept: 'application/json' },
+    });
+    expect(audit.status).toBe(200);
+    expect(audit.text).toContain(`"principal":"user:${LONG_NAME}"`);
   });
 
   it('a stored rule with a bare name is refused with 400 naming the kinds to write', async () => {
