@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Who made and last changed a schedule (the principal's name as authenticated; null for a
+ * Who made and last changed a schedule (the principal with its kind, `user:alice`, up to 256 characters as every record of who did something; null for a
  * schedule made before this column, or by nobody authenticated), and the W3C trace context of
  * the request that made it: each run starts a trace of its own, linked to that one.
  */
@@ -9,8 +9,8 @@ export class AddScheduleAuthors1795770500000 implements MigrationInterface {
   name = 'AddScheduleAuthors1795770500000';
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query('ALTER TABLE "schedule" ADD "created_by" character varying(128)');
-    await queryRunner.query('ALTER TABLE "schedule" ADD "updated_by" character varying(128)');
+    await queryRunner.query('ALTER TABLE "schedule" ADD "created_by" character varying(256)');
+    await queryRunner.query('ALTER TABLE "schedule" ADD "updated_by" character varying(256)');
     await queryRunner.query('ALTER TABLE "schedule" ADD "traceparent" character varying(55)');
     await queryRunner.query('ALTER TABLE "schedule" ADD "tracestate" character varying(512)');
   }

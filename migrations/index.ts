@@ -19,6 +19,7 @@ import { AddMailReply1795730000000 } from './1795730000000-AddMailReply';
 import { AddSchedules1795740000000 } from './1795740000000-AddSchedules';
 import { AddScheduleEmail1795750000000 } from './1795750000000-AddScheduleEmail';
 import { CallbackJobs1795760000000 } from './1795760000000-CallbackJobs';
+import { WidenPrincipalColumns1795765000000 } from './1795765000000-WidenPrincipalColumns';
 import { AddScheduleAuthors1795770500000 } from './1795770500000-AddScheduleAuthors';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
@@ -43,5 +44,6 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddSchedules1795740000000,
   AddScheduleEmail1795750000000,
   CallbackJobs1795760000000,
+  WidenPrincipalColumns1795765000000,
   AddScheduleAuthors1795770500000,
 ];

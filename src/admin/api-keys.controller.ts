@@ -35,7 +35,7 @@ export class ApiKeysController {
   @RawData()
   @Header('Cache-Control', 'no-store')
   async create(@Req() req: Request, @JsonBody() body: NewApiKeyDto): Promise<HttpAnswer> {
-    const created = await this.keys.create(body, principalOf(req)?.name ?? null);
+    const created = await this.keys.create(body, principalOf(req)?.id ?? null);
     return new HttpAnswer(
       { key: created.key, ...keyView(created.listing) },
       { status: 201, headers: { Location: `/svc/api/rest/admin/api-keys/${created.listing.id}` } },

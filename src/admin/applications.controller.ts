@@ -39,7 +39,7 @@ export class ApplicationsController {
       app,
       body,
       req.headers['if-match'],
-      principalOf(req)?.name ?? null,
+      principalOf(req)?.id ?? null,
     );
     return new HttpAnswer(
       { ...replaced.view, restartRequired: replaced.restartRequired },

@@ -88,8 +88,8 @@ function textParameter(value: unknown, name: string): string | null {
   if (value === undefined || value === '') {
     return null;
   }
-  if (typeof value !== 'string' || value.length > 128) {
-    throw ApiError.badRequest(`${name} must be given once, at most 128 characters.`);
+  if (typeof value !== 'string' || value.length > 256) {
+    throw ApiError.badRequest(`${name} must be given once, at most 256 characters.`);
   }
   return value;
 }

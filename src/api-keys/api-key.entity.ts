@@ -20,7 +20,7 @@ export class ApiKeyEntity {
   @Column({ name: 'created_at', type: 'timestamptz' }) createdAt!: Date;
 
   /** Who made it (a principal), or null for the command line. */
-  @Column({ name: 'created_by', type: 'varchar', length: 128, nullable: true })
+  @Column({ name: 'created_by', type: 'varchar', length: 256, nullable: true })
   createdBy!: string | null;
 
   @Column({ name: 'expires_at', type: 'timestamptz', nullable: true }) expiresAt!: Date | null;

@@ -11,6 +11,8 @@ const MAX_SLOTS = 256;
 export interface EntryContext {
   currentCallbackSecret: string | undefined;
   configuredDropDirectory: string | undefined;
+  /** AUTH_MODE: whether a bare principal name is one kind of caller or ambiguous (then 400). */
+  authMode: string;
 }
 
 /**
@@ -38,7 +40,7 @@ export function parseApplicationEntry(
 ): StoredApplicationEntry {
   const { security = {}, settings = {}, slots = null } = body;
   firstProblem(
-    applicationSecurityProblems({ [app]: security }),
+    applicationSecurityProblems({ [app]: security }, context.authMode),
     'APPLICATION_SECURITY',
     app,
     'security',

@@ -26,6 +26,6 @@ export class ApplicationSettingsEntity {
 
   @Column({ name: 'updated_at', type: 'timestamptz' }) updatedAt!: Date;
 
-  @Column({ name: 'updated_by', type: 'varchar', length: 128, nullable: true })
+  @Column({ name: 'updated_by', type: 'varchar', length: 256, nullable: true })
   updatedBy!: string | null;
 }

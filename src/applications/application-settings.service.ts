@@ -9,7 +9,7 @@ import {
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import type { ApplicationSettings } from '../config/application-settings';
-import type { ApplicationSecurity } from '../config/security-settings';
+import { applicationSecurityProblems, type ApplicationSecurity } from '../config/security-settings';
 import { AuditService } from '../audit/audit.service';
 import { DatabaseEvents } from '../storage/database-events.service';
 import { parseApplicationEntry } from './application-entry-input';
@@ -164,6 +164,7 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
           ? before.settings.callbackSecret
           : undefined,
       configuredDropDirectory: this.configured.settings[app]?.dropDirectory,
+      authMode: this.config.authMode,
     });
     const saved = await this.repository.inTransaction(async (manager) => {
       const row = await this.repository.save(app, entry, version, updatedBy, manager);
@@ -235,6 +236,14 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
       return;
     }
     this.versions.set(app, row.version);
+    // Stored under another AUTH_MODE, a bare name may be ambiguous now: such an entry names
+    // nobody (the policy matches bare names only where one kind of caller can carry them).
+    for (const problem of applicationSecurityProblems(
+      { [app]: row.entry.security },
+      this.config.authMode,
+    )) {
+      this.logger.warn(`the stored rights of ${app}: ${problem}; change them with PUT`);
+    }
     const dropDirectory = this.configured.settings[app]?.dropDirectory;
     this.config.applicationSecurity[app] = clone(row.entry.security);
     this.config.applicationSettings[app] = {

@@ -13,7 +13,7 @@ export class AuditEventEntity {
   @Column({ type: 'timestamptz' }) time!: Date;
 
   /** The name, or `h:` and its keyed hash with AUDIT_PSEUDONYMIZE; null: anonymous. */
-  @Column({ type: 'varchar', length: 128, nullable: true }) principal!: string | null;
+  @Column({ type: 'varchar', length: 256, nullable: true }) principal!: string | null;
 
   /** user, apiKey, adminUser, commandLine, directory; null: anonymous. */
   @Column({ name: 'auth_method', type: 'varchar', length: 32, nullable: true })

@@ -77,6 +77,49 @@ describe('security configuration', () => {
     expect(problems.join('\n')).not.toMatch(/hunter2|not json/);
   });
 
+  describe('principals in rules: <kind>:<name>, bare only where one kind of caller can carry it', () => {
+    const OIDC = { OIDC_ISSUER: 'https://id.example.com', OIDC_AUDIENCE: 'svc' };
+    const rules = (principals: string[]) => ({
+      GLOBAL_ADMINS: JSON.stringify({ principals }),
+      APPLICATION_SECURITY: JSON.stringify({ demo: { adminPrincipals: principals } }),
+    });
+
+    it('keeps bare names where AUTH_MODE lets in one kind of caller, or none', () => {
+      for (const AUTH_MODE of ['basic', 'apiKey', 'none']) {
+        expect(problemsOf({ AUTH_MODE, ...rules(['alice', 'bob']) })).toEqual([]);
+      }
+    });
+
+    it('refuses bare names with more than one kind, one line per rule naming the fix', () => {
+      for (const AUTH_MODE of ['oidc', 'basic,oidc', 'apiKey,oidc', 'basic,apiKey']) {
+        const problems = problemsOf({ AUTH_MODE, ...OIDC, ...rules(['user:carol', 'alice']) });
+        expect(problems).toHaveLength(2);
+        expect(problems[0]).toMatch(
+          new RegExp(
+            `^GLOBAL_ADMINS: principals: "alice" is a bare name, which AUTH_MODE=${AUTH_MODE} lets \\d kinds of caller carry: write the kind before each name \\(`,
+          ),
+        );
+        expect(problems[1]).toMatch(/^APPLICATION_SECURITY: "demo": adminPrincipals: "alice"/);
+      }
+      expect(problemsOf({ AUTH_MODE: 'oidc', ...OIDC, ...rules(['alice']) })[0]).toContain(
+        '(oidc:alice, client:alice;',
+      );
+    });
+
+    it('takes qualified names in every mode, and refuses a kind it does not know', () => {
+      const qualified = ['user:alice', 'key:reporting', 'oidc:bob@contoso.example', 'client:ci'];
+      expect(problemsOf({ AUTH_MODE: 'basic,apiKey,oidc', ...OIDC, ...rules(qualified) })).toEqual(
+        [],
+      );
+      expect(problemsOf({ AUTH_MODE: 'basic', ...rules(['group:admins', 'user:']) })).toEqual([
+        expect.stringMatching(
+          /^GLOBAL_ADMINS: principals: "group:admins", "user:" names no kind of caller: write user:<name>, key:<name>, oidc:<name>, client:<name>/,
+        ),
+        expect.stringMatching(/^APPLICATION_SECURITY: "demo": adminPrincipals: "group:admins"/),
+      ]);
+    });
+  });
+
   describe('AUTH_MODE as a list, and the OpenID Connect settings', () => {
     const OIDC = {
       OIDC_ISSUER: 'https://keycloak.example.com/realms/company',

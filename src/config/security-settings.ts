@@ -22,6 +22,73 @@ export function authMethodsOf(authMode: AuthMode): ReadonlySet<AuthMethod> {
   );
 }
 
+/**
+ * What kind of caller a principal is, and so who vouches for its name: `user` (a Basic user of
+ * USERS, or ADMIN_USER), `key` (the principal of an API key), `oidc` (the OIDC_PRINCIPAL_CLAIM of a
+ * token from OIDC_ISSUER), `client` (a client-credentials token of that issuer, named by its client
+ * id). Rules name a principal as `<kind>:<name>` (docs/security.md#who-a-caller-is).
+ */
+export const PRINCIPAL_KINDS = ['user', 'key', 'oidc', 'client'] as const;
+export type PrincipalKind = (typeof PRINCIPAL_KINDS)[number];
+
+/** The kinds of caller AUTH_MODE lets in (ADMIN_USER aside, who is a global admin in every mode). */
+export function principalKindsOf(authMode: AuthMode): PrincipalKind[] {
+  const methods = authMethodsOf(authMode);
+  return [
+    ...(methods.has('basic') ? (['user'] as const) : []),
+    ...(methods.has('apiKey') ? (['key'] as const) : []),
+    ...(methods.has('oidc') ? (['oidc', 'client'] as const) : []),
+  ];
+}
+
+/**
+ * The kind a bare name in a rule (no `<kind>:`) stands for: the one kind AUTH_MODE lets in. Null
+ * when AUTH_MODE lets in more than one (such a rule is refused) or none (rules are not asked).
+ */
+export function bareNameKind(authMode: AuthMode): PrincipalKind | null {
+  const kinds = principalKindsOf(authMode);
+  return kinds.length === 1 ? kinds[0] : null;
+}
+
+/** A rule's entry split: `user:alice` → kind and name; a bare name has kind null. */
+export function parsePrincipalRule(
+  entry: string,
+): { kind: PrincipalKind | null; name: string } | null {
+  const colon = entry.indexOf(':');
+  if (colon < 0) {
+    return entry === '' ? null : { kind: null, name: entry };
+  }
+  const kind = entry.slice(0, colon);
+  const name = entry.slice(colon + 1);
+  return (PRINCIPAL_KINDS as readonly string[]).includes(kind) && name !== ''
+    ? { kind: kind as PrincipalKind, name }
+    : null;
+}
+
+/**
+ * What is wrong with a list of principals in a rule (`where` names it), one line or null: an
+ * entry of no known kind, or a bare name while AUTH_MODE lets in more than one kind of caller,
+ * which could then be any caller who can pick that name (a user name at the identity provider,
+ * a client id).
+ */
+function principalListProblem(
+  where: string,
+  entries: readonly string[],
+  authMode: AuthMode,
+): string | null {
+  const malformed = entries.filter((entry) => parsePrincipalRule(entry) === null);
+  if (malformed.length > 0) {
+    return `${where}: ${malformed.map((e) => JSON.stringify(e.slice(0, 70))).join(', ')} names no kind of caller: write ${PRINCIPAL_KINDS.map((k) => `${k}:<name>`).join(', ')} (docs/security.md#who-a-caller-is)`;
+  }
+  const kinds = principalKindsOf(authMode);
+  const bare = entries.filter((entry) => parsePrincipalRule(entry)?.kind === null);
+  if (bare.length === 0 || kinds.length <= 1) {
+    return null;
+  }
+  const first = bare[0].slice(0, 70);
+  return `${where}: ${bare.map((e) => JSON.stringify(e.slice(0, 70))).join(', ')} ${bare.length === 1 ? 'is a bare name' : 'are bare names'}, which AUTH_MODE=${authMode} lets ${kinds.length} kinds of caller carry: write the kind before each name (${kinds.map((k) => `${k}:${first}`).join(', ')}; docs/security.md#who-a-caller-is)`;
+}
+
 /** Algorithms a token may be signed with: asymmetric only (an HMAC key would be a shared secret). */
 export const OIDC_ASYMMETRIC_ALGORITHMS = [
   'RS256',
@@ -253,8 +320,19 @@ export function securityConfigProblems(config: SecuritySettings & OidcSettings):
   const admins = config.globalAdmins ?? {};
   if (!isNameList(admins.principals) || !isNameList(admins.roles)) {
     problems.push('GLOBAL_ADMINS: principals and roles must be lists of names');
+  } else {
+    const problem = principalListProblem(
+      'GLOBAL_ADMINS: principals',
+      admins.principals ?? [],
+      String(config.authMode ?? ''),
+    );
+    if (problem !== null) {
+      problems.push(problem);
+    }
   }
-  problems.push(...applicationSecurityProblems(config.applicationSecurity ?? {}));
+  problems.push(
+    ...applicationSecurityProblems(config.applicationSecurity ?? {}, String(config.authMode ?? '')),
+  );
   return problems;
 }
 
@@ -264,6 +342,7 @@ export function securityConfigProblems(config: SecuritySettings & OidcSettings):
  */
 export function applicationSecurityProblems(
   applicationSecurity: Record<string, unknown>,
+  authMode: AuthMode,
 ): string[] {
   const problems: string[] = [];
   for (const [app, rules] of Object.entries(applicationSecurity)) {
@@ -288,6 +367,15 @@ export function applicationSecurityProblems(
     for (const key of lists) {
       if (!isNameList(rules[key])) {
         problems.push(`APPLICATION_SECURITY: "${app}": ${key} must be a list of names`);
+      } else if (key === 'userPrincipals' || key === 'adminPrincipals') {
+        const problem = principalListProblem(
+          `APPLICATION_SECURITY: "${app}": ${key}`,
+          (rules[key] as string[] | undefined) ?? [],
+          authMode,
+        );
+        if (problem !== null) {
+          problems.push(problem);
+        }
       }
     }
     for (const key of flags) {

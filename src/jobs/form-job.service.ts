@@ -87,7 +87,7 @@ export class FormJobService implements OnModuleInit {
         meta,
         callback,
         parts: form.files.map(jobPart),
-        principal: principalOf(req)?.name ?? null,
+        principal: principalOf(req)?.id ?? null,
         priority: priorityFromFields(form.fields),
       });
     });

@@ -120,7 +120,7 @@ export class JobsController {
     const outcome = await this.cancellation.cancel(
       applicationName,
       jobId,
-      principalOf(req)?.name ?? null,
+      principalOf(req)?.id ?? null,
     );
     switch (outcome) {
       case 'unknown':

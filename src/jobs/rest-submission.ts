@@ -49,7 +49,7 @@ export async function readRestSubmission(
     callback,
     parts: [body],
     functionCall,
-    principal: principalOf(req)?.name ?? null,
+    principal: principalOf(req)?.id ?? null,
     priority: parsePriority(rawHeaderValues(req, PRIORITY_HEADER), `The header ${PRIORITY_HEADER}`),
   };
 }

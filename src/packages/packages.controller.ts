@@ -46,7 +46,7 @@ export class PackagesController {
           MAX_PACKAGE_BYTES,
           `A source package may have at most ${MAX_PACKAGE_BYTES} bytes.`,
         ),
-      principalOf(req)?.name ?? 'anonymous',
+      principalOf(req)?.id ?? 'anonymous',
     );
     const base = publicBaseUrl(req, this.config.publicBaseUrl);
     return HttpAnswer.createdOrReplaced(created, `${base}${REST_PREFIX}/admin/packages/${name}`);

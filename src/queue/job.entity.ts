@@ -66,8 +66,8 @@ export class JobEntity {
   /** Set when the job was cancelled (it is then DONE with the cancellation result). */
   @Column({ name: 'cancelled_at', type: 'timestamptz', nullable: true }) cancelledAt!: Date | null;
 
-  /** Who cancelled it: the principal's name, or "anonymous". */
-  @Column({ name: 'cancelled_by', type: 'varchar', length: 128, nullable: true }) cancelledBy!:
+  /** Who cancelled it: the principal with its kind (user:alice), or "anonymous". */
+  @Column({ name: 'cancelled_by', type: 'varchar', length: 256, nullable: true }) cancelledBy!:
     string | null;
 
   /** The last progress its R code reported with svc_progress (0 to 1), null before any. */

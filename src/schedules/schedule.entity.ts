@@ -69,11 +69,11 @@ export class ScheduleEntity {
   @Column({ name: 'updated_at', type: 'timestamptz' }) updatedAt!: Date;
 
   /** The principal that made it (its name as authenticated); null: made before this was kept. */
-  @Column({ name: 'created_by', type: 'varchar', length: 128, nullable: true })
+  @Column({ name: 'created_by', type: 'varchar', length: 256, nullable: true })
   createdBy!: string | null;
 
   /** The principal that last changed it (made, replaced, paused or resumed it). */
-  @Column({ name: 'updated_by', type: 'varchar', length: 128, nullable: true })
+  @Column({ name: 'updated_by', type: 'varchar', length: 256, nullable: true })
   updatedBy!: string | null;
 
   /**

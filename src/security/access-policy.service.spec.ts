@@ -5,8 +5,12 @@ import {
   AccessQuestion,
   NO_ADMIN_MESSAGE,
 } from './access-policy.service';
-import type { Principal } from './principal';
-import type { ApplicationSecurity, SecuritySettings } from '../config/security-settings';
+import { makePrincipal, type Principal } from './principal';
+import type {
+  ApplicationSecurity,
+  PrincipalKind,
+  SecuritySettings,
+} from '../config/security-settings';
 
 const people = {
   userByPrincipal: 'ursula',
@@ -41,22 +45,23 @@ function policy(overrides: Partial<SecuritySettings> = {}): AccessPolicyService 
   return new AccessPolicyService(settings as SecurityConfig);
 }
 
-const principal = (name: string, roles: string[] = [], source: Principal['source'] = 'user') => ({
-  name,
-  roles,
-  source,
-});
-const PRINCIPALS: Record<string, Principal | null> = {
-  anonymous: null,
-  stranger: principal('mallory', ['guest']),
-  userByPrincipal: principal('ursula'),
-  userByRole: principal('rolf', ['analyst']),
-  appAdminByPrincipal: principal('adam'),
-  appAdminByRole: principal('ada', ['app-admin'], 'apiKey'),
-  globalAdminByPrincipal: principal('gina'),
-  globalAdminByRole: principal('otto', ['ops']),
-  adminUser: principal('root', [], 'adminUser'),
-};
+const principal = (name: string, roles: string[] = [], kind: PrincipalKind = 'user') =>
+  makePrincipal(kind, name, roles);
+/** The callers of the matrix, as callers of `kind` (the one kind the mode lets in). */
+function principalsOf(kind: PrincipalKind): Record<string, Principal | null> {
+  return {
+    anonymous: null,
+    stranger: principal('mallory', ['guest'], kind),
+    userByPrincipal: principal('ursula', [], kind),
+    userByRole: principal('rolf', ['analyst'], kind),
+    appAdminByPrincipal: principal('adam', [], kind),
+    appAdminByRole: principal('ada', ['app-admin'], kind),
+    globalAdminByPrincipal: principal('gina', [], kind),
+    globalAdminByRole: principal('otto', ['ops'], kind),
+    adminUser: makePrincipal('user', 'root', [], true),
+  };
+}
+const PRINCIPALS = principalsOf('user');
 
 type Action = 'script' | 'functionCall' | 'process' | 'read' | 'cancel';
 function question(action: Action, application: string): AccessQuestion {
@@ -108,13 +113,14 @@ describe('AccessPolicyService', () => {
     'AUTH_MODE=%s: principal × action × application',
     (authMode) => {
       const service = policy({ authMode });
+      const principals = principalsOf(authMode === 'basic' ? 'user' : 'key');
       const cases = Object.keys(PRINCIPALS).flatMap((who) =>
         (['script', 'functionCall', 'process', 'read', 'cancel'] as const).flatMap((action) =>
           [...Object.keys(APPLICATIONS), 'unlisted'].map((app) => [who, action, app] as const),
         ),
       );
       it.each(cases)('%s, %s on %s', (who, action, app) => {
-        expect(service.decide(PRINCIPALS[who], question(action, app)).outcome).toBe(
+        expect(service.decide(principals[who], question(action, app)).outcome).toBe(
           expected(who, action, app),
         );
       });
@@ -215,6 +221,70 @@ describe('AccessPolicyService', () => {
         outcome: 'forbid',
         message: NO_ADMIN_MESSAGE,
       });
+    });
+  });
+
+  describe('principal kinds: a name is a caller only together with its kind', () => {
+    const mixed = policy({
+      authMode: 'basic,apiKey,oidc',
+      globalAdmins: { principals: ['user:gina'] },
+      applicationSecurity: {
+        lab: {
+          userPrincipals: ['user:ursula', 'oidc:olga', 'client:reporting', 'key:reporting'],
+          adminPrincipals: ['user:adam'],
+        },
+        legacy: { userPrincipals: ['ursula'] },
+      },
+    });
+
+    it("a token or key spelling a Basic global admin's name is not a global admin", () => {
+      expect(mixed.isGlobalAdmin(makePrincipal('user', 'gina', []))).toBe(true);
+      for (const kind of ['key', 'oidc', 'client'] as const) {
+        const impostor = makePrincipal(kind, 'gina', []);
+        expect(mixed.isGlobalAdmin(impostor)).toBe(false);
+        expect(mixed.decide(impostor, { rule: 'globalAdmin' })).toEqual({
+          outcome: 'forbid',
+          message: `${kind}:gina is not a global admin.`,
+        });
+      }
+    });
+
+    it("another kind's caller of the same name cannot read an application's results", () => {
+      const read = (kind: PrincipalKind, name: string) =>
+        mixed.decide(makePrincipal(kind, name, []), question('read', 'lab')).outcome;
+      expect(read('user', 'ursula')).toBe('allow');
+      expect(read('oidc', 'ursula')).toBe('hide');
+      expect(read('client', 'ursula')).toBe('hide');
+      expect(read('oidc', 'olga')).toBe('allow');
+      expect(read('user', 'olga')).toBe('hide');
+      expect(read('client', 'reporting')).toBe('allow');
+      expect(read('key', 'reporting')).toBe('allow');
+      expect(read('oidc', 'reporting')).toBe('hide');
+      expect(
+        mixed.decide(makePrincipal('oidc', 'adam', []), {
+          rule: 'applicationAdmin',
+          application: 'lab',
+        }).outcome,
+      ).toBe('forbid');
+    });
+
+    it('a bare name names nobody where more than one kind of caller could carry it', () => {
+      // Refused at start and by PUT; a stored entry of another AUTH_MODE may still hold one.
+      for (const kind of ['user', 'oidc'] as const) {
+        expect(
+          mixed.decide(makePrincipal(kind, 'ursula', []), question('read', 'legacy')).outcome,
+        ).toBe('hide');
+      }
+    });
+
+    it('a bare name is the one kind the mode lets in', () => {
+      const keysOnly = policy({
+        authMode: 'apiKey',
+        globalAdmins: { principals: ['gina', 'key:kim'] },
+      });
+      expect(keysOnly.isGlobalAdmin(makePrincipal('key', 'gina', []))).toBe(true);
+      expect(keysOnly.isGlobalAdmin(makePrincipal('key', 'kim', []))).toBe(true);
+      expect(keysOnly.isGlobalAdmin(makePrincipal('user', 'gina', []))).toBe(false);
     });
   });
 

@@ -1,7 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { SecurityConfig } from '../config/config-slices';
 import type { Principal } from './principal';
-import type { ApplicationSecurity, SecuritySettings } from '../config/security-settings';
+import {
+  bareNameKind,
+  type ApplicationSecurity,
+  type PrincipalKind,
+  type SecuritySettings,
+} from '../config/security-settings';
 
 /** What a submission asks R to do: run a script (ZIP, form, SOAP) or call a catalog function. */
 export type SubmissionKind = 'script' | 'functionCall';
@@ -42,9 +47,12 @@ const ALLOW: AccessDecision = { outcome: 'allow' };
 @Injectable()
 export class AccessPolicyService {
   private readonly settings: SecuritySettings;
+  /** What a bare name in a rule stands for (null: bare names name nobody). */
+  private readonly bareKind: PrincipalKind | null;
 
   constructor(config: SecurityConfig) {
     this.settings = config;
+    this.bareKind = bareNameKind(config.authMode);
   }
 
   /** Whether a principal is a global admin: ADMIN_USER, or named in GLOBAL_ADMINS. */
@@ -56,7 +64,7 @@ export class AccessPolicyService {
       return false;
     }
     const admins = this.settings.globalAdmins;
-    return matches(principal, admins.principals, admins.roles);
+    return this.matches(principal, admins.principals, admins.roles);
   }
 
   decide(principal: Principal | null, question: AccessQuestion): AccessDecision {
@@ -79,8 +87,8 @@ export class AccessPolicyService {
       return ALLOW;
     }
     const rules = this.rulesOf(question.application);
-    const isAdmin = matches(principal, rules.adminPrincipals, rules.adminRoles);
-    const isUser = isAdmin || matches(principal, rules.userPrincipals, rules.userRoles);
+    const isAdmin = this.matches(principal, rules.adminPrincipals, rules.adminRoles);
+    const isUser = isAdmin || this.matches(principal, rules.userPrincipals, rules.userRoles);
     if (question.rule === 'readResults') {
       return isUser ? ALLOW : { outcome: 'hide' };
     }
@@ -90,10 +98,10 @@ export class AccessPolicyService {
       }
       return isAdmin || rules.scriptSubmissionAllowed === true || rules.functionCallAllowed === true
         ? ALLOW
-        : forbid(`${principal.name} may not submit jobs to application ${question.application}.`);
+        : forbid(`${principal.id} may not submit jobs to application ${question.application}.`);
     }
     if (!isUser) {
-      return forbid(`${principal.name} may not use application ${question.application}.`);
+      return forbid(`${principal.id} may not use application ${question.application}.`);
     }
     const kind = question.rule === 'functionCall' ? 'functionCall' : question.kind;
     const granted =
@@ -121,12 +129,12 @@ export class AccessPolicyService {
     }
     if (application !== null && this.settings.authMode !== 'none') {
       const rules = this.rulesOf(application);
-      if (matches(principal, rules.adminPrincipals, rules.adminRoles)) {
+      if (this.matches(principal, rules.adminPrincipals, rules.adminRoles)) {
         return ALLOW;
       }
-      return forbid(`${principal.name} is not an admin of application ${application}.`);
+      return forbid(`${principal.id} is not an admin of application ${application}.`);
     }
-    return forbid(`${principal.name} is not a global admin.`);
+    return forbid(`${principal.id} is not a global admin.`);
   }
 
   /** Whether anyone at all could pass an admin rule, so a 403 can say how to fix it. */
@@ -148,6 +156,22 @@ export class AccessPolicyService {
     return (rules.adminPrincipals?.length ?? 0) + (rules.adminRoles?.length ?? 0) > 0;
   }
 
+  /**
+   * Whether a rule names the principal: by `<kind>:<name>`, or by its bare name where AUTH_MODE
+   * lets in one kind of caller only; or grants one of its roles.
+   */
+  private matches(
+    principal: Principal,
+    principals: readonly string[] | undefined,
+    roles: readonly string[] | undefined,
+  ): boolean {
+    const bare = this.bareKind === principal.kind ? principal.name : null;
+    return (
+      (principals?.some((entry) => entry === principal.id || entry === bare) ?? false) ||
+      (roles?.some((role) => principal.roles.includes(role)) ?? false)
+    );
+  }
+
   /** An application without an entry has no users and no admins: only global admins reach it. */
   private rulesOf(application: string): ApplicationSecurity {
     return Object.hasOwn(this.settings.applicationSecurity, application)
@@ -158,15 +182,4 @@ export class AccessPolicyService {
 
 function forbid(message: string): AccessDecision {
   return { outcome: 'forbid', message };
-}
-
-function matches(
-  principal: Principal,
-  principals: readonly string[] | undefined,
-  roles: readonly string[] | undefined,
-): boolean {
-  return (
-    (principals?.includes(principal.name) ?? false) ||
-    (roles?.some((role) => principal.roles.includes(role)) ?? false)
-  );
 }

@@ -3,6 +3,7 @@ import type { SecurityConfig } from '../config/config-slices';
 import { AuthenticationService } from './authentication.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
 import crypto from 'node:crypto';
+import { makePrincipal } from './principal';
 import { hashSecret, SCRYPT_DEFAULTS } from '../common/secret-hash';
 import type { SecuritySettings } from '../config/security-settings';
 
@@ -46,12 +47,12 @@ describe('AuthenticationService', () => {
       auth.authenticate(requestWith([basic('alice', 'alice-password')])),
     ).resolves.toEqual({
       kind: 'authenticated',
-      principal: { name: 'alice', roles: ['analyst'], source: 'user' },
+      principal: makePrincipal('user', 'alice', ['analyst']),
     });
     await expect(auth.authenticate(requestWith([basic('root', 'root-password')]))).resolves.toEqual(
       {
         kind: 'authenticated',
-        principal: { name: 'root', roles: [], source: 'adminUser' },
+        principal: makePrincipal('user', 'root', [], true),
       },
     );
     const failing = [
@@ -75,7 +76,7 @@ describe('AuthenticationService', () => {
     const auth = await service({ authMode: 'apiKey' });
     const reporting = {
       kind: 'authenticated',
-      principal: { name: 'reporting', roles: [], source: 'apiKey' },
+      principal: makePrincipal('key', 'reporting', []),
     };
     await expect(
       auth.authenticate(requestWith([['X-SVC-API-Key', 'k1.key-secret']])),

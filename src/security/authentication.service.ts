@@ -4,7 +4,7 @@ import type { Request } from 'express';
 import { SecurityConfig } from '../config/config-slices';
 import { rawHeaderValues } from '../common/application-name';
 import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
-import type { Principal } from './principal';
+import { makePrincipal, type Principal } from './principal';
 import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from '../common/secret-hash';
 import { authMethodsOf, type AuthMethod, type SecuritySettings } from '../config/security-settings';
 import { ApiKeysService } from '../api-keys/api-keys.service';
@@ -164,7 +164,7 @@ export class AuthenticationService {
         await this.spendDummyHash(credentials.secret);
         return stored?.refused ?? 'unknown or wrong API key';
       }
-      return { name: stored.principal, roles: stored.roles, source: 'apiKey' };
+      return makePrincipal('key', stored.principal, stored.roles);
     }
     const cacheKey = createHash('sha256')
       .update(
@@ -204,11 +204,11 @@ export class AuthenticationService {
       if (!(await verifySecret(credentials.secret, entry.keyHash))) {
         return 'unknown or wrong API key';
       }
-      return { name: entry.principal, roles: entry.roles ?? [], source: 'apiKey' };
+      return makePrincipal('key', entry.principal, entry.roles ?? []);
     }
     if (adminUser !== null && adminPassword !== null && credentials.name === adminUser) {
       return plainSecretsEqual(credentials.secret, adminPassword)
-        ? { name: adminUser, roles: [], source: 'adminUser' }
+        ? makePrincipal('user', adminUser, [], true)
         : 'wrong user name or password';
     }
     const user =
@@ -221,7 +221,7 @@ export class AuthenticationService {
         ? await this.spendDummyHash(credentials.secret)
         : await verifySecret(credentials.secret, user.passwordHash);
     return ok && user !== undefined
-      ? { name: credentials.name, roles: user.roles ?? [], source: 'user' }
+      ? makePrincipal('user', credentials.name, user.roles ?? [])
       : 'wrong user name or password';
   }
 

@@ -11,10 +11,12 @@ import {
 import { backOffDelay } from '../common/back-off';
 import { SecurityConfig } from '../config/config-slices';
 import { authMethodsOf, listSetting, type OidcSettings } from '../config/security-settings';
-import type { Principal } from './principal';
+import { makePrincipal, type Principal } from './principal';
 
 /** Longest token looked at: real access tokens are a few KB; anything longer is refused unread. */
 export const MAX_TOKEN_CHARS = 16 * 1024;
+/** Longest name a token may give its caller: as long as a user name (records keep it with its kind). */
+const MAX_NAME_CHARS = 128;
 /** Longest the service waits for the issuer's discovery document or keys. */
 const FETCH_TIMEOUT_MS = 5000;
 /** Largest discovery document or key set read from the issuer. */
@@ -120,12 +122,19 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
     }
   }
 
+  /**
+   * The caller a token names: `oidc:<OIDC_PRINCIPAL_CLAIM>`, or, for a machine token without that
+   * claim (client-credentials grant), `client:<client id>`: a client id someone registers at the
+   * provider is never taken for a user's name. A user's token without the claim is refused rather
+   * than named by its `sub`, which another user's name could spell.
+   */
   private principalOf(payload: JWTPayload): TokenVerification {
     const named = claimAt(payload, this.settings.oidcPrincipalClaim.split('.'));
+    let kind: 'oidc' | 'client' = 'oidc';
     let name = typeof named === 'string' && named !== '' ? named : undefined;
     if (name === undefined) {
-      // A machine token (client-credentials grant) names its client: RFC 9068 sets sub to the
-      // client id, Entra ID marks it idtyp=app and names the client in azp.
+      // RFC 9068 sets a machine token's sub to the client id; Entra ID marks it idtyp=app and
+      // names the client in azp.
       const client = [payload.client_id, payload.azp, payload.appid].find(
         (value): value is string => typeof value === 'string' && value !== '',
       );
@@ -133,10 +142,16 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
         payload.idtyp === 'app' ||
         (payload.sub !== undefined &&
           (payload.sub === payload.client_id || payload.sub === payload.azp));
-      name = machine && client !== undefined ? client : payload.sub;
+      if (!machine || client === undefined) {
+        return {
+          refused: `the token has no ${this.settings.oidcPrincipalClaim} claim (OIDC_PRINCIPAL_CLAIM) and is no client's own token`,
+        };
+      }
+      kind = 'client';
+      name = client;
     }
-    if (typeof name !== 'string' || name === '') {
-      return { refused: 'the token names no subject' };
+    if (name.length > MAX_NAME_CHARS) {
+      return { refused: `the token's name is longer than ${MAX_NAME_CHARS} characters` };
     }
     const roles = new Set<string>();
     for (const path of this.rolesClaims) {
@@ -147,7 +162,7 @@ export class OidcTokenVerifier implements OnApplicationBootstrap, OnApplicationS
         }
       }
     }
-    return { principal: { name, roles: [...roles], source: 'oidc' } };
+    return { principal: makePrincipal(kind, name, [...roles]) };
   }
 
   /** The key for a token: from the keys held, fetching them again for an unknown key id. */

@@ -4,8 +4,13 @@ import { ApiError } from '../common/api-error';
 import { NodeConfig, SecurityConfig } from '../config/config-slices';
 import { AccessDecision, AccessPolicyService, SubmissionKind } from './access-policy.service';
 import { API_KEY_HEADER, AuthenticationService } from './authentication.service';
-import { Principal, principalOf, rememberPrincipal } from './principal';
-import { authMethodsOf, type AuthMethod, type AuthMode } from '../config/security-settings';
+import { makePrincipal, Principal, principalOf, rememberPrincipal } from './principal';
+import {
+  authMethodsOf,
+  parsePrincipalRule,
+  type AuthMethod,
+  type AuthMode,
+} from '../config/security-settings';
 import { identifyRequestActor } from '../common/request-actor';
 import { AuditService } from '../audit/audit.service';
 import { rawHeaderValues } from '../common/application-name';
@@ -82,7 +87,7 @@ export class RequestAccessService {
     if (session !== undefined) {
       rememberPrincipal(req, session);
       if (session !== null) {
-        identifyRequestActor(session.name, session.source);
+        identifyRequestActor(session.id, session.source);
       }
       return session;
     }
@@ -108,7 +113,7 @@ export class RequestAccessService {
         return null;
       case 'authenticated':
         rememberPrincipal(req, outcome.principal);
-        identifyRequestActor(outcome.principal.name, outcome.principal.source);
+        identifyRequestActor(outcome.principal.id, outcome.principal.source);
         return outcome.principal;
     }
   }
@@ -140,9 +145,12 @@ export class RequestAccessService {
       );
     }
     const session = (await this.sessions?.find(id)) ?? null;
-    return session === null
-      ? null
-      : { name: session.principal, roles: session.roles, source: 'oidc' };
+    // A session names its principal with its kind; one stored without (before kinds) is no
+    // session: its browser signs in again.
+    const named = session === null ? null : parsePrincipalRule(session.principal);
+    return session !== null && (named?.kind === 'oidc' || named?.kind === 'client')
+      ? makePrincipal(named.kind, named.name, session.roles)
+      : null;
   }
 
   /**

@@ -65,7 +65,7 @@ export class SoapJobService {
         zip: !functionCall && isZipPayload(payload),
       })),
       functionCall,
-      principal: principalOf(req)?.name ?? null,
+      principal: principalOf(req)?.id ?? null,
       priority: parsePriority(
         call.priority === null || call.priority === undefined ? [] : [call.priority],
         'The priority element',

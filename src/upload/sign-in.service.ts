@@ -120,19 +120,20 @@ export class SignInService {
         `The identity provider's access token is not one for this service (${verified.refused}); see OIDC_SCOPE and OIDC_AUDIENCE in docs/security.md.`,
       );
     }
-    const { name, roles } = verified.principal;
+    // The session keeps the principal's kind with its name (oidc:<name> or client:<id>).
+    const { id: principal, roles } = verified.principal;
     await this.sessions.deleteExpired();
     // The session and its audit row commit together.
     const sessionId = await this.dataSource.transaction(async (manager) => {
-      const id = await this.sessions.create(name, roles, this.sessionLifetimeMs, manager);
+      const id = await this.sessions.create(principal, roles, this.sessionLifetimeMs, manager);
       await this.audit?.record({ action: 'signed.in' }, manager, {
-        principal: name,
+        principal,
         authMethod: 'oidc',
       });
       return id;
     });
-    this.logger.log(`${name} signed in to the upload page`);
-    return { sessionId, principal: name };
+    this.logger.log(`${principal} signed in to the upload page`);
+    return { sessionId, principal };
   }
 
   async signOut(sessionId: string | null): Promise<void> {

@@ -77,7 +77,7 @@ describe('API keys made at run time', () => {
       principal: 'nightly-report',
       roles: ['ops', 'reporting'],
       createdAt: expect.any(String),
-      createdBy: 'root',
+      createdBy: 'user:root',
       expiresAt: null,
       lastUsedAt: null,
     });
@@ -101,7 +101,7 @@ describe('API keys made at run time', () => {
         principal: 'nightly-report',
         roles: ['ops', 'reporting'],
         createdAt: body.createdAt,
-        createdBy: 'root',
+        createdBy: 'user:root',
         expiresAt: null,
         lastUsedAt: expect.any(String),
       },

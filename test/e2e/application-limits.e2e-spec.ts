@@ -200,7 +200,7 @@ describe('application limits per caller', () => {
     const refused = await submitAs(ALICE);
     expect(refused.status).toBe(429);
     expect(parseXml(refused.text).error.message).toContain(
-      'The caller "alice" submitted more than 2 jobs a minute',
+      'The caller "user:alice" submitted more than 2 jobs a minute',
     );
     // alice's refusals took nothing from the application's bucket: bob gets its third token.
     expect((await submitAs(BOB)).status).toBe(202);

@@ -108,7 +108,7 @@ describe('application rights and settings at run time', () => {
     expect(body).toMatchObject({
       source: 'stored',
       version: 1,
-      updatedBy: 'root',
+      updatedBy: 'user:root',
       security: { userPrincipals: ['alice'], adminPrincipals: ['bob'] },
       settings: {
         callbackHosts: ['example.org'],

@@ -108,7 +108,7 @@ describe('the audit trail', () => {
       auditEvents.filter((e) => e.action === action && e.jobId === job);
     expect(of('job.submitted', jobId)).toEqual([
       expect.objectContaining({
-        principal: 'alice',
+        principal: 'user:alice',
         authMethod: 'user',
         clientAddress: expect.stringMatching(/127\.0\.0\.1$/),
         requestId: 'audit-submit-1',
@@ -117,10 +117,12 @@ describe('the audit trail', () => {
         details: expect.stringContaining('"source":"rest"'),
       }),
     ]);
-    expect(of('result.deleted', jobId)).toEqual([expect.objectContaining({ principal: 'alice' })]);
+    expect(of('result.deleted', jobId)).toEqual([
+      expect.objectContaining({ principal: 'user:alice' }),
+    ]);
     expect(of('job.submitted', sleeper.jobId)).toHaveLength(1);
     expect(of('job.cancelled', sleeper.jobId)).toEqual([
-      expect.objectContaining({ principal: 'root', authMethod: 'adminUser' }),
+      expect.objectContaining({ principal: 'user:root', authMethod: 'adminUser' }),
     ]);
   });
 
@@ -210,13 +212,19 @@ describe('the audit trail', () => {
     const all = (JSON.parse(text) as { auditEvents: AuditEvent[] }).auditEvents;
     const actions = (action: string) => all.filter((e) => e.action === action);
     expect(actions('apiKey.created')).toEqual([
-      expect.objectContaining({ principal: 'root', authMethod: 'adminUser', outcome: 'success' }),
+      expect.objectContaining({
+        principal: 'user:root',
+        authMethod: 'adminUser',
+        outcome: 'success',
+      }),
     ]);
     expect(JSON.parse(actions('apiKey.created')[0].details ?? '{}')).toMatchObject({
       keyId: id,
       principal: 'reporter',
     });
-    expect(actions('apiKey.revoked')).toEqual([expect.objectContaining({ principal: 'root' })]);
+    expect(actions('apiKey.revoked')).toEqual([
+      expect.objectContaining({ principal: 'user:root' }),
+    ]);
     const settings = actions('application.changed');
     expect(settings).toHaveLength(1);
     expect(settings[0].application).toBe('demo');
@@ -233,7 +241,7 @@ describe('the audit trail', () => {
       },
     });
     expect(actions('catalog.changed')).toEqual([
-      expect.objectContaining({ application: 'demo', principal: 'root' }),
+      expect.objectContaining({ application: 'demo', principal: 'user:root' }),
     ]);
     expect(actions('authentication.failed')).toEqual([
       expect.objectContaining({
@@ -249,9 +257,9 @@ describe('the audit trail', () => {
     const submitted = await events(service.url, 'action=job.submitted');
     expect(submitted.auditEvents.length).toBeGreaterThanOrEqual(2);
     expect(submitted.auditEvents.every((e) => e.action === 'job.submitted')).toBe(true);
-    const byAlice = await events(service.url, 'principal=alice&limit=1000');
+    const byAlice = await events(service.url, 'principal=user:alice&limit=1000');
     expect(byAlice.auditEvents.length).toBeGreaterThan(0);
-    expect(byAlice.auditEvents.every((e) => e.principal === 'alice')).toBe(true);
+    expect(byAlice.auditEvents.every((e) => e.principal === 'user:alice')).toBe(true);
     const future = new Date(Date.now() + 3600_000).toISOString();
     expect((await events(service.url, `from=${encodeURIComponent(future)}`)).auditEvents).toEqual(
       [],
@@ -341,7 +349,7 @@ describe('the audit trail with AUDIT_PSEUDONYMIZE', () => {
   it('stores a keyed hash instead of the principal, and filters by the name all the same', async () => {
     const { jobId } = await submit(service.url, 'cat(1)\n');
     const text = await (
-      await fetch(`${service.url}${AUDIT}?principal=alice`, {
+      await fetch(`${service.url}${AUDIT}?principal=user:alice`, {
         headers: { ...ROOT, Accept: 'application/json' },
       })
     ).text();
@@ -354,7 +362,7 @@ describe('the audit trail with AUDIT_PSEUDONYMIZE', () => {
         principal: expect.stringMatching(/^h:[0-9a-f]{64}$/),
       }),
     ]);
-    expect((await events(service.url, 'principal=bob')).auditEvents).toEqual([]);
+    expect((await events(service.url, 'principal=user:bob')).auditEvents).toEqual([]);
   });
 });
 

@@ -275,6 +275,6 @@ describe('cancel: who may (AUTH_MODE=basic)', () => {
     expect([202, 204]).toContain(cancelled.status);
     const ready = await waitForResult(token.resultUri, basic('alice'), 10000);
     const data = await request(parseXml(ready.text).result.dataUri, { headers: basic('alice') });
-    expect(data.text).toMatch(/was cancelled by alice at /);
+    expect(data.text).toMatch(/was cancelled by user:alice at /);
   });
 });

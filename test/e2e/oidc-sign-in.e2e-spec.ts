@@ -172,9 +172,9 @@ describe('the upload page signs in with the identity provider (AUTH_MODE=oidc)',
             WHERE action IN ('signed.in', 'job.submitted', 'signed.out') ORDER BY id`,
         );
         expect(rows).toEqual([
-          { action: 'signed.in', principal: 'alice', auth_method: 'oidc' },
-          { action: 'job.submitted', principal: 'alice', auth_method: 'oidc' },
-          { action: 'signed.out', principal: 'alice', auth_method: 'oidc' },
+          { action: 'signed.in', principal: 'oidc:alice', auth_method: 'oidc' },
+          { action: 'job.submitted', principal: 'oidc:alice', auth_method: 'oidc' },
+          { action: 'signed.out', principal: 'oidc:alice', auth_method: 'oidc' },
         ]);
       } finally {
         await db.end();

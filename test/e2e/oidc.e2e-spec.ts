@@ -10,7 +10,9 @@ import {
   TestOidcProvider,
   type TestClient,
 } from '../support/oidc-provider';
+import { basicAuthorization } from '../support/admin-auth';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
+import { runCli } from '../support/service-process';
 import { faultAnswer, jobEnvelope, postSoap, processAnswer } from '../support/soap-client';
 import { startTestService, type TestService } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
@@ -172,7 +174,8 @@ describe('OpenID Connect bearer tokens from a real provider (AUTH_MODE=apiKey,oi
       APPLICATION_SECURITY: JSON.stringify({
         demo: {
           userRoles: ['analyst', 'Svc.User'],
-          userPrincipals: ['reporting'],
+          // The machine client and the API key are two callers that both go by "reporting".
+          userPrincipals: ['client:reporting', 'key:reporting'],
           functionCallAllowed: true,
           scriptSubmissionAllowed: true,
         },
@@ -478,5 +481,210 @@ describe('OpenID Connect: the issuer unreachable when svc starts', () => {
     expect(
       (await call(`${service.url}${REST}/results/demo`, { headers: bearer(issued) })).status,
     ).toBe(200);
+  });
+});
+
+describe('OpenID Connect: a name is a caller only with its kind (AUTH_MODE=basic,apiKey,oidc)', () => {
+  /** carol is a Basic user and a global admin; every other caller below spells her name. */
+  const CAROL_PASSWORD = `carol-${randomBytes(8).toString('hex')}`;
+  const CAROL = basicAuthorization('carol', CAROL_PASSWORD);
+  const KEY_SECRET = randomBytes(24).toString('base64url');
+  /** A user name as long as names may be: with its kind it is longer than 128 characters. */
+  const LONG_NAME = 'l'.repeat(128);
+  const LONG = basicAuthorization(LONG_NAME, CAROL_PASSWORD);
+  const clients = {
+    /** A client registered at the provider under the admin's name. */
+    carol: machine('carol'),
+    /** A client whose tokens carry preferred_username carol, as a user who picked that name. */
+    impostor: machine('impostor'),
+    /** A machine the team application grants, as client:team-bot. */
+    teamBot: machine('team-bot'),
+  };
+  let provider: TestOidcProvider;
+  let service: TestService;
+  let key: JWK;
+  const url = (path: string) => `${service.url}${REST}${path}`;
+  /** Every caller that spells carol but is not the Basic user carol. */
+  const impostors: Record<string, Record<string, string>> = {};
+
+  beforeAll(async () => {
+    key = await signingKey('kinds-key');
+    provider = await TestOidcProvider.start(
+      {
+        clients: Object.values(clients),
+        clientClaims: { impostor: { preferred_username: 'carol' } },
+      },
+      [key],
+    );
+    service = await startTestService({
+      AUTH_MODE: 'basic,apiKey,oidc',
+      OIDC_ISSUER: provider.issuer,
+      OIDC_AUDIENCE: TEST_AUDIENCE,
+      AUTH_MAX_FAILURES: '100000',
+      USERS: JSON.stringify({
+        carol: { passwordHash: await hashSecret(CAROL_PASSWORD, { N: 1024, r: 8, p: 1 }) },
+        [LONG_NAME]: { passwordHash: await hashSecret(CAROL_PASSWORD, { N: 1024, r: 8, p: 1 }) },
+      }),
+      API_KEYS: JSON.stringify({
+        carolkey: {
+          principal: 'carol',
+          keyHash: await hashSecret(KEY_SECRET, { N: 1024, r: 8, p: 1 }),
+        },
+      }),
+      GLOBAL_ADMINS: JSON.stringify({ principals: ['user:carol'] }),
+      APPLICATION_SECURITY: JSON.stringify({
+        team: {
+          userPrincipals: ['user:carol', 'client:team-bot', `user:${LONG_NAME}`],
+          scriptSubmissionAllowed: true,
+        },
+      }),
+    });
+    impostors['client id carol'] = bearer(await provider.clientCredentialsToken(clients.carol));
+    impostors['preferred_username carol'] = bearer(
+      await provider.clientCredentialsToken(clients.impostor),
+    );
+    impostors['API key of principal carol'] = { 'X-SVC-API-Key': `carolkey.${KEY_SECRET}` };
+  });
+  afterAll(async () => {
+    await provider?.stop();
+    await service?.stop();
+  });
+
+  it("the provider's tokens spell carol as a client id and as preferred_username", () => {
+    const [, clientToken] = impostors['client id carol'].Authorization.split(' ');
+    const [, userToken] = impostors['preferred_username carol'].Authorization.split(' ');
+    expect(decodeJwt(clientToken)).toMatchObject({ sub: 'carol', client_id: 'carol' });
+    expect(decodeJwt(userToken)).toMatchObject({ preferred_username: 'carol' });
+  });
+
+  it("a token or key spelling a Basic global admin's name gets 403 from the admin API", async () => {
+    const admin = (headers: Record<string, string>) =>
+      Promise.all(
+        ['/admin/api-keys', '/admin/applications/team'].map((path) =>
+          call(url(path), { headers: { ...headers, Accept: 'application/json' } }),
+        ),
+      );
+    for (const answer of await admin(CAROL)) {
+      expect(answer.status).toBe(200);
+    }
+    const expected: Record<string, string> = {
+      'client id carol': 'client:carol',
+      'preferred_username carol': 'oidc:carol',
+      'API key of principal carol': 'key:carol',
+    };
+    for (const [who, headers] of Object.entries(impostors)) {
+      for (const answer of await admin(headers)) {
+        expect({ who, status: answer.status }).toEqual({ who, status: 403 });
+        expect(answer.text).toContain(`${expected[who]} is not a global admin.`);
+      }
+    }
+  });
+
+  it("cannot read, list or add to the Basic user's results", async () => {
+    const submitted = await postZip(service.url, await HELLO_ZIP, {
+      ...CAROL,
+      'X-SVC-Application-Name': 'team',
+    });
+    expect(submitted.status).toBe(202);
+    const { resultUri } = parseXml(submitted.text).jobToken;
+    expect(parseXml((await waitForResult(resultUri, CAROL)).text).result.success).toBe('true');
+    for (const [who, headers] of Object.entries(impostors)) {
+      const read = await request(resultUri, { headers });
+      expect({ who, status: read.status }).toEqual({ who, status: 404 });
+      expect(read.text).not.toContain('hello');
+      const listed = await call(url('/results/team'), { headers });
+      expect({ who, status: listed.status }).toEqual({ who, status: 404 });
+      const added = await postZip(service.url, await HELLO_ZIP, {
+        ...headers,
+        'X-SVC-Application-Name': 'team',
+      });
+      expect({ who, status: added.status }).toEqual({ who, status: 403 });
+    }
+    // The client the application names, by its kind, reads it.
+    const teamBot = bearer(await provider.clientCredentialsToken(clients.teamBot));
+    expect((await request(resultUri, { headers: teamBot })).status).toBe(200);
+  });
+
+  it("a user's token without preferred_username is refused, not named by a sub that spells carol", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({
+      iss: provider.issuer,
+      aud: TEST_AUDIENCE,
+      sub: 'carol',
+      azp: 'some-web-app',
+      iat: now,
+      exp: now + 300,
+    })
+      .setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: key.kid })
+      .sign(await importJWK(key, 'RS256'));
+    const answer = await call(url('/admin/api-keys'), { headers: bearer(token) });
+    expect(answer.status).toBe(401);
+    expect(answer.headers['www-authenticate']).toContain(
+      'error_description="the token has no preferred_username claim (OIDC_PRINCIPAL_CLAIM) and is no client\'s own token"',
+    );
+  });
+
+  it("a token's name is bounded; the longest user name is recorded with its kind", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({
+      iss: provider.issuer,
+      aud: TEST_AUDIENCE,
+      sub: 'someone',
+      preferred_username: 'x'.repeat(129),
+      iat: now,
+      exp: now + 300,
+    })
+      .setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: key.kid })
+      .sign(await importJWK(key, 'RS256'));
+    const refused = await call(url('/results/team'), { headers: bearer(token) });
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toContain(
+      'error_description="the token\'s name is longer than 128 characters"',
+    );
+    // The submission's audit row holds user:<128 characters>, in the same statement as the job.
+    const submitted = await postZip(service.url, await HELLO_ZIP, {
+      ...LONG,
+      'X-SVC-Application-Name': 'team',
+    });
+    expect(submitted.status).toBe(202);
+    const audit = await call(url(`/admin/audit?principal=user:${LONG_NAME}&action=job.submitted`), {
+      headers: { ...CAROL, Accept: 'application/json' },
+    });
+    expect(audit.status).toBe(200);
+    expect(audit.text).toContain(`"principal":"user:${LONG_NAME}"`);
+  });
+
+  it('a stored rule with a bare name is refused with 400 naming the kinds to write', async () => {
+    const current = await call(url('/admin/applications/team'), {
+      headers: { ...CAROL, Accept: 'application/json' },
+    });
+    const answer = await call(url('/admin/applications/team'), {
+      method: 'PUT',
+      headers: {
+        ...CAROL,
+        'Content-Type': 'application/json',
+        Accept: 'application/json',
+        'If-Match': String(current.headers.etag),
+      },
+      body: JSON.stringify({ security: { adminPrincipals: ['carol'] } }),
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.text).toContain(
+      'security: adminPrincipals: \\"carol\\" is a bare name, which AUTH_MODE=basic,apiKey,oidc lets 4 kinds of caller carry',
+    );
+  });
+
+  it('refuses to start with one line when a rule names a bare name more than one kind could carry', async () => {
+    const started = await runCli('main.js', [], {
+      ...process.env,
+      AUTH_MODE: 'basic,oidc',
+      OIDC_ISSUER: provider.issuer,
+      OIDC_AUDIENCE: TEST_AUDIENCE,
+      GLOBAL_ADMINS: JSON.stringify({ principals: ['carol'] }),
+    });
+    expect(started.code).toBe(78);
+    expect(started.output.trim().split('\n')).toEqual([
+      'svc: configuration: GLOBAL_ADMINS: principals: "carol" is a bare name, which AUTH_MODE=basic,oidc lets 3 kinds of caller carry: write the kind before each name (user:carol, oidc:carol, client:carol; docs/security.md#who-a-caller-is)',
+    ]);
   });
 });

@@ -159,7 +159,7 @@ describeNative('R packages managed through the admin API (native R)', () => {
       `${service.url}${REST}/admin/packages/svcdemo`,
     ]);
     const installed = await settled('svcdemo');
-    expect(installed).toMatchObject({ name: 'svcdemo', version: '1.0', installedBy: 'root' });
+    expect(installed).toMatchObject({ name: 'svcdemo', version: '1.0', installedBy: 'user:root' });
     expect(nodesOf(installed).map((node) => node.state)).toEqual(Array(NODES).fill('installed'));
 
     const xml = await admin('GET', 'packages', { headers: { Accept: 'application/vnd.svc+xml' } });
@@ -281,7 +281,7 @@ describeNative('R packages managed through the admin API (native R)', () => {
     expect(put.status).toBe(201);
     const list = await as(ALICE);
     expect(list.status).toBe(200);
-    expect(list.text).toContain('"installedBy":"alice"');
+    expect(list.text).toContain('"installedBy":"user:alice"');
     // Bob administers another application: its packages are not pkgapp's.
     const others = await request(`${service.url}${REST}/admin/packages`, {
       headers: { ...BOB, 'X-SVC-Application-Name': 'other', ...JSON_ACCEPT },
