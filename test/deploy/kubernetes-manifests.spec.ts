@@ -280,6 +280,13 @@ describeRendered.each(renderings)('kubectl kustomize: %s', (_name, renderOverlay
       expect(containersOf(deployment)[0].securityContext?.procMount).toBe('Unmasked');
       // Running jobs may finish for SHUTDOWN_GRACE_SECONDS; then 10 s to hand back and close.
       expect(pod.terminationGracePeriodSeconds).toBe(Number(settings.SHUTDOWN_GRACE_SECONDS) + 10);
+      // The node's own bound ends it first, with its log line, before the kubelet's SIGKILL.
+      expect(Number(settings.SHUTDOWN_TIMEOUT_SECONDS)).toBeGreaterThan(
+        Number(settings.SHUTDOWN_GRACE_SECONDS),
+      );
+      expect(Number(settings.SHUTDOWN_TIMEOUT_SECONDS)).toBeLessThan(
+        pod.terminationGracePeriodSeconds ?? 30,
+      );
     }
     expect(settings.R_SANDBOX).toBe('bwrap');
   });
