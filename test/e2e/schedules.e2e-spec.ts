@@ -926,7 +926,7 @@ describe('schedules: who a run acts as, and the audit of every change (AUDIT_PSE
       createdBy: string | null;
       updatedBy: string | null;
     };
-    expect(schedule).toMatchObject({ createdBy: 'alice', updatedBy: 'alice' });
+    expect(schedule).toMatchObject({ createdBy: 'user:alice', updatedBy: 'user:alice' });
     const ran = await waitFor(
       async () => {
         const now = await viewOf(schedule.id);
@@ -954,7 +954,7 @@ describe('schedules: who a run acts as, and the audit of every change (AUDIT_PSE
     const created = eventsIn(text).filter((e) => e.action === 'schedule.created');
     expect(created).toEqual([
       expect.objectContaining({
-        principal: pseudonym('alice'),
+        principal: pseudonym('user:alice'),
         authMethod: 'user',
         requestId: 'made-by-the-creator-1',
         application: 'planner',
@@ -972,8 +972,8 @@ describe('schedules: who a run acts as, and the audit of every change (AUDIT_PSE
         callbackUrl: null,
         email: null,
         paused: false,
-        createdBy: pseudonym('alice'),
-        updatedBy: pseudonym('alice'),
+        createdBy: pseudonym('user:alice'),
+        updatedBy: pseudonym('user:alice'),
       },
     });
 
@@ -1010,7 +1010,10 @@ describe('schedules: who a run acts as, and the audit of every change (AUDIT_PSE
       (await admin(service.url, 'POST', `/${schedule.id}/pause`, undefined, asRoot)).status,
     ).toBe(200);
     const resumed = await admin(service.url, 'POST', `/${schedule.id}/resume`, undefined, asRoot);
-    expect(JSON.parse(resumed.text)).toMatchObject({ createdBy: 'alice', updatedBy: 'root' });
+    expect(JSON.parse(resumed.text)).toMatchObject({
+      createdBy: 'user:alice',
+      updatedBy: 'user:root',
+    });
     const replaced = await admin(
       service.url,
       'PUT',
@@ -1029,16 +1032,20 @@ describe('schedules: who a run acts as, and the audit of every change (AUDIT_PSE
       .filter((e) => e.action.startsWith('schedule.'))
       .reverse();
     expect(changes.map((e) => [e.action, e.principal])).toEqual([
-      ['schedule.created', pseudonym('alice')],
-      ['schedule.paused', pseudonym('root')],
-      ['schedule.resumed', pseudonym('root')],
-      ['schedule.changed', pseudonym('root')],
-      ['schedule.deleted', pseudonym('root')],
+      ['schedule.created', pseudonym('user:alice')],
+      ['schedule.paused', pseudonym('user:root')],
+      ['schedule.resumed', pseudonym('user:root')],
+      ['schedule.changed', pseudonym('user:root')],
+      ['schedule.deleted', pseudonym('user:root')],
     ]);
     const [, paused, , changed, deleted] = changes.map(detailsOf);
     expect(paused).toMatchObject({
-      before: { paused: false, updatedBy: pseudonym('alice') },
-      after: { paused: true, updatedBy: pseudonym('root'), createdBy: pseudonym('alice') },
+      before: { paused: false, updatedBy: pseudonym('user:alice') },
+      after: {
+        paused: true,
+        updatedBy: pseudonym('user:root'),
+        createdBy: pseudonym('user:alice'),
+      },
     });
     expect(changed).toMatchObject({
       before: { cron: '* * * * * *' },
