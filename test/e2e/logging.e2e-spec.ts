@@ -4,6 +4,7 @@ import { parseXml, postZip, request, REST, waitForResult } from '../support/rest
 import { ServiceProcess, spawnService } from '../support/service-process';
 import {
   createTestDatabase,
+  SERVER_DATABASE_URL,
   TestDatabase,
   testEnvironment,
   waitFor,
@@ -129,6 +130,8 @@ interface AccessLine extends LogLine {
 /** The access log (ACCESS_LOG): one structured line per HTTP request, credentials masked. */
 describe('the access log', () => {
   let database: TestDatabase;
+  /** The second node's: the same server database, or a data directory of its own when embedded. */
+  let quietDatabase: TestDatabase | null = null;
   const services: ServiceProcess[] = [];
 
   const accessLines = (service: ServiceProcess): AccessLine[] =>
@@ -143,7 +146,14 @@ describe('the access log', () => {
     database = await createTestDatabase();
     const env = testEnvironment(database, { ...ADMIN_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'json' });
     services.push(await spawnService(env));
-    services.push(await spawnService({ ...env, ACCESS_LOG: 'false', MIGRATIONS_RUN: 'false' }));
+    // The embedded database has one owner process: the second node gets a directory of its own.
+    if (SERVER_DATABASE_URL) {
+      services.push(await spawnService({ ...env, ACCESS_LOG: 'false', MIGRATIONS_RUN: 'false' }));
+    } else {
+      quietDatabase = await createTestDatabase();
+      const quietEnv = testEnvironment(quietDatabase, { ...ADMIN_ENV, LOG_FORMAT: 'json' });
+      services.push(await spawnService({ ...quietEnv, LOG_LEVEL: 'info', ACCESS_LOG: 'false' }));
+    }
   });
   afterAll(async () => {
     for (const service of services) {
@@ -151,6 +161,7 @@ describe('the access log', () => {
       await service.exited();
     }
     await database?.drop();
+    await quietDatabase?.drop();
   });
 
   it('writes one line per request with its method, path, status, bytes, time and application', async () => {
