@@ -217,8 +217,12 @@ describe('one connection: every writing feature at once', () => {
           watched(`job of the limited application ${i}`, () => postZip(url, zip, limited)),
         ),
       );
-      // Its one place is taken once; the others are refused, none hangs.
-      expect(answers.map((answer) => answer.status).sort()).toEqual([202, 429, 429]);
+      // None hangs; each is admitted or refused with 429. How many are admitted depends on
+      // whether a worker claims the first before the others arrive (maxQueuedJobs counts queued
+      // jobs): the exact limit under a burst is queue-admission.e2e-spec.ts's, on ROLE=api.
+      const statuses = answers.map((answer) => answer.status);
+      expect(statuses.filter((status) => status !== 202 && status !== 429)).toEqual([]);
+      expect(statuses).toContain(202);
     };
 
     const keys = async (): Promise<void> => {
