@@ -565,4 +565,28 @@ describe("tracing: a schedule's runs (timer-driven work) start traces of their o
     // The request's trace does not grow with the runs: no job of the schedule is in it.
     expect(requestSpans.filter((span) => span.name.startsWith('svc.job'))).toEqual([]);
   });
+
+  it('takes a schedule whose request brings an over-long tracestate: 201, not a database error', async () => {
+    const app = { 'X-SVC-Application-Name': 'ticking', Authorization: ADMIN_AUTHORIZATION };
+    // 32 members of 250 characters: what the W3C format allows, far over the 512 kept.
+    const tracestate = Array.from({ length: 32 }, (_, i) => `k${i}=${'v'.repeat(250)}`).join(',');
+    const made = await request(`${node.url}${REST}/admin/schedules`, {
+      method: 'POST',
+      headers: {
+        ...app,
+        'Content-Type': 'application/json',
+        Accept: 'application/json',
+        traceparent: CLIENT_TRACEPARENT,
+        tracestate,
+      },
+      body: JSON.stringify({ name: 'long-state', cron: '0 0 3 * * *', job: { rScript: 'tick.R' } }),
+    });
+    expect(made.status).toBe(201);
+    const { id } = JSON.parse(made.text) as { id: string };
+    const gone = await request(`${node.url}${REST}/admin/schedules/${id}`, {
+      method: 'DELETE',
+      headers: app,
+    });
+    expect(gone.status).toBe(204);
+  });
 });
