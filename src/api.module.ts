@@ -9,6 +9,8 @@ import { ResultsController } from './results/results.controller';
 import { ResultsModule } from './results/results.module';
 import { QueueModule } from './queue/queue.module';
 import { FallbackController } from './system/fallback.controller';
+import { FunctionsController } from './functions/functions.controller';
+import { FunctionsModule } from './functions/functions.module';
 import { ProcessController } from './process/process.controller';
 import { ProcessModule } from './process/process.module';
 import { AccessGuard } from './security/access.guard';
@@ -49,6 +51,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     UploadModule,
     SecurityModule,
     ProcessModule,
+    FunctionsModule,
     SoapModule,
     UsageModule,
     PackagesModule,
@@ -62,6 +65,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     JobsController,
     ResultsController,
     ProcessController,
+    FunctionsController,
     UsageStatisticsController,
     AdminController,
     ApiKeysController,

@@ -8,7 +8,12 @@ import {
   functionCallErrorDocument,
   FunctionCallKind,
 } from '../job-core/function-call-result';
-import { FUNCTION_CALL_ENGINE, FunctionCallEngine } from '../r-engine/function-call-engine';
+import {
+  FUNCTION_CALL_ENGINE,
+  FunctionCallEngine,
+  FunctionCallOutcome,
+  FunctionCallRequest,
+} from '../r-engine/function-call-engine';
 import { REngineUnavailableError } from '../r-engine/r-engine';
 import { inSpan } from '../tracing/tracing';
 
@@ -42,23 +47,60 @@ export class ProcessService {
     payload: string,
   ): Promise<ProcessAnswer> {
     const submissionTime = new Date();
-    const functionName = FUNCTION_OF_KIND[kind];
-    let outcome;
+    const outcome = await this.run({
+      applicationName,
+      functionName: FUNCTION_OF_KIND[kind],
+      payload,
+      timeoutMs: this.config.functionTimeoutSeconds * 1000,
+      urgent: true,
+    });
+    if (outcome.status === 'succeeded') {
+      return { status: 200, contentType: CONTENT_TYPE_OF_KIND[kind], body: outcome.value };
+    }
+    // There is no stored job: the call gets its own id, so the error document names something.
+    const call = { jobId: randomUUID(), applicationName, submissionTime };
+    return {
+      status: 400,
+      contentType: CONTENT_TYPE_OF_KIND[kind],
+      body: functionCallErrorDocument(kind, call, outcome.message),
+    };
+  }
+
+  /**
+   * An exported function called at once (src/functions/): JSON arguments in, its value as JSON,
+   * under the same limits and the same concurrency as every other synchronous call.
+   */
+  callExported(
+    applicationName: string,
+    functionName: string,
+    argumentsJson: string,
+  ): Promise<FunctionCallOutcome> {
+    return this.run({
+      applicationName,
+      functionName,
+      payload: argumentsJson,
+      exported: true,
+      timeoutMs: this.config.functionTimeoutSeconds * 1000,
+      urgent: true,
+    });
+  }
+
+  /** One call in the call's span, once a slot is free; R unreachable is a 503. */
+  private async run(request: FunctionCallRequest): Promise<FunctionCallOutcome> {
     try {
       // The call's span: under the request's, with the wait for a slot and the session's call.
-      outcome = await inSpan(
+      return await inSpan(
         'svc.function.call',
-        { attributes: { 'svc.application': applicationName, 'svc.function': functionName } },
+        {
+          attributes: {
+            'svc.application': request.applicationName,
+            'svc.function': request.functionName,
+          },
+        },
         async (span) => {
           await this.enter();
           try {
-            const called = await this.engine.callFunction({
-              applicationName,
-              functionName,
-              payload,
-              timeoutMs: this.config.functionTimeoutSeconds * 1000,
-              urgent: true,
-            });
+            const called = await this.engine.callFunction(request);
             span.set({
               'svc.function.outcome': called.status === 'failed' ? called.reason : called.status,
             });
@@ -74,16 +116,6 @@ export class ProcessService {
       }
       throw error;
     }
-    if (outcome.status === 'succeeded') {
-      return { status: 200, contentType: CONTENT_TYPE_OF_KIND[kind], body: outcome.value };
-    }
-    // There is no stored job: the call gets its own id, so the error document names something.
-    const call = { jobId: randomUUID(), applicationName, submissionTime };
-    return {
-      status: 400,
-      contentType: CONTENT_TYPE_OF_KIND[kind],
-      body: functionCallErrorDocument(kind, call, outcome.message),
-    };
   }
 
   /** Calls running and waiting on this node (for metrics). */

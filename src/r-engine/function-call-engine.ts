@@ -10,9 +10,15 @@ export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
 export interface FunctionCallRequest {
   applicationName: string;
-  functionName: FunctionName;
+  /** svcXmlService or svcJsonService; with `exported`, any function the application exports. */
+  functionName: string;
   /** The request body, passed to R as one character string. */
   payload: string;
+  /**
+   * An exported function's call (src/functions/): the payload is a JSON object of its named
+   * arguments, converted as jsonlite does, and its value is answered as JSON.
+   */
+  exported?: boolean;
   /** Time limit of the call once R has it; a session that exceeds it is killed. */
   timeoutMs: number;
   /** Aborted when the caller gives the call up (lease lost, shutdown): R is stopped. */
@@ -32,6 +38,10 @@ export type FunctionCallFailure =
   | 'not-a-string'
   /** The function's answer is larger than MAX_REQUEST_BYTES. */
   | 'too-large'
+  /** Exported functions: the body is not a JSON object, or names an argument it does not take. */
+  | 'bad-argument'
+  /** Exported functions: the value cannot be written as JSON. */
+  | 'not-json'
   | 'timeout'
   /** R ended (crashed, was killed, quit) while it ran the call. */
   | 'session-died';

@@ -37,7 +37,14 @@ interface InFlight {
 
 /** How long a dead session's answer pipe may take to deliver its last frames. */
 const ANSWERS_CLOSE_GRACE_MS = 1_000;
-const FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string', 'too-large']);
+const FAILURES = new Set<string>([
+  'r-error',
+  'missing-function',
+  'not-a-string',
+  'too-large',
+  'bad-argument',
+  'not-json',
+]);
 /** Room in an answer frame besides the value: the other fields and their lengths. */
 const ANSWER_FRAME_OVERHEAD = 64 * 1024;
 /** A failure message from R is cut at this many characters. */
@@ -275,7 +282,7 @@ export class RSession {
     this.packages ??= library.packages;
     const reload = this.libraryId !== library.id;
     const fields = [
-      'call',
+      request.exported ? 'json' : 'call',
       request.applicationName,
       request.functionName,
       request.payload,

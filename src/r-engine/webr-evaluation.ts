@@ -59,6 +59,8 @@ export class WebREvaluator {
   private progressSource: string | undefined;
   /** run-job.R, the job wrapper native R uses too; read once. */
   private jobSource: string | undefined;
+  /** json.R, the JSON codec of exported functions; read once. */
+  private jsonCode: string | undefined;
 
   constructor(private readonly config: WebRConfig) {}
 
@@ -83,6 +85,11 @@ export class WebREvaluator {
     replace: () => void,
   ): Promise<FunctionCallOutcome> {
     this.callFunctionCode ??= readFileSync(rSourcePath('call-function.R'), 'utf8');
+    // webR has base R only: an exported function's JSON goes through json.R.
+    this.jsonCode ??= readFileSync(rSourcePath('json.R'), 'utf8');
+    const codec = request.exported
+      ? `eval(parse(text = ${rString(this.jsonCode)}, keep.source = FALSE))`
+      : 'NULL';
     const vector = (values: string[]): string => `c(${values.map(rString).join(', ')})`;
     const app = rString(request.applicationName);
     const maxBytes = this.config.maxRequestBytes ?? Number.MAX_SAFE_INTEGER;
@@ -99,7 +106,7 @@ export class WebREvaluator {
         error = function(e) conditionMessage(e))
       if (is.character(lib)) c("fail", "r-error", lib)
       else svc$call(lib, ${app}, ${rString(request.functionName)}, ${rString(request.payload)},
-                    ${maxBytes})`);
+                    ${maxBytes}, ${codec})`);
     await webR.flush(); // whatever an earlier evaluation left is not this call's
     // The function's output is not captured (it would be held whole): it is taken from webR's
     // output queue as it comes, only its progress reports are kept.

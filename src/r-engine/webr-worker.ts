@@ -140,4 +140,11 @@ export function parseAnswer(
   return { status: 'failed', reason: 'r-error', message: 'malformed answer from R' };
 }
 
-const CALL_FAILURES = new Set<string>(['r-error', 'missing-function', 'not-a-string', 'too-large']);
+const CALL_FAILURES = new Set<string>([
+  'r-error',
+  'missing-function',
+  'not-a-string',
+  'too-large',
+  'bad-argument',
+  'not-json',
+]);

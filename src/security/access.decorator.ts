@@ -7,7 +7,8 @@ import { SetMetadata } from '@nestjs/common';
  * - `public`: anyone (health, the upload page, the WSDL and schemas, metrics).
  * - `submitJob`: submit a job to the application named by the request; the guard tells a
  *   function call (XML/JSON body) from a script job (ZIP or form) by the Content-Type.
- * - `functionCall`: a synchronous function call for the application named by the request.
+ * - `functionCall`: a synchronous function call for the application named by the request (its
+ *   header, or the `app` of the path: exported functions and their listing).
  * - `readResults`: read or delete results and job states of the application in the path.
  * - `cancelJob`: cancel a job of the application in the path: its admins, and its users who
  *   may submit jobs to it (script or function call); anyone else sees a 404, as for results.

@@ -103,6 +103,14 @@ export class AccessGuard implements CanActivate {
           kind: FUNCTION_CALL_TYPES.has(mediaTypeOf(req)) ? 'functionCall' : 'script',
         };
       case 'functionCall':
+        // /process names the application in its header, /functions/{app}/... in the path.
+        return {
+          rule,
+          application:
+            param(req, 'app') === undefined
+              ? applicationNameFromHeader(req)
+              : checkApplicationName(param(req, 'app'), 'The application name in the path'),
+        };
       case 'applicationAdmin':
         return { rule, application: applicationNameFromHeader(req) };
       case 'readResults':

@@ -2,11 +2,15 @@
 # expression whose value is a list of two functions.
 #   load(app, names, contents): a new environment holding the application's R_FUNCTIONS files,
 #     each parsed and evaluated in it; stops with a message naming the file that failed.
-#   call(lib, app, fn, payload, max_bytes): runs lib's function fn on the payload string and
+#   call(lib, app, fn, payload, max_bytes, codec): runs lib's function fn on the payload string and
 #     answers c("ok", value) or c("fail", reason, message), reason one of r-error,
 #     missing-function, not-a-string, too-large (a value of more than max_bytes bytes in UTF-8,
 #     MAX_REQUEST_BYTES). A message is cut to 4000 characters. The service checks the size
 #     again as it reads: this check only spares it a useless transfer.
+#     With a codec (list(from_json, to_json): jsonlite's or json.R's), fn is an exported function
+#     (src/functions/): the payload is a JSON object of its named arguments, and its value is
+#     answered as JSON. Then reason can also be bad-argument (not an object, or an argument fn
+#     does not take) or not-json (a value JSON cannot hold).
 list(
   load = function(app, names, contents) {
     lib <- new.env(parent = globalenv())
@@ -24,7 +28,7 @@ list(
     }
     lib
   },
-  call = function(lib, app, fn, payload, max_bytes = Inf) {
+  call = function(lib, app, fn, payload, max_bytes = Inf, codec = NULL) {
     cut <- function(message) {
       message <- enc2utf8(paste(message, collapse = "\n"))
       if (nchar(message, type = "bytes") > 4000L) {
@@ -38,11 +42,49 @@ list(
       return(c("fail", "missing-function",
                sprintf("application %s defines no %s function", app, fn)))
     }
-    value <- tryCatch(list(f(payload)), error = function(e) e)
-    if (inherits(value, "error")) {
-      return(c("fail", "r-error", cut(conditionMessage(value))))
+    if (!is.null(codec)) {
+      args <- tryCatch(codec$from_json(payload), error = function(e) e)
+      if (inherits(args, "error")) {
+        return(c("fail", "bad-argument",
+                 cut(paste("the body is not JSON:", conditionMessage(args)))))
+      }
+      if (!is.list(args) || is.data.frame(args) || (length(args) > 0L && is.null(names(args)))) {
+        return(c("fail", "bad-argument", "the body must be a JSON object of named arguments"))
+      }
+      if (any(!nzchar(names(args)))) {
+        return(c("fail", "bad-argument", "an argument of the body has an empty name"))
+      }
+      formal_names <- names(formals(f))
+      unknown <- setdiff(names(args), formal_names)
+      if (!("..." %in% formal_names) && length(unknown) > 0L) {
+        return(c("fail", "bad-argument",
+                 cut(sprintf("%s takes no argument %s", fn,
+                             paste0('"', unknown, '"', collapse = ", ")))))
+      }
+      # Called by name from an environment holding the arguments, so that an error's call reads
+      # sum2(x = x) rather than a deparse of the values.
+      frame <- list2env(args, parent = lib)
+      call <- as.call(c(as.name(fn), sapply(names(args), as.name, simplify = FALSE)))
+      value <- tryCatch(list(eval(call, frame)), error = function(e) e)
+      if (inherits(value, "error")) {
+        where <- conditionCall(value)
+        return(c("fail", "r-error", cut(if (is.null(where)) conditionMessage(value) else
+          sprintf("Error in %s: %s", paste(deparse(where, nlines = 1L), collapse = ""),
+                  conditionMessage(value)))))
+      }
+      value <- tryCatch(codec$to_json(value[[1L]]), error = function(e) e)
+      if (inherits(value, "error")) {
+        return(c("fail", "not-json",
+                 cut(sprintf("the value of %s cannot be written as JSON: %s", fn,
+                             conditionMessage(value)))))
+      }
+    } else {
+      value <- tryCatch(list(f(payload)), error = function(e) e)
+      if (inherits(value, "error")) {
+        return(c("fail", "r-error", cut(conditionMessage(value))))
+      }
+      value <- value[[1L]]
     }
-    value <- value[[1L]]
     if (!is.character(value) || length(value) != 1L || is.na(value)) {
       what <- if (is.character(value) && length(value) == 1L) {
         "NA"
@@ -62,5 +104,19 @@ list(
                        fn, bytes, max_bytes)))
     }
     c("ok", value)
+  },
+  # The JSON codec of exported functions: jsonlite where installed, else json.R (base R).
+  codec = function(json_file) {
+    if (requireNamespace("jsonlite", quietly = TRUE)) {
+      list(
+        from_json = function(text) jsonlite::fromJSON(text),
+        to_json = function(value) {
+          as.character(jsonlite::toJSON(value, auto_unbox = TRUE, dataframe = "rows",
+                                        na = "null", null = "null", digits = NA))
+        }
+      )
+    } else {
+      eval(parse(file = json_file, keep.source = FALSE, encoding = "UTF-8"))
+    }
   }
 )

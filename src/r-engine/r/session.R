@@ -9,7 +9,8 @@
 # (by its name): the service bounds and checks every frame it reads from it.
 #
 # Hello:    "hello", pid, once the FIFO is open.
-# Request:  "call", app, function name, payload, reload ("1" or "0"), the application's package
+# Request:  "call" (or "json": an exported function, JSON arguments in and JSON out), app,
+#           function name, payload, reload ("1" or "0"), the application's package
 #           library ("" for none; put first on .libPaths() with the first call), then name/content
 #           pairs of the application's R_FUNCTIONS files when reload is "1".
 # Answers:  "started" as soon as a whole request has been read (before any application code
@@ -68,6 +69,8 @@ local({
   }
   svc <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[2L]], keep.source = FALSE))
   max_bytes <- as.numeric(commandArgs(trailingOnly = TRUE)[[4L]])
+  json_file <- file.path(dirname(commandArgs(trailingOnly = TRUE)[[2L]]), "json.R")
+  codec <- NULL  # made on the first "json" call: sessions that never see one never load it
   # svc_progress for the functions: a "progress" frame while the call runs.
   progress <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[3L]], keep.source = FALSE))
   attach(list(svc_progress = progress$make(function(fraction, message) {
@@ -92,7 +95,9 @@ local({
       if (is.character(lib)) return(c("fail", "r-error", lib))
       held <<- lib
     }
-    svc$call(held, app, fields[[3L]], fields[[4L]], max_bytes)
+    if (fields[[1L]] == "json" && is.null(codec)) codec <<- svc$codec(json_file)
+    svc$call(held, app, fields[[3L]], fields[[4L]], max_bytes,
+             if (fields[[1L]] == "json") codec else NULL)
   }
 
   options(warn = 1L)
@@ -102,7 +107,7 @@ local({
     send("started")
     if (length(fields) == 1L) {
       send(c("fail", "r-error", paste("the request cannot be an R string:", fields)))
-    } else if (length(fields) >= 6L && fields[[1L]] == "call") {
+    } else if (length(fields) >= 6L && fields[[1L]] %in% c("call", "json")) {
       send(serve(fields))
     } else {
       send(c("fail", "r-error", "malformed request"))

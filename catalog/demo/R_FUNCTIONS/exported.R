@@ -1,0 +1,48 @@
+# Functions the demo application exports as endpoints: each is called by
+# POST /svc/api/rest/functions/demo/<name> with a JSON object of its named arguments, and answers
+# its value as JSON (docs/functions.md). Only functions marked @export are endpoints.
+
+#' Add two numbers
+#'
+#' Adds y to every element of x.
+#' @param x numbers
+#' @param y a number added to each of them
+#' @return x + y
+#' @export
+sum2 <- function(x, y = 1) {
+  x + y
+}
+
+#' Summarise a column of a table
+#'
+#' Mean, standard deviation and count of one numeric column of a table sent as an array of
+#' row objects.
+#' @param rows the table: an array of objects
+#' @param column the name of a numeric column
+#' @return an object with n, mean and sd
+#' @export
+summarise_column <- function(rows, column) {
+  if (!is.data.frame(rows) || !(column %in% names(rows))) {
+    stop(sprintf("rows has no column %s", column))
+  }
+  values <- rows[[column]]
+  if (!is.numeric(values)) stop(sprintf("column %s is not numeric", column))
+  list(n = sum(!is.na(values)), mean = mean(values, na.rm = TRUE),
+       sd = stats::sd(values, na.rm = TRUE))
+}
+
+#' Fit a straight line
+#'
+#' Least-squares fit of y on x.
+#' @param x numbers
+#' @param y numbers, as many as x
+#' @return the intercept, the slope and the fitted values
+#' @export
+fit_line <- function(x, y) {
+  fit <- stats::lm(y ~ x)
+  list(intercept = unname(coef(fit)[[1L]]), slope = unname(coef(fit)[[2L]]),
+       fitted = unname(fitted(fit)))
+}
+
+# Not exported: defined for the functions above, not callable from outside.
+demo_internal_secret <- function() "internal"

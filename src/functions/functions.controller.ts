@@ -1,0 +1,123 @@
+import { Controller, Get, Header, Param, Post, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { ApiError } from '../common/api-error';
+import { checkApplicationName } from '../common/application-name';
+import { HttpAnswer } from '../common/http-answer';
+import { readLimitedBody } from '../common/limited-body';
+import { mediaTypeOf } from '../common/media-type';
+import { RawData } from '../common/negotiation.guard';
+import { publicBaseUrl } from '../common/public-uri';
+import { NodeConfig, ProcessConfig } from '../config/config-slices';
+import { Access } from '../security/access.decorator';
+import type { ExportedFunction } from './exported-functions';
+import { FunctionsService } from './functions.service';
+
+/**
+ * Exported R functions (docs/functions.md): `POST /functions/{app}/{fn}` with a JSON object of
+ * named arguments answers the function's value as JSON; the listing and the application's own
+ * OpenAPI description say what there is. Who may call `/process` for the application may call
+ * these.
+ */
+@Controller('svc/api/rest/functions')
+export class FunctionsController {
+  constructor(
+    private readonly node: NodeConfig,
+    private readonly config: ProcessConfig,
+    private readonly functions: FunctionsService,
+  ) {}
+
+  @Get(':app')
+  @Access('functionCall')
+  @RawData()
+  @Header('Cache-Control', 'no-store')
+  async list(@Param('app') app: string): Promise<{ functions: ExportedFunction[] }> {
+    return { functions: await this.functions.list(checkApplicationName(app, 'The application')) };
+  }
+
+  @Get(':app/openapi.json')
+  @Access('functionCall')
+  @RawData()
+  @Header('Cache-Control', 'no-store')
+  async openApi(@Param('app') app: string, @Req() req: Request): Promise<object> {
+    return this.functions.openApi(
+      checkApplicationName(app, 'The application'),
+      publicBaseUrl(req, this.node.publicBaseUrl),
+    );
+  }
+
+  @Post(':app/:fn')
+  @Access('functionCall')
+  @RawData()
+  async call(
+    @Param('app') app: string,
+    @Param('fn') fn: string,
+    @Req() req: Request,
+  ): Promise<HttpAnswer> {
+    const applicationName = checkApplicationName(app, 'The application');
+    // Before the body is read: an unknown function costs the caller no upload.
+    await this.functions.find(applicationName, fn);
+    const argumentsJson = await readArguments(req, this.config.maxRequestBytes);
+    const answer = await this.functions.call(applicationName, fn, argumentsJson);
+    return new HttpAnswer(answer.body, {
+      status: answer.status,
+      headers: { 'Content-Type': 'application/json; charset=utf-8' },
+    });
+  }
+}
+
+/** The body: a JSON object of named arguments (415 for another type, 413, 400). */
+async function readArguments(req: Request, maxBytes: number): Promise<string> {
+  if (mediaTypeOf(req) !== 'application/json') {
+    throw ApiError.unsupportedMediaType(
+      'Send the arguments as a JSON object (Content-Type: application/json).',
+    );
+  }
+  const body = await readLimitedBody(
+    req,
+    maxBytes,
+    `The arguments may have at most ${maxBytes} bytes (MAX_REQUEST_BYTES).`,
+  );
+  const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+  let json: string;
+  try {
+    json = text.decode(body);
+  } catch {
+    throw ApiError.badRequest('The body is not UTF-8 text.');
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch (error) {
+    throw ApiError.badRequest(`The body is not JSON: ${(error as Error).message.slice(0, 200)}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw ApiError.badRequest(
+      'The body must be a JSON object of the named arguments, such as {"x": 1}.',
+    );
+  }
+  if (depthOf(parsed) > MAX_ARGUMENT_DEPTH) {
+    throw ApiError.badRequest(
+      `The arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects.`,
+    );
+  }
+  return json;
+}
+
+/** Nesting R is asked to convert at most (json.R's own bound is the same). */
+export const MAX_ARGUMENT_DEPTH = 64;
+
+/** How deep arrays and objects nest in a parsed JSON value (iterative: no stack to exhaust). */
+function depthOf(value: unknown): number {
+  let deepest = 0;
+  const pending: Array<[unknown, number]> = [[value, 1]];
+  while (pending.length > 0) {
+    const [item, depth] = pending.pop() as [unknown, number];
+    if (typeof item === 'object' && item !== null) {
+      deepest = Math.max(deepest, depth);
+      for (const child of Object.values(item)) {
+        pending.push([child, depth + 1]);
+      }
+    }
+  }
+  return deepest;
+}

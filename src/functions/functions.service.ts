@@ -1,0 +1,91 @@
+import { Injectable } from '@nestjs/common';
+import { ApiError } from '../common/api-error';
+import type { FunctionCallOutcome } from '../r-engine/function-call-engine';
+import { FunctionLibraryService } from '../r-engine/function-library';
+import { ProcessService } from '../process/process.service';
+import { ExportedFunction, exportedFunctions, R_FUNCTION_NAME } from './exported-functions';
+import { functionsOpenApi } from './functions-openapi';
+
+/** What a call of an exported function answers: its JSON, or an error of the API. */
+export interface ExportedCallAnswer {
+  status: 200;
+  body: string;
+}
+
+/**
+ * Exported R functions as endpoints (docs/functions.md). The list is read from the application's
+ * library, which every node drops when the catalog changes (FunctionLibraryService), so the list
+ * and the sessions change together, without a restart.
+ */
+@Injectable()
+export class FunctionsService {
+  /** The list of each application, for the library version it was read from. */
+  private readonly lists = new Map<string, { libraryId: number; functions: ExportedFunction[] }>();
+
+  constructor(
+    private readonly libraries: FunctionLibraryService,
+    private readonly process: ProcessService,
+  ) {}
+
+  async list(applicationName: string): Promise<ExportedFunction[]> {
+    const library = await this.libraries.get(applicationName);
+    const known = this.lists.get(applicationName);
+    if (known && known.libraryId === library.id) {
+      return known.functions;
+    }
+    const functions = exportedFunctions(library.files);
+    this.lists.set(applicationName, { libraryId: library.id, functions });
+    return functions;
+  }
+
+  /** The exported function, or a 404 that says what is exported. */
+  async find(applicationName: string, functionName: string): Promise<ExportedFunction> {
+    const functions = await this.list(applicationName);
+    const found = R_FUNCTION_NAME.test(functionName)
+      ? functions.find((f) => f.name === functionName)
+      : undefined;
+    if (!found) {
+      throw ApiError.notFound(
+        functions.length === 0
+          ? `Application ${applicationName} exports no R function.`
+          : `Application ${applicationName} exports no function ${JSON.stringify(functionName.slice(0, 100))}; it exports ${functions.map((f) => f.name).join(', ')}.`,
+      );
+    }
+    return found;
+  }
+
+  /**
+   * Calls the exported function with the arguments (a JSON object, checked by the caller) on a
+   * warm session, at once; R's failures become the API's errors.
+   */
+  async call(
+    applicationName: string,
+    functionName: string,
+    argumentsJson: string,
+  ): Promise<ExportedCallAnswer> {
+    await this.find(applicationName, functionName);
+    const outcome = await this.process.callExported(applicationName, functionName, argumentsJson);
+    return answerOf(applicationName, functionName, outcome);
+  }
+
+  async openApi(applicationName: string, baseUrl: string): Promise<object> {
+    return functionsOpenApi(applicationName, await this.list(applicationName), baseUrl);
+  }
+}
+
+/** The answer of a call's outcome: 200 with its JSON, 404 when R has no such function, else 400. */
+export function answerOf(
+  applicationName: string,
+  functionName: string,
+  outcome: FunctionCallOutcome,
+): ExportedCallAnswer {
+  if (outcome.status === 'succeeded') {
+    return { status: 200, body: outcome.value };
+  }
+  if (outcome.reason === 'missing-function') {
+    throw ApiError.notFound(
+      `Application ${applicationName} defines no function ${functionName}: ${outcome.message}`,
+    );
+  }
+  throw ApiError.badRequest(`${functionName}: ${outcome.message}`);
+}

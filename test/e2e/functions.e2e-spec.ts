@@ -1,0 +1,200 @@
+import { CatalogService } from '../../src/catalog/catalog.service';
+import { validateOpenApiDocument } from '../support/openapi-validation';
+import { REST, request } from '../support/rest-client';
+import { loadTestCatalog } from '../support/function-calls';
+import { startTestService, TestService, waitFor } from '../support/test-service';
+
+const FUNCTIONS = `${REST}/functions`;
+
+/** The hostile application's library: what it defines but does not export is not callable. */
+const TRAPS = `
+#' Exported, to compare with
+#' @export
+visible <- function(a) a
+
+#' Documented but not exported
+secret <- function() "should never be answered"
+
+hidden <- function() "should never be answered"
+
+#' Exported, with the dots
+#' @export
+dots <- function(...) length(list(...))
+
+#' Fails with an R error
+#' @export
+failing <- function(x) stop("bad input: ", x)
+
+#' Answers what JSON cannot hold
+#' @export
+environment_value <- function() new.env()
+`;
+
+describe('exported R functions as endpoints', () => {
+  let service: TestService;
+
+  function call(app: string, fn: string, body: string, headers: Record<string, string> = {}) {
+    return request(`${service.url}${FUNCTIONS}/${app}/${fn}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', ...headers },
+      body,
+    });
+  }
+
+  beforeAll(async () => {
+    service = await startTestService({ FUNCTION_TIMEOUT_SECONDS: '10' });
+    await loadTestCatalog(service);
+    await service.app
+      .get(CatalogService)
+      .putFile('traps', 'R_FUNCTIONS', 'traps.R', Buffer.from(TRAPS));
+  });
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  it('calls an exported function with named arguments; a missing one takes its default', async () => {
+    const answer = await call('demo', 'sum2', '{"x": [1, 2, 3]}');
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(JSON.parse(answer.text)).toEqual([2, 3, 4]);
+    const scalar = await call('demo', 'sum2', '{"x": 40, "y": 2}');
+    expect(JSON.parse(scalar.text)).toBe(42);
+  });
+
+  it('turns an array of objects into a data frame and a named list into an object', async () => {
+    const rows = [
+      { g: 'a', v: 1 },
+      { g: 'b', v: 3 },
+      { g: 'c', v: null },
+    ];
+    const answer = await call('demo', 'summarise_column', JSON.stringify({ rows, column: 'v' }));
+    expect(answer.status).toBe(200);
+    const summary = JSON.parse(answer.text) as { n: number; mean: number; sd: number };
+    expect(summary).toMatchObject({ n: 2, mean: 2 });
+    expect(summary.sd).toBeCloseTo(Math.sqrt(2), 12);
+  });
+
+  it('answers NA as null, data frames as rows, and vectors of one as scalars', async () => {
+    const answer = await call('demo', 'fit_line', '{"x": [1, 2, 3], "y": [2, 4, 6]}');
+    expect(answer.status).toBe(200);
+    const fit = JSON.parse(answer.text) as { intercept: number; slope: number; fitted: number[] };
+    expect(fit.slope).toBeCloseTo(2, 10);
+    expect(fit.fitted).toHaveLength(3);
+  });
+
+  it('400 with the R message and the call for an R error', async () => {
+    const answer = await call('traps', 'failing', '{"x": "nope"}');
+    expect(answer.status).toBe(400);
+    expect(answer.text).toContain('bad input: nope');
+    expect(answer.text).toContain('failing(x = x)');
+  });
+
+  it('400 naming an argument the function does not take; dots take any', async () => {
+    const answer = await call('demo', 'sum2', '{"x": 1, "z": 2}');
+    expect(answer.status).toBe(400);
+    expect(answer.text).toContain('"z"');
+    const dots = await call('traps', 'dots', '{"a": 1, "b": 2, "c": [1,2]}');
+    expect(dots.status).toBe(200);
+    expect(JSON.parse(dots.text)).toBe(3);
+  });
+
+  it('400 for a body that is not a JSON object, 415 for another type', async () => {
+    for (const body of ['[1, 2]', '"x"', '{"x": ', '']) {
+      const answer = await call('demo', 'sum2', body);
+      expect(answer.status).toBe(400);
+      expect(answer.text).toMatch(/JSON/);
+    }
+    const xml = await call('demo', 'sum2', '<x/>', { 'Content-Type': 'application/xml' });
+    expect(xml.status).toBe(415);
+  });
+
+  it('400 for a value JSON cannot hold', async () => {
+    const answer = await call('traps', 'environment_value', '{}');
+    expect(answer.status).toBe(400);
+    expect(answer.text).toMatch(/cannot be written as JSON|environment/);
+  });
+
+  it('404 for a function that is not exported, whatever its name says', async () => {
+    for (const fn of [
+      'secret',
+      'hidden',
+      'get',
+      'system',
+      '.Internal',
+      'svcJsonService',
+      'x%20y',
+      '..%2Fvisible',
+    ]) {
+      const answer = await call(fn === 'svcJsonService' ? 'demo' : 'traps', fn, '{}');
+      expect(answer.status).toBe(404);
+      expect(answer.text).not.toContain('should never be answered');
+    }
+    const unknownApp = await call('nosuchapp', 'sum2', '{"x":1}');
+    expect(unknownApp.status).toBe(404);
+  });
+
+  it('refuses hostile arguments with a 400: deep nesting, an empty name', async () => {
+    const deep = `{"a": ${'['.repeat(200)}1${']'.repeat(200)}}`;
+    const answer = await call('traps', 'dots', deep);
+    expect(answer.status).toBe(400);
+    const empty = await call('traps', 'dots', '{"": 1}');
+    expect(empty.status).toBe(400);
+  });
+
+  it('lists the exported functions with their arguments, defaults and docs', async () => {
+    const answer = await request(`${service.url}${FUNCTIONS}/demo`);
+    expect(answer.status).toBe(200);
+    const { functions } = JSON.parse(answer.text) as {
+      functions: Array<{ name: string; title: string; arguments: Array<Record<string, unknown>> }>;
+    };
+    expect(functions.map((f) => f.name)).toEqual(['sum2', 'summarise_column', 'fit_line']);
+    expect(functions[0]).toMatchObject({
+      title: 'Add two numbers',
+      description: 'Adds y to every element of x.',
+      returns: 'x + y',
+      arguments: [
+        { name: 'x', default: null, description: 'numbers' },
+        { name: 'y', default: '1', description: 'a number added to each of them' },
+      ],
+    });
+  });
+
+  it('describes the application in OpenAPI 3.1, valid against the schema', async () => {
+    const answer = await request(`${service.url}${FUNCTIONS}/demo/openapi.json`);
+    expect(answer.status).toBe(200);
+    const document = JSON.parse(answer.text) as {
+      openapi: string;
+      paths: Record<
+        string,
+        { post: { requestBody: { content: Record<string, { schema: { required: string[] } }> } } }
+      >;
+    };
+    expect(document.openapi).toBe('3.1.0');
+    const sum2 = document.paths[`${FUNCTIONS}/demo/sum2`].post;
+    expect(sum2.requestBody.content['application/json'].schema.required).toEqual(['x']);
+    expect(validateOpenApiDocument(document)).toMatchObject({ valid: true, version: '3.1' });
+  });
+
+  it('follows a catalog change at once: a new export is listed and callable', async () => {
+    const catalog = service.app.get(CatalogService);
+    await catalog.putFile(
+      'traps',
+      'R_FUNCTIONS',
+      'more.R',
+      Buffer.from("#' Twice\n#' @export\ntwice <- function(v) 2 * v\n"),
+    );
+    await waitFor(
+      async () => (await request(`${service.url}${FUNCTIONS}/traps`)).text.includes('twice'),
+      10000,
+      'the new export listed',
+    );
+    const answer = await call('traps', 'twice', '{"v": 21}');
+    expect(JSON.parse(answer.text)).toBe(42);
+    await catalog.deleteFile('traps', 'R_FUNCTIONS', 'more.R');
+    await waitFor(
+      async () => (await call('traps', 'twice', '{"v": 1}')).status === 404,
+      10000,
+      'the export gone',
+    );
+  });
+});
