@@ -383,6 +383,31 @@ describe('the OpenAPI document against the running service', () => {
     expect(wrongType.status).toBe(415);
   });
 
+  it('lists, describes and calls the exported R functions', async () => {
+    const list = await call('GET', '/functions/{app}', '/functions/demo');
+    expect(list.status).toBe(200);
+    const described = await call(
+      'GET',
+      '/functions/{app}/openapi.json',
+      '/functions/demo/openapi.json',
+    );
+    expect(described.status).toBe(200);
+    const fn = '/functions/{app}/{fn}';
+    const json = { 'Content-Type': 'application/json' };
+    const sum = await call('POST', fn, '/functions/demo/sum2', {
+      headers: json,
+      body: '{"x": [1, 2, 3], "y": 10}',
+    });
+    expect([sum.status, sum.text]).toEqual([200, '[11,12,13]']);
+    for (const [path, body, headers, status] of [
+      ['/functions/demo/sum2', '{"z": 1}', { ...json, ...JSON_ACCEPT }, 400],
+      ['/functions/demo/nothing', '{}', { ...json, ...XML_ACCEPT }, 404],
+      ['/functions/demo/sum2', 'x', { 'Content-Type': 'text/plain', ...JSON_ACCEPT }, 415],
+    ] as const) {
+      expect((await call('POST', fn, path, { headers, body })).status).toBe(status);
+    }
+  });
+
   it('administers the catalog and shows the configuration to an admin only', async () => {
     const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
     const file = '/admin/catalog/{section}/{file}';
