@@ -1,4 +1,4 @@
-import type { ExportedFunction } from './exported-functions';
+import type { ExportedFunction } from '../r-engine/exported-functions';
 
 /**
  * The OpenAPI 3.1 description of one application's exported functions: one POST operation per

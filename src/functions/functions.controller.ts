@@ -9,7 +9,7 @@ import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { NodeConfig, ProcessConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
-import type { ExportedFunction } from './exported-functions';
+import type { ExportedFunction } from '../r-engine/exported-functions';
 import { FunctionsService } from './functions.service';
 
 /**
@@ -57,12 +57,40 @@ export class FunctionsController {
     // Before the body is read: an unknown function costs the caller no upload.
     await this.functions.find(applicationName, fn);
     const argumentsJson = await readArguments(req, this.config.maxRequestBytes);
+    if (prefersAsync(req)) {
+      const job = await this.functions.queue(
+        applicationName,
+        fn,
+        argumentsJson,
+        req,
+        publicBaseUrl(req, this.node.publicBaseUrl),
+      );
+      return new HttpAnswer(job.body, {
+        status: 202,
+        headers: {
+          'Content-Type': 'application/json; charset=utf-8',
+          Location: job.resultUri,
+          'Preference-Applied': 'respond-async',
+        },
+      });
+    }
     const answer = await this.functions.call(applicationName, fn, argumentsJson);
     return new HttpAnswer(answer.body, {
       status: answer.status,
       headers: { 'Content-Type': 'application/json; charset=utf-8' },
     });
   }
+}
+
+/** Whether `Prefer` (RFC 7240) asks for respond-async, in any of its headers and preferences. */
+export function prefersAsync(req: Request): boolean {
+  const prefer = req.headers.prefer;
+  const values = Array.isArray(prefer) ? prefer : prefer === undefined ? [] : [prefer];
+  return values.some((value) =>
+    value
+      .split(',')
+      .some((preference) => preference.split(';')[0].trim().toLowerCase() === 'respond-async'),
+  );
 }
 
 /** The body: a JSON object of named arguments (415 for another type, 413, 400). */

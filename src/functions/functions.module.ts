@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { JobsModule } from '../jobs/jobs.module';
 import { ProcessModule } from '../process/process.module';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { FunctionsService } from './functions.service';
@@ -8,7 +9,7 @@ import { FunctionsService } from './functions.service';
  * the catch-all FallbackController.
  */
 @Module({
-  imports: [REngineModule, ProcessModule],
+  imports: [REngineModule, ProcessModule, JobsModule],
   providers: [FunctionsService],
   exports: [FunctionsService],
 })

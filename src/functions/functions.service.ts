@@ -1,9 +1,23 @@
 import { Injectable } from '@nestjs/common';
+import type { Request } from 'express';
+import { rawHeaderPairs, rawHeaderValues } from '../common/application-name';
+import { RestLinks } from '../common/public-uri';
+import { renderRepresentation } from '../common/representation/rest-representation';
+import { parseMetaHeaders } from '../job-core/job-meta';
+import { parsePriority, PRIORITY_HEADER } from '../jobs/job-priority';
+import { JobTokenRepresentation } from '../jobs/jobs-view';
+import { JobsService } from '../jobs/jobs.service';
+import { callbackRequest } from '../jobs/rest-submission';
+import { principalOf } from '../security/principal';
 import { ApiError } from '../common/api-error';
 import type { FunctionCallOutcome } from '../r-engine/function-call-engine';
 import { FunctionLibraryService } from '../r-engine/function-library';
 import { ProcessService } from '../process/process.service';
-import { ExportedFunction, exportedFunctions, R_FUNCTION_NAME } from './exported-functions';
+import {
+  ExportedFunction,
+  exportedFunctions,
+  R_FUNCTION_NAME,
+} from '../r-engine/exported-functions';
 import { functionsOpenApi } from './functions-openapi';
 
 /** What a call of an exported function answers: its JSON, or an error of the API. */
@@ -25,6 +39,7 @@ export class FunctionsService {
   constructor(
     private readonly libraries: FunctionLibraryService,
     private readonly process: ProcessService,
+    private readonly jobs: JobsService,
   ) {}
 
   async list(applicationName: string): Promise<ExportedFunction[]> {
@@ -66,6 +81,45 @@ export class FunctionsService {
     await this.find(applicationName, functionName);
     const outcome = await this.process.callExported(applicationName, functionName, argumentsJson);
     return answerOf(applicationName, functionName, outcome);
+  }
+
+  /**
+   * Queues the call as an ordinary JSON function-call job (Prefer: respond-async): the intake's
+   * limits, callback and meta headers as for `POST /jobs`; the worker calls the function.
+   */
+  async queue(
+    applicationName: string,
+    functionName: string,
+    argumentsJson: string,
+    req: Request,
+    baseUrl: string,
+  ): Promise<{ body: string; resultUri: string }> {
+    const job = await this.jobs.submit({
+      applicationName,
+      source: 'rest',
+      meta: parseMetaHeaders(rawHeaderPairs(req)),
+      callback: callbackRequest(req, baseUrl),
+      parts: [
+        { name: 'body', label: null, content: Buffer.from(argumentsJson, 'utf8'), zip: false },
+      ],
+      functionCall: 'json',
+      exportedFunction: functionName,
+      principal: principalOf(req)?.id ?? null,
+      priority: parsePriority(
+        rawHeaderValues(req, PRIORITY_HEADER),
+        `The header ${PRIORITY_HEADER}`,
+      ),
+    });
+    const links = new RestLinks(baseUrl);
+    const resultUri = links.result(job.applicationName, job.jobId);
+    const token = new JobTokenRepresentation({
+      jobId: job.jobId,
+      applicationName: job.applicationName,
+      submissionTime: job.submissionTime,
+      applicationResultsUri: links.applicationResults(job.applicationName),
+      resultUri,
+    });
+    return { body: renderRepresentation(token, 'json'), resultUri };
   }
 
   async openApi(applicationName: string, baseUrl: string): Promise<object> {

@@ -24,6 +24,20 @@ export function payloadFileName(kind: FunctionCallKind): string {
   return `payload.${kind}`;
 }
 
+/**
+ * The stored name of a queued exported function's call (a JSON job, src/functions/): its JSON
+ * arguments, named after the function, which the worker calls with them.
+ */
+export function exportedCallFileName(functionName: string): string {
+  return `${functionName}.arguments.json`;
+}
+
+/** The function a job file names, when it is an exported function's call; else null. */
+export function exportedFunctionOfFile(fileName: string): string | null {
+  const match = /^(.+)\.arguments\.json$/.exec(fileName);
+  return match ? match[1] : null;
+}
+
 /** The request media types of function calls (SPEC §3.1). */
 export const KIND_OF_MEDIA_TYPE: Readonly<Record<string, FunctionCallKind>> = {
   'application/xml': 'xml',

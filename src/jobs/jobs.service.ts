@@ -13,7 +13,12 @@ import { explodeZipToFiles, validateJobFiles } from './job-archive';
 import { ApiError } from '../common/api-error';
 import { CONFIGURATION_FILE, JobFileInput, JobMeta } from '../job-core/job-input';
 import { mergeMeta, parseConfigurationFile } from '../job-core/job-meta';
-import { FunctionCallKind, payloadFileName, payloadText } from '../job-core/function-call-result';
+import {
+  exportedCallFileName,
+  FunctionCallKind,
+  payloadFileName,
+  payloadText,
+} from '../job-core/function-call-result';
 import { JobKind } from '../queue/job.entity';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
@@ -67,6 +72,11 @@ export interface Submission {
   parts: IntakePart[];
   /** A function call: one part, its XML or JSON payload. Unset: a script job. */
   functionCall?: FunctionCallKind;
+  /**
+   * A JSON function call of this exported function (src/functions/): the payload is its named
+   * arguments, already checked to be a JSON object. Unset: svcJsonService's payload.
+   */
+  exportedFunction?: string;
   /**
    * Who acts when no request does (a schedule's run): its audit row names it. Unset: the request's
    * actor, or, outside of a request, nobody by the job's source (a drop directory).
@@ -235,7 +245,15 @@ export class JobsService {
         kind: submission.functionCall === 'xml' ? JobKind.XML : JobKind.JSON,
         meta: submission.meta,
         source: submission.source,
-        files: [{ name: payloadFileName(submission.functionCall), content: payload }],
+        files: [
+          {
+            name:
+              submission.exportedFunction === undefined
+                ? payloadFileName(submission.functionCall)
+                : exportedCallFileName(submission.exportedFunction),
+            content: payload,
+          },
+        ],
         callback,
         id: submission.jobId,
         transaction: submission.transaction,

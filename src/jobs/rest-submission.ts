@@ -55,7 +55,10 @@ export async function readRestSubmission(
 }
 
 /** The callback the `X-SVC-Callback-Url` header asks for (checked by JobsService); once at most. */
-function callbackRequest(req: Request, configuredBase: string | null): CallbackRequest | null {
+export function callbackRequest(
+  req: Request,
+  configuredBase: string | null,
+): CallbackRequest | null {
   const values = rawHeaderValues(req, CALLBACK_URL_HEADER);
   if (values.length > 1) {
     throw ApiError.badRequest(`The header ${CALLBACK_URL_HEADER} is given more than once.`);

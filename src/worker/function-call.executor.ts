@@ -6,9 +6,12 @@ import {
   CONTENT_TYPE_OF_KIND,
   FUNCTION_OF_KIND,
   functionCallErrorDocument,
+  exportedFunctionOfFile,
   FunctionCallKind,
   payloadFileName,
 } from '../job-core/function-call-result';
+import { exportedFunctions } from '../r-engine/exported-functions';
+import { FunctionLibraryService } from '../r-engine/function-library';
 import { resultData } from '../job-core/job-result';
 import { JobLogRepository } from '../job-core/job-log.repository';
 import { JobLogWriter } from '../job-core/job-log-writer';
@@ -17,7 +20,8 @@ import type { JobProgress } from '../r-engine/job-progress';
 /**
  * Runs a function-call job (SPEC §5.2): its payload goes to the application's svcXmlService or
  * svcJsonService on the function-call engine; the string returned is the result (type xml or
- * json). An R error, a missing function, an answer that is not one string, a timeout or a session
+ * json). A queued call of an exported function (`<fn>.arguments.json`, src/functions/) calls it
+ * with its JSON arguments, if the application still exports it, and its JSON value is the result. An R error, a missing function, an answer that is not one string, a timeout or a session
  * that died give success=false with the errorResult document (XML) or the flat JSON error.
  * Only an unreachable R (REngineUnavailableError) is thrown, so the worker retries the job.
  */
@@ -29,12 +33,16 @@ export class FunctionCallJobExecutor implements JobExecutor {
     private readonly config: WorkerConfig,
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
     private readonly jobLog: JobLogRepository,
+    private readonly libraries: FunctionLibraryService,
   ) {}
 
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
     const kind: FunctionCallKind = job.kind === 'xml' ? 'xml' : 'json';
     // The claim brought the files along.
-    const file = job.files.find((f) => f.name === payloadFileName(kind));
+    const file = job.files.find(
+      (f) => f.name === payloadFileName(kind) || exportedFunctionOfFile(f.name) !== null,
+    );
+    const exported = file ? exportedFunctionOfFile(file.name) : null;
     const call = {
       jobId: job.id,
       applicationName: job.applicationName,
@@ -50,6 +58,13 @@ export class FunctionCallJobExecutor implements JobExecutor {
     if (!file) {
       return fail('The job has no payload.');
     }
+    if (exported !== null) {
+      // The catalog may have changed since the job was queued: it runs only while exported.
+      const library = await this.libraries.get(job.applicationName);
+      if (!exportedFunctions(library.files).some((f) => f.name === exported)) {
+        return fail(`application ${job.applicationName} exports no function ${exported}`);
+      }
+    }
     // The job's log holds only its progress reports: opened with the first one, so a call that
     // reports none costs nothing.
     let log: Promise<JobLogWriter> | null = null;
@@ -63,7 +78,8 @@ export class FunctionCallJobExecutor implements JobExecutor {
     const outcome = await this.engine
       .callFunction({
         applicationName: job.applicationName,
-        functionName: FUNCTION_OF_KIND[kind],
+        functionName: exported ?? FUNCTION_OF_KIND[kind],
+        exported: exported !== null,
         payload: file.content.toString('utf8'),
         timeoutMs: this.config.functionTimeoutSeconds * 1000,
         signal,

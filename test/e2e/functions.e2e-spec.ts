@@ -1,6 +1,6 @@
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { validateOpenApiDocument } from '../support/openapi-validation';
-import { REST, request } from '../support/rest-client';
+import { Answer, REST, request, waitForResult } from '../support/rest-client';
 import { loadTestCatalog } from '../support/function-calls';
 import { startTestService, TestService, waitFor } from '../support/test-service';
 
@@ -29,6 +29,12 @@ failing <- function(x) stop("bad input: ", x)
 #' @export
 environment_value <- function() new.env()
 `;
+
+/** The data of a job's result, once it is there. */
+async function resultData(resultUri: string): Promise<Answer> {
+  const meta = await waitForResult(resultUri, { Accept: 'application/vnd.svc+json' });
+  return request((JSON.parse(meta.text) as { result: { dataUri: string } }).result.dataUri);
+}
 
 describe('exported R functions as endpoints', () => {
   let service: TestService;
@@ -139,6 +145,40 @@ describe('exported R functions as endpoints', () => {
     expect(answer.status).toBe(400);
     const empty = await call('traps', 'dots', '{"": 1}');
     expect(empty.status).toBe(400);
+  });
+
+  it('queues the call as an ordinary JSON job with Prefer: respond-async', async () => {
+    const answer = await call('demo', 'sum2', '{"x": [1, 2], "y": 5}', {
+      Prefer: 'wait=10, respond-async',
+      'X-SVC-Meta-note': 'queued',
+    });
+    expect(answer.status).toBe(202);
+    expect(answer.headers.get('preference-applied')).toBe('respond-async');
+    const token = JSON.parse(answer.text) as { jobToken: { jobId: string; resultUri: string } };
+    expect(answer.headers.get('location')).toBe(token.jobToken.resultUri);
+    const result = await resultData(token.jobToken.resultUri);
+    expect(result.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(JSON.parse(result.text)).toEqual([6, 7]);
+    const status = await request(`${service.url}${REST}/jobs/demo/${token.jobToken.jobId}`, {
+      headers: { Accept: 'application/vnd.svc+json' },
+    });
+    expect(status.text).toContain('"state":"DONE"');
+  });
+
+  it('a queued call fails as a function-call job: its R error as the result', async () => {
+    const answer = await call('traps', 'failing', '{"x": "later"}', { Prefer: 'respond-async' });
+    expect(answer.status).toBe(202);
+    const token = JSON.parse(answer.text) as { jobToken: { resultUri: string } };
+    const result = await resultData(token.jobToken.resultUri);
+    expect(JSON.parse(result.text)).toMatchObject({
+      applicationName: 'traps',
+      errorMessage: expect.stringContaining('bad input: later') as unknown,
+    });
+  });
+
+  it('checks a queued call as a direct one: 404 unexported, 400 bad body, before queueing', async () => {
+    expect((await call('traps', 'secret', '{}', { Prefer: 'respond-async' })).status).toBe(404);
+    expect((await call('demo', 'sum2', '[1]', { Prefer: 'respond-async' })).status).toBe(400);
   });
 
   it('lists the exported functions with their arguments, defaults and docs', async () => {
