@@ -74,5 +74,11 @@ answer <- POST(paste0(rest, "/process"), encode = "json", body = list(RFunction 
                add_headers(`X-SVC-Application-Name` = "demo"))
 cat(sprintf("fail: %d %s\n", status_code(answer), parsed(answer)$errorMessage))
 
+# 8. An exported function of the demo application, called with named JSON arguments.
+answer <- POST(paste0(rest, "/functions/demo/sum2"), encode = "json",
+               body = list(x = c(1, 2, 3), y = 10))
+stop_for_status(answer)
+cat(sprintf("sum2: %s\n", paste(unlist(content(answer, as = "parsed")), collapse = " ")))
+
 unlink(work, recursive = TRUE)
 quit(status = if (isTRUE(result$success) && listed && status_code(deleted) == 204) 0 else 1)

@@ -77,4 +77,9 @@ answer = requests.post(
 )
 print("fail: %d %s" % (answer.status_code, answer.json()["errorMessage"]))
 
+# 8. An exported function of the demo application, called with named JSON arguments.
+answer = requests.post(REST + "/functions/demo/sum2", json={"x": [1, 2, 3], "y": 10})
+answer.raise_for_status()
+print("sum2:", " ".join("%g" % value for value in answer.json()))
+
 sys.exit(0 if result["success"] and listed and deleted.status_code == 204 else 1)

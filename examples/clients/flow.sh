@@ -70,4 +70,9 @@ status=$(curl -sS -o fail.json -w '%{http_code}' -X POST "$rest/process" \
   -H 'X-SVC-Application-Name: demo' -H 'Content-Type: application/json' -d '{"RFunction":"fail"}')
 echo "fail: $status $(field errorMessage < fail.json)"
 
+# 8. An exported function of the demo application, called with named JSON arguments: [11,12,13]
+answer=$(curl -sSf -X POST "$rest/functions/demo/sum2" -H 'Content-Type: application/json' \
+  -d '{"x":[1,2,3],"y":10}')
+echo "sum2: $(tr -d '[]' <<< "$answer" | tr ',' ' ')"
+
 [ "$success" = true ] && [ "$listed" = yes ] && [ "$deleted" = 204 ]

@@ -17,6 +17,7 @@ const EXPECTED_OUTPUT = [
   'deleted: 204, then 404',
   'combn(4, 2): 6 combinations, the first 1 2',
   'fail: 400 this function always fails',
+  'sum2: 11 12 13',
 ];
 
 /**
