@@ -141,5 +141,7 @@ export function answerOf(
       `Application ${applicationName} defines no function ${functionName}: ${outcome.message}`,
     );
   }
-  throw ApiError.badRequest(`${functionName}: ${outcome.message}`);
+  throw ApiError.badRequest(
+    outcome.reason === 'bad-argument' ? outcome.message : `${functionName}: ${outcome.message}`,
+  );
 }

@@ -12,7 +12,7 @@ import {
 import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 
 /**
- * The shell examples of README.md and docs/api.md, run as a newcomer pastes them, against the
+ * The shell examples of README.md, docs/api.md and docs/functions.md, run as a newcomer pastes them, against the
  * built service. An example is a ```sh block with curl calls of the service at http://localhost:8888;
  * a line `<!-- not run: why -->` right above its fence leaves it out (it needs credentials, or
  * shows a placeholder). The blocks of the documents run in order, each in a fresh bash with
@@ -23,7 +23,7 @@ import { createTestDatabase, TestDatabase, testEnvironment } from '../support/te
  * A `console` block is a transcript, not an example, and is not run.
  */
 const ROOT = join(__dirname, '..', '..');
-const DOCUMENTS = ['README.md', 'docs/api.md'];
+const DOCUMENTS = ['README.md', 'docs/api.md', 'docs/functions.md'];
 const BASE = 'http://localhost:8888';
 const STATUS = 'svc-docs-example-status';
 
