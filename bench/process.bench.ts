@@ -20,7 +20,11 @@ export const COMBN_CALL = '{"RFunction":"combn","n":5,"k":2}';
 const FUNCTIONS_DIR = join(PROJECT_ROOT, 'catalog', 'demo', 'R_FUNCTIONS');
 const PLUMBER_START_TIMEOUT_MS = 60_000;
 
-export type ProcessServer = 'svc /process' | 'plumber keep-alive' | 'plumber Connection: close';
+export type ProcessServer =
+  'svc /process' | 'svc /functions' | 'plumber keep-alive' | 'plumber Connection: close';
+
+/** The same combn(5, 2) through the demo's exported `combinations` (docs/functions.md). */
+export const COMBINATIONS_ARGUMENTS = '{"n":5,"k":2}';
 
 export interface CallMeasurement {
   server: ProcessServer;
@@ -54,6 +58,7 @@ function post(
   url: URL,
   agent: Agent,
   headers: Record<string, string>,
+  body: string,
 ): Promise<{ status: number; ms: number }> {
   return new Promise((resolvePost, reject) => {
     const started = process.hrtime.bigint();
@@ -64,7 +69,7 @@ function post(
         agent,
         headers: {
           'Content-Type': 'application/json',
-          'Content-Length': String(Buffer.byteLength(COMBN_CALL)),
+          'Content-Length': String(Buffer.byteLength(body)),
           ...headers,
         },
         timeout: 10_000,
@@ -82,7 +87,7 @@ function post(
     );
     req.on('timeout', () => req.destroy(new Error('timed out')));
     req.on('error', reject);
-    req.end(COMBN_CALL);
+    req.end(body);
   });
 }
 
@@ -97,6 +102,7 @@ async function callLoad(
   headers: Record<string, string>,
   connections: number,
   durationS: number,
+  body = COMBN_CALL,
 ): Promise<CallMeasurement> {
   const keepAlive = headers.Connection !== 'close';
   const agent = new Agent({ keepAlive, maxSockets: connections });
@@ -108,7 +114,7 @@ async function callLoad(
   const client = async (): Promise<void> => {
     while (Date.now() < deadline) {
       try {
-        const answer = await post(target, agent, headers);
+        const answer = await post(target, agent, headers, body);
         if (answer.status === 200) {
           latencies.push(answer.ms);
         } else {
@@ -134,11 +140,15 @@ async function callLoad(
 }
 
 /** Checks that a server answers the call with the 10 combinations before it is measured. */
-async function checkAnswer(url: string, headers: Record<string, string>): Promise<void> {
+async function checkAnswer(
+  url: string,
+  headers: Record<string, string>,
+  body = COMBN_CALL,
+): Promise<void> {
   const response = await fetch(url, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', ...headers },
-    body: COMBN_CALL,
+    body,
   });
   const text = await response.text();
   const answer = JSON.parse(text) as { combinations?: unknown[] };
@@ -151,6 +161,8 @@ interface Target {
   server: ProcessServer;
   url: string;
   headers: Record<string, string>;
+  /** The request body: /process's call, or the exported function's arguments. */
+  body?: string;
   /** CPU used so far by the server's processes, ms. */
   cpuMs: () => number;
 }
@@ -179,8 +191,8 @@ async function measureInTurn(
   options: ProcessBenchOptions,
 ): Promise<CallMeasurement[]> {
   for (const target of targets) {
-    await checkAnswer(target.url, target.headers);
-    await callLoad(target.server, target.url, target.headers, 16, options.warmUpS);
+    await checkAnswer(target.url, target.headers, target.body);
+    await callLoad(target.server, target.url, target.headers, 16, options.warmUpS, target.body);
   }
   const measurements: CallMeasurement[] = [];
   for (const connections of options.concurrencies) {
@@ -192,6 +204,7 @@ async function measureInTurn(
         target.headers,
         connections,
         options.durationS,
+        target.body,
       );
       const calls = measurement.latencyMs.count;
       measurement.serverCpuPerCallMs = calls > 0 ? (target.cpuMs() - cpuBefore) / calls : NaN;
@@ -304,14 +317,23 @@ export async function processBench(
       headers: { 'X-SVC-Application-Name': 'demo' },
       cpuMs: () => treeCpuMs(node.pid),
     };
+    // The same R work through an exported function (docs/functions.md): its cost beside /process.
+    const functions: Target = {
+      server: 'svc /functions',
+      url: `${node.url}/svc/api/rest/functions/demo/combinations`,
+      headers: {},
+      body: COMBINATIONS_ARGUMENTS,
+      cpuMs: () => treeCpuMs(node.pid),
+    };
     if (options.withPlumber === false) {
-      return await measureInTurn([svc], options);
+      return await measureInTurn([svc, functions], options);
     }
     const plumber = await startPlumber();
     try {
       return await measureInTurn(
         [
           svc,
+          functions,
           {
             server: 'plumber keep-alive',
             url: plumber.url,

@@ -340,7 +340,11 @@ function printEndToEnd(summary: EndToEndSummary, options: Options): void {
 
 /** Prints the /process table and the ratios to plumber; returns the ratios and targets. */
 function printProcess(calls: CallMeasurement[]) {
-  log(heading('Function calls: JSON combn(5, 2), svc /process vs plumber, one run'));
+  log(
+    heading(
+      'Function calls: JSON combn(5, 2), svc /process and an exported function vs plumber, one run',
+    ),
+  );
   log(
     table(
       ['server', 'conc', 'req/s', 'p50 ms', 'p99 ms', 'failures', 'server CPU/call ms'],
@@ -385,7 +389,23 @@ function printProcess(calls: CallMeasurement[]) {
       `${round(warmRoundTrip, 2)} ms): ${overWarm >= 0 ? '+' : ''}${round(overWarm, 2)} ms -> ` +
       `${overWarm <= 1 ? 'met' : 'NOT met'}`,
   );
-  return comparison;
+  // An exported function's call against /process's of the same R work, in the same run.
+  const functionCost = [1, 16].map((connections) => {
+    const direct = find('svc /process', connections);
+    const exported = find('svc /functions', connections);
+    const ratio =
+      direct && exported && exported.requestsPerSecond > 0
+        ? direct.requestsPerSecond / exported.requestsPerSecond
+        : NaN;
+    return { connections, ratio };
+  });
+  const functionsMet = functionCost.every(({ ratio }) => ratio <= 1.2);
+  log(
+    `Target: an exported function's call costs <= 1.2x a /process call (req/s of /process over ` +
+      `/functions): ${functionCost.map(({ connections, ratio }) => `${round(ratio, 2)}x at ${connections}`).join(', ')} -> ` +
+      `${functionsMet ? 'met' : 'NOT met'}`,
+  );
+  return { ...comparison, functionCost, functionsMet };
 }
 
 // ---- script-job batch ----

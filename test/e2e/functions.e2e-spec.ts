@@ -187,7 +187,12 @@ describe('exported R functions as endpoints', () => {
     const { functions } = JSON.parse(answer.text) as {
       functions: Array<{ name: string; title: string; arguments: Array<Record<string, unknown>> }>;
     };
-    expect(functions.map((f) => f.name)).toEqual(['sum2', 'summarise_column', 'fit_line']);
+    expect(functions.map((f) => f.name)).toEqual([
+      'sum2',
+      'summarise_column',
+      'fit_line',
+      'combinations',
+    ]);
     expect(functions[0]).toMatchObject({
       title: 'Add two numbers',
       description: 'Adds y to every element of x.',

@@ -44,5 +44,18 @@ fit_line <- function(x, y) {
        fitted = unname(fitted(fit)))
 }
 
+
+#' All combinations of k out of 1..n
+#'
+#' The same work as svcJsonService's combn, as an exported function.
+#' @param n how many numbers
+#' @param k how many of them in each combination
+#' @return n, k and the combinations, one array each
+#' @export
+combinations <- function(n, k) {
+  all <- utils::combn(n, k)
+  list(n = n, k = k, combinations = lapply(seq_len(ncol(all)), function(i) all[, i]))
+}
+
 # Not exported: defined for the functions above, not callable from outside.
 demo_internal_secret <- function() "internal"
