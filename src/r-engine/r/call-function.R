@@ -105,18 +105,15 @@ list(
     }
     c("ok", value)
   },
-  # The JSON codec of exported functions: jsonlite where installed, else json.R (base R).
+  # The JSON codec of exported functions: json.R (base R, jsonlite's conversions), reading with
+  # jsonlite's fromJSON where it is installed (about 6x faster on small bodies). json.R writes
+  # in every case: jsonlite's toJSON costs 1.5-2 ms a call for a few values, json.R's 0.2-0.4
+  # (docs/performance.md), and test/integration/json-codec.spec.ts holds the two to one output.
   codec = function(json_file) {
+    codec <- eval(parse(file = json_file, keep.source = FALSE, encoding = "UTF-8"))
     if (requireNamespace("jsonlite", quietly = TRUE)) {
-      list(
-        from_json = function(text) jsonlite::fromJSON(text),
-        to_json = function(value) {
-          as.character(jsonlite::toJSON(value, auto_unbox = TRUE, dataframe = "rows",
-                                        na = "null", null = "null", digits = NA))
-        }
-      )
-    } else {
-      eval(parse(file = json_file, keep.source = FALSE, encoding = "UTF-8"))
+      codec$from_json <- function(text) jsonlite::fromJSON(text)
     }
+    codec
   }
 )

@@ -231,6 +231,8 @@ local({
 
   quote_string <- function(x) {
     x <- enc2utf8(x)
+    special <- grepl("[\\\\\"\x01-\x1f\x7f]", x, perl = TRUE)
+    if (!any(special, na.rm = TRUE)) return(paste0('"', x, '"'))
     x <- gsub("\\", "\\\\", x, fixed = TRUE)
     x <- gsub('"', '\\"', x, fixed = TRUE)
     x <- gsub("\n", "\\n", x, fixed = TRUE)
@@ -247,6 +249,13 @@ local({
 
   atoms <- function(x) {
     if (length(x) == 0L) return(character(0L))
+    if (is.integer(x) && !is.factor(x) || (is.double(x) && !inherits(x, c("Date", "POSIXt")) &&
+        all(is.finite(x) & x == trunc(x) & abs(x) < 2147483647))) {
+      # Whole numbers, the common case, without formatC (-0 written as 0, as jsonlite does).
+      out <- as.character(as.integer(x))
+      out[is.na(x)] <- "null"
+      return(out)
+    }
     if (is.factor(x)) x <- as.character(x)
     out <- if (is.character(x)) {
       quote_string(x)
