@@ -103,12 +103,16 @@ function readRoxygen(lines: string[]): Roxygen {
   const untagged: string[] = [];
   let current: { tag: string; text: string[] } | null = null;
   const close = (): void => {
-    if (!current) return;
+    if (!current) {
+      return;
+    }
     const text = current.text.join(' ').replace(/\s+/g, ' ').trim();
     if (current.tag === 'param') {
       const [names, ...rest] = text.split(' ');
       for (const name of names.split(',')) {
-        if (name) result.params.set(name, rest.join(' '));
+        if (name) {
+          result.params.set(name, rest.join(' '));
+        }
       }
     } else if (current.tag === 'return' || current.tag === 'returns') {
       result.returns = text || null;
@@ -174,10 +178,14 @@ function readFormals(
       current += ' ';
       continue;
     }
-    if (ch === '(' || ch === '[' || ch === '{') depth++;
+    if (ch === '(' || ch === '[' || ch === '{') {
+      depth++;
+    }
     if (ch === ')' || ch === ']' || ch === '}') {
       if (depth === 0) {
-        if (current.trim() !== '') parts.push(current);
+        if (current.trim() !== '') {
+          parts.push(current);
+        }
         return parts.map((part) => {
           const eq = topLevelEquals(part);
           const name = (eq === -1 ? part : part.slice(0, eq)).trim().replace(/^`(.*)`$/, '$1');
