@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { CatalogModule } from '../catalog/catalog.module';
+import { QueueModule } from '../queue/queue.module';
+import { ApplicationsDirectory } from './applications-directory.service';
 import { CatalogAdminService } from './catalog-admin.service';
 
 /**
@@ -7,8 +9,8 @@ import { CatalogAdminService } from './catalog-admin.service';
  * Its AdminController is declared in ApiModule, which orders the routes.
  */
 @Module({
-  imports: [CatalogModule],
-  providers: [CatalogAdminService],
-  exports: [CatalogAdminService],
+  imports: [CatalogModule, QueueModule],
+  providers: [CatalogAdminService, ApplicationsDirectory],
+  exports: [CatalogAdminService, ApplicationsDirectory],
 })
 export class AdminModule {}

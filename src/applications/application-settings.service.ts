@@ -114,6 +114,17 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
     }
   }
 
+  /** The applications with stored settings, and those the configuration names. */
+  async namedApplications(): Promise<{ stored: string[]; configured: string[] }> {
+    const stored = (await this.repository.all()).map((row) => row.applicationName);
+    const configured = new Set([
+      ...Object.keys(this.configured.security),
+      ...Object.keys(this.configured.settings),
+      ...Object.keys(this.configured.slots),
+    ]);
+    return { stored, configured: [...configured] };
+  }
+
   async view(app: string): Promise<ApplicationView> {
     const row = await this.repository.find(app);
     const entry = row ? row.entry : clone(this.configuredEntry(app));

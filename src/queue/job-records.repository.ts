@@ -170,6 +170,46 @@ export class JobRecordsRepository {
   }
 
   /**
+   * The jobs (not callback deliveries) of every application that has any, by state and, for
+   * finished ones, by their result's success: the admin API's list of applications.
+   */
+  async countsByApplication(): Promise<ApplicationJobCounts[]> {
+    const rows = await this.dataSource.query<
+      Array<{ application_name: string; state: string; success: boolean | null; jobs: number }>
+    >(
+      `SELECT j.application_name, j.state, r.success, count(*)::int AS jobs
+         FROM job j LEFT JOIN result r ON r.job_id = j.id
+        WHERE j.kind <> 'callback'
+        GROUP BY 1, 2, 3`,
+    );
+    const counts = new Map<string, ApplicationJobCounts>();
+    for (const row of rows) {
+      const entry = counts.get(row.application_name) ?? {
+        applicationName: row.application_name,
+        queued: 0,
+        running: 0,
+        succeeded: 0,
+        failed: 0,
+      };
+      if (row.state === 'QUEUED') entry.queued += row.jobs;
+      else if (row.state === 'RUNNING') entry.running += row.jobs;
+      else if (row.success === false) entry.failed += row.jobs;
+      else entry.succeeded += row.jobs;
+      counts.set(row.application_name, entry);
+    }
+    return [...counts.values()];
+  }
+
+  /** Whether the application has any job (not a callback delivery). */
+  async hasJobs(applicationName: string): Promise<boolean> {
+    const rows = await this.dataSource.query<Array<{ found: boolean }>>(
+      `SELECT EXISTS (SELECT 1 FROM job WHERE application_name = $1 AND kind <> 'callback') AS found`,
+      [applicationName],
+    );
+    return rows[0]?.found === true;
+  }
+
+  /**
    * Jobs submitted per application and month (UTC) in [`from`, `until`), of one application or
    * (null) all: finished ones from job_usage, the others from job. One statement, so that a job
    * finishing meanwhile (moving from one to the other) is counted once.
@@ -215,4 +255,13 @@ export class JobRecordsRepository {
     );
     return rowsOf(raw).length > 0;
   }
+}
+
+/** An application's jobs by what they are doing or how they ended. */
+export interface ApplicationJobCounts {
+  applicationName: string;
+  queued: number;
+  running: number;
+  succeeded: number;
+  failed: number;
 }

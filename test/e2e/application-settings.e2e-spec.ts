@@ -18,8 +18,15 @@ const SECRET = 'callback-secret-0123456789';
 async function settingsEnvironment(): Promise<Record<string, string>> {
   return {
     ...(await basicUsersEnvironment({ lab: { userPrincipals: ['alice'] } })),
+    // The applications the tests change are named by the configuration: settings for a name
+    // nothing knows are made only with If-None-Match: * (tested on its own below).
     APPLICATION_SETTINGS: JSON.stringify({
       lab: { callbackHosts: ['example.org'], callbackSecret: SECRET, resultRetentionHours: 5 },
+      race: {},
+      shared: {},
+      slotted: {},
+      strict: {},
+      quota: {},
     }),
     ROLE: 'api',
     AUTH_MAX_FAILURES: '1000',
@@ -69,6 +76,60 @@ describe('application rights and settings at run time', () => {
   });
   afterAll(async () => {
     await service.stop();
+  });
+
+  it('lists every application known from the catalog, settings and jobs, with its jobs', async () => {
+    const catalog = await fetch(`${service.url}/svc/api/rest/admin/catalog/R_SCRIPTS/listed.R`, {
+      method: 'PUT',
+      headers: { ...ROOT, 'X-SVC-Application-Name': 'catalogued' },
+      body: 'x <- 1\n',
+    });
+    expect(catalog.status).toBeLessThan(300);
+    const answer = await fetch(`${service.url}${APPLICATIONS}`, { headers: ROOT });
+    expect(answer.status).toBe(200);
+    const { applications } = (await answer.json()) as {
+      applications: Array<{
+        application: string;
+        inCatalog: boolean;
+        settings: string;
+        jobs: object;
+      }>;
+    };
+    expect(applications.find((a) => a.application === 'lab')).toEqual({
+      application: 'lab',
+      inCatalog: false,
+      settings: 'configuration',
+      jobs: { queued: 0, running: 0, succeeded: 0, failed: 0 },
+    });
+    expect(applications.find((a) => a.application === 'catalogued')).toMatchObject({
+      inCatalog: true,
+      settings: 'none',
+    });
+    expect(applications.map((a) => a.application)).not.toContain('misspelt');
+    const forbidden = await fetch(`${service.url}${APPLICATIONS}`, { headers: BOB });
+    expect(forbidden.status).toBe(403);
+  });
+
+  it('404 for an application nothing knows; settings for it only with If-None-Match: *', async () => {
+    const missing = await read(service.url, 'misspelt');
+    expect(missing.status).toBe(404);
+    expect(messageOf(await missing.text())).toContain('If-None-Match: *');
+    const quietly = await put(service.url, 'misspelt', { settings: {} }, '"0"');
+    expect(quietly.status).toBe(404);
+    expect((await read(service.url, 'misspelt')).status).toBe(404);
+    const create = (): Promise<Response> =>
+      fetch(`${service.url}${APPLICATIONS}/brandnew`, {
+        method: 'PUT',
+        headers: { ...ROOT, 'Content-Type': 'application/json', 'If-None-Match': '*' },
+        body: JSON.stringify({ settings: { resultRetentionHours: 2 } }),
+      });
+    const created = await create();
+    expect(created.status).toBe(200);
+    expect(created.headers.get('etag')).toBe('"1"');
+    expect((await read(service.url, 'brandnew')).status).toBe(200);
+    const again = await create();
+    expect(again.status).toBe(412);
+    expect(messageOf(await again.text())).toContain('If-Match');
   });
 
   it('answers the configured entry as version 0, never the callback secret', async () => {

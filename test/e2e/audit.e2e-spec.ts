@@ -162,7 +162,7 @@ describe('the audit trail', () => {
       ).status,
     ).toBe(404);
     const put = (body: unknown, ifMatch: string) =>
-      fetch(`${service.url}${REST}/admin/applications/failing`, {
+      fetch(`${service.url}${REST}/admin/applications/demo`, {
         method: 'PUT',
         headers: { ...ROOT, 'Content-Type': 'application/json', 'If-Match': ifMatch },
         body: JSON.stringify(body),

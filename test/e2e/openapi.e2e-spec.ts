@@ -629,23 +629,38 @@ describe('the OpenAPI document against the running service', () => {
     const admin = { Authorization: ADMIN_AUTHORIZATION };
     const one = '/admin/applications/{app}';
     const path = '/admin/applications/documented';
+    const json = { ...admin, 'Content-Type': 'application/json' };
+    const body = JSON.stringify({ security: { userPrincipals: ['alice'] }, slots: 1 });
+    // Nothing knows "documented" yet: a read and a plain PUT are 404, a PUT with
+    // If-None-Match: * makes its settings.
+    expect((await call('GET', one, path, { headers: admin })).status).toBe(404);
+    expect((await call('PUT', one, path, { headers: json, body })).status).toBe(404);
+    const created = await call('PUT', one, path, {
+      headers: { ...json, 'If-None-Match': '*' },
+      body,
+    });
+    expect(created.status).toBe(200);
     const read = await call('GET', one, path, { headers: admin });
     expect(read.status).toBe(200);
     const etag = read.headers.get('etag') ?? '';
-    const json = { ...admin, 'Content-Type': 'application/json' };
-    const body = JSON.stringify({ security: { userPrincipals: ['alice'] }, slots: 1 });
     expect((await call('PUT', one, path, { headers: json, body })).status).toBe(428);
     const changed = await call('PUT', one, path, { headers: { ...json, 'If-Match': etag }, body });
     expect(changed.status).toBe(200);
     for (const [headers, sent, status] of [
       [{ ...json, 'If-Match': etag }, body, 412],
-      [{ ...json, 'If-Match': '"1"' }, '{"slots":0}', 400],
-      [{ ...admin, 'Content-Type': 'text/plain', 'If-Match': '"1"' }, 'x', 415],
-      [{ ...json, 'If-Match': '"1"' }, JSON.stringify({ settings: { x: 'p'.repeat(70000) } }), 413],
-      [{ 'Content-Type': 'application/json', 'If-Match': '"1"' }, body, 401],
+      [{ ...json, 'If-None-Match': '*' }, body, 412],
+      [{ ...json, 'If-Match': '"2"' }, '{"slots":0}', 400],
+      [{ ...admin, 'Content-Type': 'text/plain', 'If-Match': '"2"' }, 'x', 415],
+      [{ ...json, 'If-Match': '"2"' }, JSON.stringify({ settings: { x: 'p'.repeat(70000) } }), 413],
+      [{ 'Content-Type': 'application/json', 'If-Match': '"2"' }, body, 401],
     ] as const) {
       expect((await call('PUT', one, path, { headers, body: sent })).status).toBe(status);
     }
+    const list = await call('GET', '/admin/applications', '/admin/applications', {
+      headers: admin,
+    });
+    expect(list.status).toBe(200);
+    expect((await call('GET', '/admin/applications', '/admin/applications')).status).toBe(401);
     expect(
       (await call('GET', one, '/admin/applications/bad-name', { headers: admin })).status,
     ).toBe(400);
