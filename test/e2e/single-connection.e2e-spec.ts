@@ -205,7 +205,8 @@ describe('one connection: every writing feature at once', () => {
         await watched('PUT application settings with limits', () =>
           request(`${url}${REST}/admin/applications/limited`, {
             method: 'PUT',
-            headers: { ...admin, 'Content-Type': 'application/json', 'If-Match': '"0"' },
+            // A new application's settings: made on purpose, with If-None-Match: *.
+            headers: { ...admin, 'Content-Type': 'application/json', 'If-None-Match': '*' },
             body: JSON.stringify({ settings: { maxQueuedJobs: 1, maxSubmissionsPerMinute: 100 } }),
           }),
         ),
