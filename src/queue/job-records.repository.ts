@@ -191,10 +191,15 @@ export class JobRecordsRepository {
         succeeded: 0,
         failed: 0,
       };
-      if (row.state === 'QUEUED') entry.queued += row.jobs;
-      else if (row.state === 'RUNNING') entry.running += row.jobs;
-      else if (row.success === false) entry.failed += row.jobs;
-      else entry.succeeded += row.jobs;
+      if (row.state === 'QUEUED') {
+        entry.queued += row.jobs;
+      } else if (row.state === 'RUNNING') {
+        entry.running += row.jobs;
+      } else if (row.success === false) {
+        entry.failed += row.jobs;
+      } else {
+        entry.succeeded += row.jobs;
+      }
       counts.set(row.application_name, entry);
     }
     return [...counts.values()];
