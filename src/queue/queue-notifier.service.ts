@@ -6,7 +6,7 @@ import {
   JOB_QUEUED_CHANNEL,
   JOB_STARTED_CHANNEL,
   RESULT_READY_CHANNEL,
-} from './queue.repository';
+} from './queue-channels';
 import type { JobKind } from './queue.types';
 import { JOB_LOG_CHANNEL } from './job-records.repository';
 

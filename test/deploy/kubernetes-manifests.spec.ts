@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { loadAll } from 'js-yaml';
-import { QUEUE_BACKLOG_SQL } from '../../src/queue/queue.repository';
+import { QUEUE_BACKLOG_SQL } from '../../src/queue/queue-reads';
 import { postZip, request, REST } from '../support/rest-client';
 import { startTestService, TestService } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';

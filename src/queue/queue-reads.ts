@@ -1,0 +1,77 @@
+/**
+ * Reads: the counts of queued and running jobs, for metrics, the statistics, the workers'
+ * scaling and the maxQueuedJobs admission.
+ */
+import { DataSource, EntityManager } from 'typeorm';
+
+/**
+ * The filter that keeps callback jobs out of what shows or counts as a job (and lets the
+ * statements on queued jobs use job_claim_idx, whose predicate has it).
+ */
+export const NOT_CALLBACK = "kind <> 'callback'";
+
+/**
+ * The backlog: jobs queued plus jobs running, all applications, as `backlog`. Workers are scaled
+ * on it (the KEDA ScaledObject of deploy/kubernetes runs this text; /metrics serves it as
+ * svc_queue_backlog): ceil(backlog / SCRIPT_SLOTS) workers keep every job in a slot. Two counts
+ * rather than `state IN (...)`, which the planner answers with a pass over the whole table: each
+ * count reads only its own partial index (job_claim_idx on QUEUED, job_lease_idx on RUNNING).
+ */
+export const QUEUE_BACKLOG_SQL =
+  "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED' AND kind <> 'callback') + (SELECT count(*) FROM job WHERE state = 'RUNNING' AND kind <> 'callback') AS backlog";
+
+/** Jobs queued plus running (QUEUE_BACKLOG_SQL), for metrics. */
+export async function queueBacklog(dataSource: DataSource): Promise<number> {
+  const rows = await dataSource.query<Array<{ backlog: string | number }>>(QUEUE_BACKLOG_SQL);
+  return Number(rows[0]?.backlog ?? 0);
+}
+
+/**
+ * Jobs of `applicationName` queued, counted up to `atMost` (its maxQueuedJobs): job_claim_idx
+ * leads with the application, so the count reads at most that many index entries. On
+ * `runner` when given (a transaction's manager).
+ */
+export async function queuedJobsOf(
+  dataSource: DataSource,
+  applicationName: string,
+  atMost: number,
+  runner: DataSource | EntityManager = dataSource,
+): Promise<number> {
+  const rows = await runner.query<Array<{ n: number }>>(
+    `SELECT count(*)::int AS n FROM (
+       SELECT 1 FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK} AND application_name = $1 LIMIT $2) queued`,
+    [applicationName, atMost],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * Jobs queued and running per application, for metrics and the statistics: two grouped counts,
+ * each over its own partial index (job_claim_idx leads with the application).
+ */
+export async function jobsPerApplication(
+  dataSource: DataSource,
+): Promise<Array<{ applicationName: string; state: 'QUEUED' | 'RUNNING'; jobs: number }>> {
+  const rows = await dataSource.query<
+    Array<{ application_name: string; state: 'QUEUED' | 'RUNNING'; jobs: number }>
+  >(
+    `SELECT application_name, 'QUEUED' AS state, count(*)::int AS jobs FROM job
+      WHERE state = 'QUEUED' AND ${NOT_CALLBACK} GROUP BY application_name
+     UNION ALL
+     SELECT application_name, 'RUNNING' AS state, count(*)::int AS jobs FROM job
+      WHERE state = 'RUNNING' AND ${NOT_CALLBACK} GROUP BY application_name`,
+  );
+  return rows.map((row) => ({
+    applicationName: row.application_name,
+    state: row.state,
+    jobs: row.jobs,
+  }));
+}
+
+/** Jobs waiting to run, for metrics and tests. */
+export async function queueDepth(dataSource: DataSource): Promise<number> {
+  const rows = await dataSource.query<Array<{ n: number }>>(
+    `SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK}`,
+  );
+  return rows[0]?.n ?? 0;
+}
