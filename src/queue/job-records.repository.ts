@@ -1,7 +1,7 @@
 /**
  * The job table's statements that other modules need, beside delivery (QueueRepository): the
  * job as the API reads it, the job's log, usage and the deletion of a result. Every
- * statement on `job` is in the queue module, in this file or in queue.repository.ts. A statement
+ * statement on `job` is in the queue module, in this file or in queue.repository.ts and its queue-*.ts files. A statement
  * that also reads or writes another module's table stays one statement here, as the module that
  * calls it wrote it, since splitting it would give up what one statement guarantees (said at
  * each).

@@ -12,7 +12,7 @@ export { JobKind, JobState };
 // The claim takes each application's queued jobs by priority (highest first) then age: the partial
 // index job_claim_idx on (application_name, kind, priority DESC,
 // submitted_at) WHERE state = 'QUEUED' AND kind <> 'callback'
-// (migrations FairClaims, CallbackJobs; see queue.repository.ts). TypeORM cannot describe a
+// (migrations FairClaims, CallbackJobs; see queue-claim.ts). TypeORM cannot describe a
 // descending column, so the migrations own it and the schema check leaves it alone.
 @Index('job_claim_idx', { synchronize: false })
 @Index('job_lease_idx', ['leaseExpiresAt'], { where: `state = 'RUNNING'` })
