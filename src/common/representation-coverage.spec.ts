@@ -17,6 +17,8 @@ const RAW_CONTROLLERS = [
   'OpenApiController',
   // Plain JSON in and out: a schedule's job and meta are nested objects.
   'SchedulesController',
+  // Exported R functions: the function's own JSON, the listing and an OpenAPI document.
+  'FunctionsController',
   // Admin JSON documents of their own (keys, application settings), and the audit trail's
   // XML, JSON or CSV.
   'ApiKeysController',
