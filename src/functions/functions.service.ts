@@ -1,11 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import type { Request } from 'express';
 import { rawHeaderPairs, rawHeaderValues } from '../common/application-name';
-import { RestLinks } from '../common/public-uri';
 import { renderRepresentation } from '../common/representation/rest-representation';
 import { parseMetaHeaders } from '../job-core/job-meta';
 import { parsePriority, PRIORITY_HEADER } from '../jobs/job-priority';
-import { JobTokenRepresentation } from '../jobs/jobs-view';
+import { jobTokenOf } from '../jobs/jobs-view';
 import { JobsService } from '../jobs/jobs.service';
 import { callbackRequest } from '../jobs/rest-submission';
 import { principalOf } from '../security/principal';
@@ -70,15 +69,15 @@ export class FunctionsService {
   }
 
   /**
-   * Calls the exported function with the arguments (a JSON object, checked by the caller) on a
-   * warm session, at once; R's failures become the API's errors.
+   * Calls the exported function (found by `find` first: the controller checks before it reads
+   * the body) with the arguments (a JSON object, checked by the caller) on a warm session, at
+   * once; R's failures become the API's errors. R looks the name up in the library alone.
    */
   async call(
     applicationName: string,
     functionName: string,
     argumentsJson: string,
   ): Promise<ExportedCallAnswer> {
-    await this.find(applicationName, functionName);
     const outcome = await this.process.callExported(applicationName, functionName, argumentsJson);
     return answerOf(applicationName, functionName, outcome);
   }
@@ -110,15 +109,7 @@ export class FunctionsService {
         `The header ${PRIORITY_HEADER}`,
       ),
     });
-    const links = new RestLinks(baseUrl);
-    const resultUri = links.result(job.applicationName, job.jobId);
-    const token = new JobTokenRepresentation({
-      jobId: job.jobId,
-      applicationName: job.applicationName,
-      submissionTime: job.submissionTime,
-      applicationResultsUri: links.applicationResults(job.applicationName),
-      resultUri,
-    });
+    const { token, resultUri } = jobTokenOf(baseUrl, job);
     return { body: renderRepresentation(token, 'json'), resultUri };
   }
 

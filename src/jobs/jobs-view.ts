@@ -1,5 +1,6 @@
 import { CallbackStatusView, callbackStatusElement } from '../callbacks/callback-view';
 import type { RestElement, RestView } from '../common/representation/rest-representation';
+import { RestLinks } from '../common/public-uri';
 
 /** The answer to a submission (202). */
 export interface JobTokenView {
@@ -25,6 +26,23 @@ export interface JobStatusView {
   progress?: { fraction: number; message: string } | null;
   /** Set when the job named a callback URL: how its delivery stands. */
   callback?: CallbackStatusView | null;
+}
+
+/** A submitted job's token, with its links under `baseUrl`, and the result's URI (Location). */
+export function jobTokenOf(
+  baseUrl: string,
+  job: { jobId: string; applicationName: string; submissionTime: Date },
+): { token: JobTokenRepresentation; resultUri: string } {
+  const links = new RestLinks(baseUrl);
+  const resultUri = links.result(job.applicationName, job.jobId);
+  const token = new JobTokenRepresentation({
+    jobId: job.jobId,
+    applicationName: job.applicationName,
+    submissionTime: job.submissionTime,
+    applicationResultsUri: links.applicationResults(job.applicationName),
+    resultUri,
+  });
+  return { token, resultUri };
 }
 
 /** `jobToken`: every value an attribute. */

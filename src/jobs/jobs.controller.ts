@@ -27,7 +27,7 @@ import { JobsService, SubmittedJob } from './jobs.service';
 import { readRestSubmission } from './rest-submission';
 import { JobEntity, JobState } from '../queue/job.entity';
 import { JobCancellationService } from './job-cancellation.service';
-import { JobStatusRepresentation, JobTokenRepresentation } from './jobs-view';
+import { JobStatusRepresentation, jobTokenOf } from './jobs-view';
 import { principalOf } from '../security/principal';
 import { JobWaiter } from '../queue/job-waiter.service';
 import { ClientGone, waitMilliseconds } from '../common/wait-parameter';
@@ -61,15 +61,7 @@ export class JobsController {
 
   /** The 202 answer of a submission: the job token, and the result's URI in Location. */
   private jobToken(req: Request, job: SubmittedJob): HttpAnswer {
-    const links = new RestLinks(publicBaseUrl(req, this.config.publicBaseUrl));
-    const resultUri = links.result(job.applicationName, job.jobId);
-    const token = new JobTokenRepresentation({
-      jobId: job.jobId,
-      applicationName: job.applicationName,
-      submissionTime: job.submissionTime,
-      applicationResultsUri: links.applicationResults(job.applicationName),
-      resultUri,
-    });
+    const { token, resultUri } = jobTokenOf(publicBaseUrl(req, this.config.publicBaseUrl), job);
     return new HttpAnswer(token, { headers: { Location: resultUri } });
   }
 

@@ -46,6 +46,16 @@ export type FunctionCallFailure =
   /** R ended (crashed, was killed, quit) while it ran the call. */
   | 'session-died';
 
+/** The failures R itself reports (the others are the engine's): what an answer frame may name. */
+export const R_REPORTED_FAILURES: ReadonlySet<string> = new Set<FunctionCallFailure>([
+  'r-error',
+  'missing-function',
+  'not-a-string',
+  'too-large',
+  'bad-argument',
+  'not-json',
+]);
+
 export type FunctionCallOutcome =
   | { status: 'succeeded'; value: string }
   | { status: 'failed'; reason: FunctionCallFailure; message: string };

@@ -5,6 +5,7 @@ import {
   type FunctionCallFailure,
   type FunctionCallOutcome,
   type FunctionCallRequest,
+  R_REPORTED_FAILURES,
 } from './function-call-engine';
 import type { FunctionLibrary } from './function-library';
 import type { PackageLibrary } from './package-library';
@@ -37,14 +38,6 @@ interface InFlight {
 
 /** How long a dead session's answer pipe may take to deliver its last frames. */
 const ANSWERS_CLOSE_GRACE_MS = 1_000;
-const FAILURES = new Set<string>([
-  'r-error',
-  'missing-function',
-  'not-a-string',
-  'too-large',
-  'bad-argument',
-  'not-json',
-]);
 /** Room in an answer frame besides the value: the other fields and their lengths. */
 const ANSWER_FRAME_OVERHEAD = 64 * 1024;
 /** A failure message from R is cut at this many characters. */
@@ -231,7 +224,7 @@ export class RSession {
       });
       return;
     }
-    if (kind === 'fail' && rest.length === 2 && FAILURES.has(rest[0])) {
+    if (kind === 'fail' && rest.length === 2 && R_REPORTED_FAILURES.has(rest[0])) {
       const reason = rest[0] as FunctionCallFailure;
       this.finish({
         outcome: { status: 'failed', reason, message: rest[1].slice(0, MESSAGE_MAX_CHARS) },

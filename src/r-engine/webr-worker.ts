@@ -1,6 +1,10 @@
 import { dirname } from 'node:path';
 import type { WebR } from 'webr';
-import type { FunctionCallFailure, FunctionCallOutcome } from './function-call-engine';
+import {
+  type FunctionCallFailure,
+  type FunctionCallOutcome,
+  R_REPORTED_FAILURES,
+} from './function-call-engine';
 
 /**
  * webR is an optional dependency (about 180 MB with what it brings): loaded on first use only, so
@@ -128,7 +132,7 @@ export function parseAnswer(
     answer.length === 3 &&
     answer[0] === 'fail' &&
     typeof answer[1] === 'string' &&
-    CALL_FAILURES.has(answer[1]) &&
+    R_REPORTED_FAILURES.has(answer[1]) &&
     typeof answer[2] === 'string'
   ) {
     return {
@@ -139,12 +143,3 @@ export function parseAnswer(
   }
   return { status: 'failed', reason: 'r-error', message: 'malformed answer from R' };
 }
-
-const CALL_FAILURES = new Set<string>([
-  'r-error',
-  'missing-function',
-  'not-a-string',
-  'too-large',
-  'bad-argument',
-  'not-json',
-]);
