@@ -132,6 +132,28 @@ describe('application rights and settings at run time', () => {
     expect(messageOf(await again.text())).toContain('If-Match');
   });
 
+  it('of two creations of one new application sent at once, one is stored and one gets 412', async () => {
+    const create = (retention: number): Promise<Response> =>
+      fetch(`${service.url}${APPLICATIONS}/twins`, {
+        method: 'PUT',
+        headers: { ...ROOT, 'Content-Type': 'application/json', 'If-None-Match': '*' },
+        body: JSON.stringify({ settings: { resultRetentionHours: retention } }),
+      });
+    const answers = await Promise.all([create(3), create(4)]);
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 412]);
+    expect((await read(service.url, 'twins')).headers.get('etag')).toBe('"1"');
+  });
+
+  it('makes no settings for a new application for anyone but a global admin', async () => {
+    const answer = await fetch(`${service.url}${APPLICATIONS}/takeover`, {
+      method: 'PUT',
+      headers: { ...ALICE, 'Content-Type': 'application/json', 'If-None-Match': '*' },
+      body: JSON.stringify({ security: { adminPrincipals: ['alice'] } }),
+    });
+    expect(answer.status).toBe(403);
+    expect((await read(service.url, 'takeover')).status).toBe(404);
+  });
+
   it('answers the configured entry as version 0, never the callback secret', async () => {
     const answer = await read(service.url, 'lab');
     expect(answer.status).toBe(200);

@@ -1,4 +1,5 @@
 import { CatalogService } from '../../src/catalog/catalog.service';
+import { ALICE, BOB, basicUsersEnvironment } from '../support/admin-auth';
 import { validateOpenApiDocument } from '../support/openapi-validation';
 import { Answer, REST, request, waitForResult } from '../support/rest-client';
 import { loadTestCatalog } from '../support/function-calls';
@@ -241,5 +242,93 @@ describe('exported R functions as endpoints', () => {
       10000,
       'the export gone',
     );
+  });
+});
+
+/** Called at once, or queued. */
+const PREFERENCES: Array<Record<string, string>> = [{}, { Prefer: 'respond-async' }];
+
+describe('exported R functions: who may call them, with how much, how many at once', () => {
+  let service: TestService;
+  const SLOW = "#' Sleeps\n#' @export\nslow <- function(s) { Sys.sleep(s); s }\n";
+
+  function send(path: string, init: RequestInit = {}): Promise<Answer> {
+    return request(`${service.url}${FUNCTIONS}/${path}`, init);
+  }
+  function post(path: string, body: string, headers: Record<string, string>): Promise<Answer> {
+    return send(path, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', ...headers },
+      body,
+    });
+  }
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ...(await basicUsersEnvironment({
+        demo: { userPrincipals: ['alice'], functionCallAllowed: true },
+        slowapp: { userPrincipals: ['bob'], functionCallAllowed: true },
+      })),
+      MAX_REQUEST_BYTES: '4096',
+      PROCESS_MAX_CONCURRENT: '1',
+      PROCESS_MAX_QUEUED: '1',
+      FUNCTION_TIMEOUT_SECONDS: '20',
+    });
+    await loadTestCatalog(service);
+    await service.app
+      .get(CatalogService)
+      .putFile('slowapp', 'R_FUNCTIONS', 'slow.R', Buffer.from(SLOW));
+  });
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  it('asks for credentials on every route, and refuses another application’s user', async () => {
+    const routes: Array<[string, RequestInit]> = [
+      ['demo', {}],
+      ['demo/openapi.json', {}],
+      [
+        'demo/sum2',
+        { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"x":1}' },
+      ],
+    ];
+    for (const [path, init] of routes) {
+      expect([path, (await send(path, init)).status]).toEqual([path, 401]);
+    }
+    for (const prefer of PREFERENCES) {
+      const answer = await post('demo/sum2', '{"x": 1}', { ...BOB, ...prefer });
+      expect(answer.status).toBe(403);
+      expect(answer.text).not.toContain('2');
+    }
+    expect((await send('demo', { headers: BOB })).status).toBe(403);
+    expect((await send('demo/openapi.json', { headers: BOB })).status).toBe(403);
+    const own = await post('demo/sum2', '{"x": 1}', ALICE);
+    expect([own.status, own.text]).toEqual([200, '2']);
+    expect((await post('slowapp/slow', '{"s": 0}', ALICE)).status).toBe(403);
+  });
+
+  it('refuses a body over MAX_REQUEST_BYTES with 413, called or queued, and queues nothing', async () => {
+    const big = JSON.stringify({ x: Array.from({ length: 2000 }, (_, i) => i) });
+    expect(big.length).toBeGreaterThan(4096);
+    for (const prefer of PREFERENCES) {
+      const answer = await post('demo/sum2', big, { ...ALICE, ...prefer });
+      expect(answer.status).toBe(413);
+    }
+    const results = await request(`${service.url}${REST}/results/demo`, {
+      headers: { ...ALICE, Accept: 'application/vnd.svc+json' },
+    });
+    expect(results.text).not.toContain('jobId');
+  });
+
+  it('answers calls beyond the node’s bounds at once with 503 and Retry-After, never a 500', async () => {
+    const answers = await Promise.all(
+      [0, 1, 2, 3].map(() => post('slowapp/slow', '{"s": 2}', BOB)),
+    );
+    const statuses = answers.map((answer) => answer.status).sort();
+    expect(statuses.filter((status) => status !== 200 && status !== 503)).toEqual([]);
+    expect(statuses).toContain(200);
+    expect(statuses).toContain(503);
+    const refused = answers.find((answer) => answer.status === 503);
+    expect(refused?.headers.get('retry-after')).toBe('1');
   });
 });
