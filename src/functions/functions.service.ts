@@ -12,11 +12,7 @@ import { ApiError } from '../common/api-error';
 import type { FunctionCallOutcome } from '../r-engine/function-call-engine';
 import { FunctionLibraryService } from '../r-engine/function-library';
 import { ProcessService } from '../process/process.service';
-import {
-  ExportedFunction,
-  exportedFunctions,
-  R_FUNCTION_NAME,
-} from '../r-engine/exported-functions';
+import { ExportedFunction, R_FUNCTION_NAME } from '../r-engine/exported-functions';
 import { functionsOpenApi } from './functions-openapi';
 
 /** What a call of an exported function answers: its JSON, or an error of the API. */
@@ -32,24 +28,14 @@ export interface ExportedCallAnswer {
  */
 @Injectable()
 export class FunctionsService {
-  /** The list of each application, for the library version it was read from. */
-  private readonly lists = new Map<string, { libraryId: number; functions: ExportedFunction[] }>();
-
   constructor(
     private readonly libraries: FunctionLibraryService,
     private readonly process: ProcessService,
     private readonly jobs: JobsService,
   ) {}
 
-  async list(applicationName: string): Promise<ExportedFunction[]> {
-    const library = await this.libraries.get(applicationName);
-    const known = this.lists.get(applicationName);
-    if (known && known.libraryId === library.id) {
-      return known.functions;
-    }
-    const functions = exportedFunctions(library.files);
-    this.lists.set(applicationName, { libraryId: library.id, functions });
-    return functions;
+  list(applicationName: string): Promise<ExportedFunction[]> {
+    return this.libraries.exported(applicationName);
   }
 
   /** The exported function, or a 404 that says what is exported. */

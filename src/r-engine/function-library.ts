@@ -2,6 +2,7 @@ import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs
 import { CatalogChanges } from '../catalog/catalog-changes';
 import { CatalogService } from '../catalog/catalog.service';
 import { QueueConfig } from '../config/config-slices';
+import { ExportedFunction, exportedFunctions } from './exported-functions';
 
 /** An application's function library: the `.R` files of its catalog section R_FUNCTIONS. */
 export interface FunctionLibrary {
@@ -30,6 +31,8 @@ export const FUNCTION_SECTION = 'R_FUNCTIONS';
 export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('FunctionLibrary');
   private readonly cache = new Map<string, Promise<FunctionLibrary>>();
+  /** Each loaded library's exported functions; gone with the library. */
+  private readonly exports = new WeakMap<FunctionLibrary, ExportedFunction[]>();
   private nextId = 1;
   private pollTimer: NodeJS.Timeout | null = null;
   private fingerprints: Map<string, string> | null = null;
@@ -56,6 +59,20 @@ export class FunctionLibraryService implements OnModuleInit, OnApplicationShutdo
       });
     }
     return library;
+  }
+
+  /**
+   * The functions the application's library exports (`@export`), read once per version of the
+   * library: the listing, the direct call and a queued call's worker all ask here.
+   */
+  async exported(applicationName: string): Promise<ExportedFunction[]> {
+    const library = await this.get(applicationName);
+    let functions = this.exports.get(library);
+    if (!functions) {
+      functions = exportedFunctions(library.files);
+      this.exports.set(library, functions);
+    }
+    return functions;
   }
 
   /** Forgets one application's library, or all of them. */

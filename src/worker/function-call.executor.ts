@@ -10,7 +10,6 @@ import {
   FunctionCallKind,
   payloadFileName,
 } from '../job-core/function-call-result';
-import { exportedFunctions } from '../r-engine/exported-functions';
 import { FunctionLibraryService } from '../r-engine/function-library';
 import { resultData } from '../job-core/job-result';
 import { JobLogRepository } from '../job-core/job-log.repository';
@@ -60,8 +59,8 @@ export class FunctionCallJobExecutor implements JobExecutor {
     }
     if (exported !== null) {
       // The catalog may have changed since the job was queued: it runs only while exported.
-      const library = await this.libraries.get(job.applicationName);
-      if (!exportedFunctions(library.files).some((f) => f.name === exported)) {
+      const functions = await this.libraries.exported(job.applicationName);
+      if (!functions.some((f) => f.name === exported)) {
         return fail(`application ${job.applicationName} exports no function ${exported}`);
       }
     }
