@@ -103,7 +103,8 @@ function renderEvents(events: EventView[], more: boolean, format: TableFormat): 
     ];
     return `${lines.join('\r\n')}\r\n`;
   }
-  if (format === 'json') {
+  if (format === 'json' || format === 'mapped-json') {
+    // One shape for both: the trail's JSON has always been plain (a list is an array).
     return JSON.stringify({ auditEvents: events, more });
   }
   const root = create({

@@ -13,9 +13,11 @@ export class CatalogRepresentation implements RestView {
     return {
       name: 'catalog',
       attributes: {},
+      lists: { directory: 'directories' },
       children: this.view.directories.map((directory) => ({
         name: 'directory',
         attributes: { type: directory.type },
+        lists: { file: 'files' },
         children: directory.files.map((file) => ({
           name: 'file',
           attributes: { name: file.name, dataUri: file.dataUri },

@@ -148,7 +148,8 @@ export class CallbackJobExecutor implements OnModuleDestroy {
       const body = Buffer.from(
         renderRepresentation(
           new ResultRepresentation(resultView(new RestLinks(callback.linksBase), callback.result)),
-          'json',
+          // The shape receivers have read from the start: that of application/vnd.svc+json.
+          'mapped-json',
         ),
         'utf8',
       );

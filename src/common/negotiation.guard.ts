@@ -1,9 +1,10 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
-import { negotiateFormat, rememberFormat } from './negotiation';
+import { negotiateFormat, negotiateJsonFormat, rememberFormat } from './negotiation';
 
 const RAW_DATA = 'svc:rawData';
+const JSON_ROUTES = 'svc:jsonRoutes';
 
 /**
  * Marks a route that answers bytes of a fixed type (result data): Accept does not apply to it,
@@ -11,16 +12,27 @@ const RAW_DATA = 'svc:rawData';
  */
 export const RawData = (): MethodDecorator => SetMetadata(RAW_DATA, true);
 
+/**
+ * Marks a controller whose routes speak JSON only (exported functions): their errors and
+ * representations are plain JSON unless Accept prefers vnd+json or XML, and Accept never
+ * refuses them.
+ */
+export const JsonRoutes = (): ClassDecorator => SetMetadata(JSON_ROUTES, true);
+
 /** Runs first on every route: settles the answer's format, or 406 before any work is done. */
 @Injectable()
 export class NegotiationGuard implements CanActivate {
   constructor(private readonly reflector: Reflector) {}
 
   canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<Request>();
+    if (this.reflector.get<boolean | undefined>(JSON_ROUTES, context.getClass())) {
+      rememberFormat(req, negotiateJsonFormat(req));
+      return true;
+    }
     if (this.reflector.get<boolean | undefined>(RAW_DATA, context.getHandler())) {
       return true;
     }
-    const req = context.switchToHttp().getRequest<Request>();
     rememberFormat(req, negotiateFormat(req));
     return true;
   }

@@ -1,7 +1,7 @@
 import { HttpStatus } from '@nestjs/common';
 import { ApiError } from './api-error';
 import { isFormPost } from './form-post';
-import { errorFormat, negotiateFormat } from './negotiation';
+import { errorFormat, negotiateFormat, negotiateJsonFormat, rememberFormat } from './negotiation';
 
 const FORM = 'multipart/form-data; boundary=----x';
 
@@ -43,6 +43,13 @@ describe('negotiateFormat', () => {
       expect(negotiateFormat(req('POST', 'application/zip', accept)).mediaType).toBe(mediaType);
     });
 
+    it('gives vnd+json the mapped shape and application/json the plain one', () => {
+      expect(negotiateFormat(req('GET', undefined, 'application/vnd.svc+json')).format).toBe(
+        'mapped-json',
+      );
+      expect(negotiateFormat(req('GET', undefined, 'application/json')).format).toBe('json');
+    });
+
     it('refuses with 406 when nothing acceptable is asked for', () => {
       expect(() => negotiateFormat(req('GET', undefined, 'text/html'))).toThrow(ApiError);
       try {
@@ -62,7 +69,7 @@ describe('negotiateFormat', () => {
       ['text/html', 'xml', 'application/xml'],
       ['image/png', 'xml', 'application/xml'],
       ['application/json', 'json', 'application/json'],
-      ['application/vnd.svc+json', 'json', 'application/json'],
+      ['application/vnd.svc+json', 'mapped-json', 'application/json'],
       ['application/vnd.svc+xml', 'xml', 'application/xml'],
       ['application/xml;q=0.4, application/json;q=0.8', 'json', 'application/json'],
     ])('Accept %s -> %s as %s', (accept, format, mediaType) => {
@@ -76,5 +83,29 @@ describe('negotiateFormat', () => {
       });
       expect(errorFormat(req('POST', FORM, 'application/json')).mediaType).toBe('application/json');
     });
+  });
+});
+
+describe('negotiateJsonFormat (routes that speak JSON only)', () => {
+  it.each([
+    [undefined, 'json', 'application/json'],
+    ['*/*', 'json', 'application/json'],
+    ['application/*', 'json', 'application/json'],
+    ['text/html', 'json', 'application/json'],
+    ['application/json', 'json', 'application/json'],
+    ['application/vnd.svc+json', 'mapped-json', 'application/vnd.svc+json'],
+    ['application/vnd.svc+xml', 'xml', 'application/vnd.svc+xml'],
+  ])('Accept %s -> %s as %s', (accept, format, mediaType) => {
+    expect(negotiateJsonFormat(req('POST', 'application/json', accept))).toEqual({
+      format,
+      mediaType,
+    });
+  });
+
+  it('is what errors are answered in once a route settled it', () => {
+    const request = req('POST', 'application/json', '*/*');
+    rememberFormat(request as never, negotiateJsonFormat(request));
+    expect(errorFormat(request).format).toBe('json');
+    expect(errorFormat(req('POST', 'application/json', '*/*')).format).toBe('xml');
   });
 });

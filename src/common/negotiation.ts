@@ -10,10 +10,13 @@ export interface NegotiatedFormat {
   mediaType: string;
 }
 
+/**
+ * vnd+json is the mapped JSON RSB's clients read; plain application/json is the plain JSON a
+ * generic client expects (docs/api.md#representations). Plain XML is the same XML.
+ */
 const REST_MEDIA_TYPES: Record<string, RestFormat> = {
   'application/vnd.svc+xml': 'xml',
-  'application/vnd.svc+json': 'json',
-  // Plain types are understood too (form posts and generic clients ask for them).
+  'application/vnd.svc+json': 'mapped-json',
   'application/xml': 'xml',
   'application/json': 'json',
 };
@@ -23,9 +26,13 @@ export const DEFAULT_FORMAT: NegotiatedFormat = {
   mediaType: 'application/vnd.svc+xml',
 };
 
-/** What a form post is answered in: the plain type of the format (browsers choke on vnd types). */
+/**
+ * What a form post is answered in: the plain type of the format (browsers choke on vnd types),
+ * in the shape Accept asked for.
+ */
 const FORM_MEDIA_TYPES: Record<RestFormat, string> = {
   xml: 'application/xml',
+  'mapped-json': 'application/json',
   json: 'application/json',
 };
 
@@ -43,9 +50,9 @@ export function preferredMediaType(accept: string, offered: readonly string[]): 
 }
 
 /**
- * A form post's answer (SPEC §3.1): application/json when Accept prefers JSON (plain or vnd),
- * else application/xml. Never 406: a browser's own Accept (text/html first) still gets the
- * token, as XML.
+ * A form post's answer: application/json when Accept prefers JSON (plain JSON for
+ * application/json, mapped for vnd+json), else application/xml. Never 406: a browser's own Accept
+ * (text/html first) still gets the token, as XML.
  */
 function negotiateFormFormat(accept: string | undefined): NegotiatedFormat {
   if (accept === undefined || accept.trim() === '') {
@@ -77,8 +84,15 @@ export function negotiateFormat(req: Pick<Request, 'headers' | 'method'>): Negot
   return { format: REST_MEDIA_TYPES[mediaType], mediaType };
 }
 
-/** The format of an error answer: the negotiated one when Accept allows one, else XML. */
+/**
+ * The format of an error answer: the one settled for the route when there is one, else the
+ * negotiated one when Accept allows one, else XML.
+ */
 export function errorFormat(req: Pick<Request, 'headers' | 'method'>): NegotiatedFormat {
+  const settled = (req as RequestWithFormat)[NEGOTIATED];
+  if (settled) {
+    return settled;
+  }
   try {
     return negotiateFormat(req);
   } catch {
@@ -86,8 +100,27 @@ export function errorFormat(req: Pick<Request, 'headers' | 'method'>): Negotiate
   }
 }
 
+const PLAIN_JSON: NegotiatedFormat = { format: 'json', mediaType: 'application/json' };
+
+/**
+ * The format of a route that speaks JSON only (exported functions): plain JSON unless Accept
+ * prefers vnd+json or an XML type. Never 406: its own answers are JSON whatever Accept says.
+ */
+export function negotiateJsonFormat(req: Pick<Request, 'headers'>): NegotiatedFormat {
+  const accept = req.headers.accept;
+  if (accept === undefined || accept.trim() === '') {
+    return PLAIN_JSON;
+  }
+  // Listed first: an Accept of */* or application/* picks plain JSON.
+  const offered = ['application/json', ...Object.keys(REST_MEDIA_TYPES)];
+  const mediaType = preferredMediaType(accept, offered);
+  return mediaType ? { format: REST_MEDIA_TYPES[mediaType], mediaType } : PLAIN_JSON;
+}
+
 const NEGOTIATED = Symbol('negotiatedFormat');
-type RequestWithFormat = Request & { [NEGOTIATED]?: NegotiatedFormat };
+type RequestWithFormat = Pick<Request, 'headers' | 'method'> & {
+  [NEGOTIATED]?: NegotiatedFormat;
+};
 
 export function rememberFormat(req: Request, format: NegotiatedFormat): void {
   (req as RequestWithFormat)[NEGOTIATED] = format;

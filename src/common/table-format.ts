@@ -4,21 +4,22 @@ import { preferredMediaType } from './negotiation';
 import type { RestFormat } from './representation/rest-representation';
 
 /**
- * The answer formats of tables (usage statistics, the audit trail): XML and JSON as every
- * representation, and CSV for spreadsheets.
+ * The answer formats of tables (usage statistics, the audit trail): XML and the two JSON shapes
+ * as every representation, and CSV for spreadsheets.
  */
 export type TableFormat = RestFormat | 'csv';
 
 const MEDIA_TYPES: Record<string, TableFormat> = {
   'application/vnd.svc+xml': 'xml',
-  'application/vnd.svc+json': 'json',
+  'application/vnd.svc+json': 'mapped-json',
   'application/xml': 'xml',
   'application/json': 'json',
   'text/csv': 'csv',
 };
-const FORMAT_MEDIA_TYPES: Record<TableFormat, string> = {
+/** The type of each `?format=`: xml, json (plain) or csv. */
+const FORMAT_MEDIA_TYPES: Record<'xml' | 'json' | 'csv', string> = {
   xml: 'application/vnd.svc+xml',
-  json: 'application/vnd.svc+json',
+  json: 'application/json',
   csv: 'text/csv',
 };
 

@@ -5,7 +5,9 @@ import { checkApplicationName } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { readLimitedBody } from '../common/limited-body';
 import { mediaTypeOf } from '../common/media-type';
-import { RawData } from '../common/negotiation.guard';
+import { formatOf } from '../common/negotiation';
+import { JsonRoutes, RawData } from '../common/negotiation.guard';
+import { renderRepresentation } from '../common/representation/rest-representation';
 import { publicBaseUrl } from '../common/public-uri';
 import { NodeConfig, ProcessConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
@@ -19,6 +21,7 @@ import { FunctionsService } from './functions.service';
  * these.
  */
 @Controller('svc/api/rest/functions')
+@JsonRoutes()
 export class FunctionsController {
   constructor(
     private readonly node: NodeConfig,
@@ -65,10 +68,13 @@ export class FunctionsController {
         req,
         publicBaseUrl(req, this.node.publicBaseUrl),
       );
-      return new HttpAnswer(job.body, {
+      // The job token as every other JSON answer here: plain unless Accept asks for vnd+json.
+      const { format, mediaType } = formatOf(req);
+      return new HttpAnswer(renderRepresentation(job.token, format), {
         status: 202,
         headers: {
-          'Content-Type': 'application/json; charset=utf-8',
+          'Content-Type': `${mediaType}; charset=utf-8`,
+          Vary: 'Accept',
           Location: job.resultUri,
           'Preference-Applied': 'respond-async',
         },

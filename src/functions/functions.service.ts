@@ -1,10 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import type { Request } from 'express';
 import { rawHeaderPairs, rawHeaderValues } from '../common/application-name';
-import { renderRepresentation } from '../common/representation/rest-representation';
 import { parseMetaHeaders } from '../job-core/job-meta';
 import { parsePriority, PRIORITY_HEADER } from '../jobs/job-priority';
-import { jobTokenOf } from '../jobs/jobs-view';
+import { JobTokenRepresentation, jobTokenOf } from '../jobs/jobs-view';
 import { JobsService } from '../jobs/jobs.service';
 import { callbackRequest } from '../jobs/rest-submission';
 import { principalOf } from '../security/principal';
@@ -78,7 +77,7 @@ export class FunctionsService {
     argumentsJson: string,
     req: Request,
     baseUrl: string,
-  ): Promise<{ body: string; resultUri: string }> {
+  ): Promise<{ token: JobTokenRepresentation; resultUri: string }> {
     const job = await this.jobs.submit({
       applicationName,
       source: 'rest',
@@ -95,8 +94,7 @@ export class FunctionsService {
         `The header ${PRIORITY_HEADER}`,
       ),
     });
-    const { token, resultUri } = jobTokenOf(baseUrl, job);
-    return { body: renderRepresentation(token, 'json'), resultUri };
+    return jobTokenOf(baseUrl, job);
   }
 
   async openApi(applicationName: string, baseUrl: string): Promise<object> {

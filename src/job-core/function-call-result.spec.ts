@@ -9,7 +9,7 @@ const JOB_ID = '8a0f8c3e-2b1d-4c5e-9f00-1234567890ab';
 const T = new Date('2026-11-22T09:16:22.123Z');
 
 describe('errorResult', () => {
-  it('renders wrapped, and the flat form of SPEC §5.2 for a failed JSON call', () => {
+  it('renders wrapped in vnd+json, and flat (plain JSON) for a failed JSON call', () => {
     const view: ErrorResultView = {
       jobId: JOB_ID,
       applicationName: 'demo',
@@ -22,9 +22,9 @@ describe('errorResult', () => {
       submissionTime: '2026-11-22T09:16:22.123Z',
       errorMessage: 'Error in f(): boom',
     };
-    expect(JSON.parse(renderRepresentation(new ErrorResultRepresentation(view), 'json'))).toEqual({
-      errorResult: flat,
-    });
+    expect(
+      JSON.parse(renderRepresentation(new ErrorResultRepresentation(view), 'mapped-json')),
+    ).toEqual({ errorResult: flat });
     expect(functionCallErrorDocument('json', view, view.errorMessage)).toBe(JSON.stringify(flat));
   });
 

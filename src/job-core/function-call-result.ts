@@ -2,7 +2,6 @@ import {
   RestElement,
   RestView,
   renderRepresentation,
-  renderUnwrappedJson,
 } from '../common/representation/rest-representation';
 import type { FunctionName } from '../r-engine/function-call-engine';
 
@@ -54,7 +53,8 @@ export function functionCallErrorDocument(
   message: string,
 ): string {
   const view = new ErrorResultRepresentation({ ...call, errorMessage: message });
-  return kind === 'xml' ? renderRepresentation(view, 'xml') : renderUnwrappedJson(view);
+  // The JSON one is the plain JSON of errorResult: its attributes and message, unwrapped.
+  return renderRepresentation(view, kind === 'xml' ? 'xml' : 'json');
 }
 
 export interface ErrorResultView {

@@ -16,7 +16,9 @@ const token: JobTokenView = {
 
 describe('jobToken', () => {
   it('renders in JSON with every value a string', () => {
-    expect(JSON.parse(renderRepresentation(new JobTokenRepresentation(token), 'json'))).toEqual({
+    expect(
+      JSON.parse(renderRepresentation(new JobTokenRepresentation(token), 'mapped-json')),
+    ).toEqual({
       jobToken: { ...token, submissionTime: '2026-11-22T09:16:22.123Z' },
     });
   });
@@ -43,7 +45,7 @@ describe('jobStatus', () => {
           attempts: 0,
           resultUri: token.resultUri,
         }),
-        'json',
+        'mapped-json',
       ),
     );
     expect(json).toEqual({

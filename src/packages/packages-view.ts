@@ -29,6 +29,7 @@ export class PackagesRepresentation implements RestView {
     return {
       name: 'packages',
       attributes: {},
+      lists: { package: 'packages' },
       children: this.views.map((pkg) => ({
         name: 'package',
         attributes: {
@@ -39,6 +40,7 @@ export class PackagesRepresentation implements RestView {
           installedBy: pkg.installedBy,
           installedTime: pkg.installedTime,
         },
+        lists: { node: 'nodes' },
         children: pkg.nodes.map((node) => ({
           name: 'node',
           attributes: { name: node.node, state: node.state, reportedTime: node.reportedTime },

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { RestLinks } from '../common/public-uri';
 import { RestFormat, RestListStreamWriter } from '../common/representation/rest-representation';
-import { RESULTS_ELEMENT, ResultRepresentation, resultView } from './result-view';
+import { ResultRepresentation, ResultsRepresentation, resultView } from './result-view';
 import type { ResultRepository } from './result.repository';
 
 /** Results are read in pages of this size when listed whole, so the list is never all in memory. */
@@ -35,8 +35,10 @@ export async function resultListing(
   );
   async function* chunks(): AsyncGenerator<string> {
     const pending: string[] = [];
-    const writer = new RestListStreamWriter(RESULTS_ELEMENT, format, (chunk) =>
-      pending.push(chunk),
+    const writer = new RestListStreamWriter(
+      new ResultsRepresentation([]).toElement(),
+      format,
+      (chunk) => pending.push(chunk),
     );
     let page = first;
     let remaining = limit ?? Number.POSITIVE_INFINITY;

@@ -3,12 +3,7 @@ import {
   RestListStreamWriter,
   renderRepresentation,
 } from '../common/representation/rest-representation';
-import {
-  RESULTS_ELEMENT,
-  ResultRepresentation,
-  ResultsRepresentation,
-  ResultView,
-} from './result-view';
+import { ResultRepresentation, ResultsRepresentation, ResultView } from './result-view';
 
 const DECL = '<?xml version="1.0" encoding="UTF-8"?>';
 const NS = 'xmlns="urn:svc:rest:types"';
@@ -29,10 +24,10 @@ function result(n: number, overrides: Partial<ResultView> = {}): ResultView {
   };
 }
 
-describe('result and results in JSON (Jettison mapped)', () => {
+describe('result and results in mapped JSON (vnd+json)', () => {
   it('renders a result with success as a JSON boolean, in attribute order', () => {
     const r = result(2);
-    expect(renderRepresentation(new ResultRepresentation(r), 'json')).toBe(
+    expect(renderRepresentation(new ResultRepresentation(r), 'mapped-json')).toBe(
       `{"result":{"jobId":"${r.jobId}","applicationName":"demo",` +
         `"resultTime":"2026-11-22T09:16:22.125Z","success":true,"type":"zip",` +
         `"selfUri":"${r.selfUri}","dataUri":"${r.dataUri}"}}`,
@@ -41,7 +36,7 @@ describe('result and results in JSON (Jettison mapped)', () => {
 
   it('renders no results as "", one as an object, several as an array', () => {
     const render = (list: ResultView[]): unknown =>
-      JSON.parse(renderRepresentation(new ResultsRepresentation(list), 'json'));
+      JSON.parse(renderRepresentation(new ResultsRepresentation(list), 'mapped-json'));
     expect(render([])).toEqual({ results: '' });
     expect(render([result(1)])).toEqual({
       results: { result: expect.objectContaining({ jobId: result(1).jobId, success: false }) },
@@ -49,6 +44,31 @@ describe('result and results in JSON (Jettison mapped)', () => {
     const two = render([result(1), result(2)]) as { results: { result: unknown[] } };
     expect(Array.isArray(two.results.result)).toBe(true);
     expect(two.results.result).toHaveLength(2);
+  });
+});
+
+describe('result and results in plain JSON (application/json)', () => {
+  it('renders a result as its attributes, typed, with no name around them', () => {
+    const r = result(2);
+    expect(JSON.parse(renderRepresentation(new ResultRepresentation(r), 'json'))).toEqual({
+      jobId: r.jobId,
+      applicationName: 'demo',
+      resultTime: '2026-11-22T09:16:22.125Z',
+      success: true,
+      type: 'zip',
+      selfUri: r.selfUri,
+      dataUri: r.dataUri,
+    });
+  });
+
+  it('renders results as an array, even of none or one', () => {
+    const render = (list: ResultView[]): { results: { jobId: string }[] } =>
+      JSON.parse(renderRepresentation(new ResultsRepresentation(list), 'json')) as {
+        results: { jobId: string }[];
+      };
+    expect(render([])).toEqual({ results: [] });
+    expect(render([result(1)]).results.map((r) => r.jobId)).toEqual([result(1).jobId]);
+    expect(render([result(1), result(2)]).results).toHaveLength(2);
   });
 });
 
@@ -65,7 +85,7 @@ describe('results in XML', () => {
 });
 
 describe('results streamed as the listing writes them', () => {
-  const formats: RestFormat[] = ['xml', 'json'];
+  const formats: RestFormat[] = ['xml', 'mapped-json', 'json'];
   const sizes = [0, 1, 2, 3];
 
   for (const format of formats) {
@@ -76,8 +96,10 @@ describe('results streamed as the listing writes them', () => {
           result(i + 1, { selfUri: `${BASE}/results?x="${i}"&y=<z>` }),
         );
         const chunks: string[] = [];
-        const writer = new RestListStreamWriter(RESULTS_ELEMENT, format, (chunk) =>
-          chunks.push(chunk),
+        const writer = new RestListStreamWriter(
+          new ResultsRepresentation([]).toElement(),
+          format,
+          (chunk) => chunks.push(chunk),
         );
         list.forEach((r) => writer.add(new ResultRepresentation(r)));
         writer.end();

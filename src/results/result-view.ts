@@ -47,17 +47,15 @@ export class ResultRepresentation implements RestView {
   }
 }
 
-/** The root of an application's listing, streamed item by item (`result-listing.ts`). */
-export const RESULTS_ELEMENT = 'results';
-
 /** `results`: one `result` per stored result. */
 export class ResultsRepresentation implements RestView {
   constructor(private readonly views: readonly ResultView[]) {}
 
   toElement(): RestElement {
     return {
-      name: RESULTS_ELEMENT,
+      name: 'results',
       attributes: {},
+      lists: { result: 'results' },
       children: this.views.map((view) => new ResultRepresentation(view).toElement()),
     };
   }

@@ -19,7 +19,7 @@ const nodeInfo: NodeInformationView = {
 describe('nodeInformation', () => {
   it('renders in JSON with booleans and numbers as primitives, longs whole', () => {
     const json = JSON.parse(
-      renderRepresentation(new NodeInformationRepresentation(nodeInfo), 'json'),
+      renderRepresentation(new NodeInformationRepresentation(nodeInfo), 'mapped-json'),
     );
     expect(json.nodeInformation).toEqual({ ...nodeInfo, uptime: 12345 });
   });

@@ -37,6 +37,7 @@ export class UsageStatisticsRepresentation implements RestView {
     return {
       name: 'usageStatistics',
       attributes: { from: this.view.from, to: this.view.to },
+      lists: { usage: 'months' },
       // A month without started jobs has no run time percentiles: the attributes are left out.
       children: this.view.months.map((usage) => ({ name: 'usage', attributes: { ...usage } })),
     };

@@ -6,7 +6,6 @@ import {
   RestListStreamWriter,
   RestView,
   renderRepresentation,
-  renderUnwrappedJson,
 } from './rest-representation';
 
 const DECL = '<?xml version="1.0" encoding="UTF-8"?>';
@@ -38,27 +37,31 @@ class ItemsView implements RestView {
   constructor(private readonly items: ItemView[]) {}
 
   toElement(): RestElement {
-    return { name: 'items', attributes: {}, children: this.items.map((i) => i.toElement()) };
+    return {
+      name: 'items',
+      attributes: {},
+      children: this.items.map((i) => i.toElement()),
+      lists: { item: 'items' },
+    };
   }
 }
 
-describe('renderRepresentation, JSON (Jettison mapped)', () => {
+const EMPTY_ITEMS = new ItemsView([]).toElement();
+
+describe('renderRepresentation, mapped JSON (application/vnd.svc+json)', () => {
   it('renders an error with a numeric status and the message as a string', () => {
     expect(
       renderRepresentation(
         new ErrorRepresentation({ status: 400, error: 'Bad Request', message: 'no "app"' }),
-        'json',
+        'mapped-json',
       ),
     ).toBe('{"error":{"status":400,"error":"Bad Request","message":"no \\"app\\""}}');
   });
 
   it('renders attributes as keys in order (dates as ISO text, absent ones left out), text children as strings', () => {
-    expect(renderRepresentation(new ItemView(2), 'json')).toBe(
+    expect(renderRepresentation(new ItemView(2), 'mapped-json')).toBe(
       '{"item":{"id":"item-2","uri":"http://localhost/items?x=\\"2\\"&y=<z>","even":true,' +
         '"count":2,"time":"2026-11-22T09:16:22.125Z","note":"note 2 <&>"}}',
-    );
-    expect(renderUnwrappedJson(new ItemView(2))).toBe(
-      JSON.stringify(JSON.parse(renderRepresentation(new ItemView(2), 'json')).item),
     );
   });
 
@@ -67,7 +70,7 @@ describe('renderRepresentation, JSON (Jettison mapped)', () => {
       JSON.parse(
         renderRepresentation(
           new ItemsView(Array.from({ length: n }, (_, i) => new ItemView(i + 1))),
-          'json',
+          'mapped-json',
         ),
       );
     expect(render(0)).toEqual({ items: '' });
@@ -75,6 +78,88 @@ describe('renderRepresentation, JSON (Jettison mapped)', () => {
     const two = render(2) as { items: { item: unknown[] } };
     expect(Array.isArray(two.items.item)).toBe(true);
     expect(two.items.item).toHaveLength(2);
+  });
+});
+
+describe('renderRepresentation, plain JSON (application/json)', () => {
+  it('renders the root content without its name: attributes typed, text children as strings', () => {
+    expect(
+      renderRepresentation(
+        new ErrorRepresentation({ status: 400, error: 'Bad Request', message: 'no "app"' }),
+        'json',
+      ),
+    ).toBe('{"status":400,"error":"Bad Request","message":"no \\"app\\""}');
+    expect(JSON.parse(renderRepresentation(new ItemView(2), 'json'))).toEqual({
+      id: 'item-2',
+      uri: 'http://localhost/items?x="2"&y=<z>',
+      even: true,
+      count: 2,
+      time: '2026-11-22T09:16:22.125Z',
+      note: 'note 2 <&>',
+    });
+  });
+
+  it('renders a list as an array under its key, whether it has zero, one or several items', () => {
+    const render = (n: number): unknown =>
+      JSON.parse(
+        renderRepresentation(
+          new ItemsView(Array.from({ length: n }, (_, i) => new ItemView(i + 1))),
+          'json',
+        ),
+      );
+    expect(render(0)).toEqual({ items: [] });
+    expect(render(1)).toEqual({ items: [expect.objectContaining({ id: 'item-1', count: 1 })] });
+    expect((render(3) as { items: { id: string }[] }).items.map((i) => i.id)).toEqual([
+      'item-1',
+      'item-2',
+      'item-3',
+    ]);
+  });
+
+  it('renders lists inside items, and an element with nothing in it as an empty object', () => {
+    const nested: RestView = {
+      toElement: () => ({
+        name: 'shelf',
+        attributes: { label: 'a' },
+        children: [
+          { name: 'box', attributes: { n: 1 }, children: [], lists: { thing: 'things' } },
+          {
+            name: 'box',
+            attributes: { n: 2 },
+            children: [{ name: 'thing', attributes: {} }],
+            lists: { thing: 'things' },
+          },
+          { name: 'lid', attributes: { open: null } },
+        ],
+        lists: { box: 'boxes' },
+      }),
+    };
+    expect(JSON.parse(renderRepresentation(nested, 'json'))).toEqual({
+      label: 'a',
+      boxes: [
+        { n: 1, things: [] },
+        { n: 2, things: [{}] },
+      ],
+      lid: {},
+    });
+  });
+
+  it('refuses a repeated child that is not declared a list, rather than drop one', () => {
+    const repeated: RestView = {
+      toElement: () => ({
+        name: 'pair',
+        attributes: {},
+        children: [
+          { name: 'part', attributes: {}, text: 'a' },
+          { name: 'part', attributes: {}, text: 'b' },
+        ],
+      }),
+    };
+    expect(() => renderRepresentation(repeated, 'json')).toThrow(
+      'pair: repeated part is not declared in lists',
+    );
+    // The mapped shape has always made them an array.
+    expect(renderRepresentation(repeated, 'mapped-json')).toBe('{"pair":{"part":["a","b"]}}');
   });
 });
 
@@ -126,7 +211,7 @@ describe('isRestView', () => {
 });
 
 describe('RestListStreamWriter', () => {
-  const formats: RestFormat[] = ['xml', 'json'];
+  const formats: RestFormat[] = ['xml', 'mapped-json', 'json'];
   const sizes = [0, 1, 2, 3];
 
   for (const format of formats) {
@@ -134,7 +219,7 @@ describe('RestListStreamWriter', () => {
       it(`writes what renderRepresentation renders: ${format}, ${size} item(s)`, () => {
         const list = Array.from({ length: size }, (_, i) => new ItemView(i + 1));
         const chunks: string[] = [];
-        const writer = new RestListStreamWriter('items', format, (chunk) => chunks.push(chunk));
+        const writer = new RestListStreamWriter(EMPTY_ITEMS, format, (chunk) => chunks.push(chunk));
         list.forEach((item) => writer.add(item));
         writer.end();
         expect(chunks.join('')).toBe(renderRepresentation(new ItemsView(list), format));
@@ -144,7 +229,9 @@ describe('RestListStreamWriter', () => {
 
   it('writes nothing before the first item, then streams every item after the first at once', () => {
     const chunks: string[] = [];
-    const writer = new RestListStreamWriter('items', 'json', (chunk) => chunks.push(chunk));
+    const writer = new RestListStreamWriter(EMPTY_ITEMS, 'mapped-json', (chunk) =>
+      chunks.push(chunk),
+    );
     expect(chunks).toEqual([]);
     writer.add(new ItemView(1));
     // The first item waits: it is an object if alone, the head of an array otherwise.
@@ -154,21 +241,40 @@ describe('RestListStreamWriter', () => {
     writer.add(new ItemView(3));
     expect(chunks.join('')).toContain('item-3');
 
+    const plainChunks: string[] = [];
+    const plainWriter = new RestListStreamWriter(EMPTY_ITEMS, 'json', (chunk) =>
+      plainChunks.push(chunk),
+    );
+    plainWriter.add(new ItemView(1));
+    // Plain JSON is always an array: the first item is written at once.
+    expect(plainChunks.join('')).toMatch(/^\{"items":\[\{"id":"item-1"/);
+
     const xmlChunks: string[] = [];
-    const xmlWriter = new RestListStreamWriter('items', 'xml', (chunk) => xmlChunks.push(chunk));
+    const xmlWriter = new RestListStreamWriter(EMPTY_ITEMS, 'xml', (chunk) =>
+      xmlChunks.push(chunk),
+    );
     xmlWriter.add(new ItemView(1));
     expect(xmlChunks.join('')).toContain('item-1');
   });
 
   it('refuses to be used after end', () => {
-    const writer = new RestListStreamWriter('items', 'xml', () => undefined);
+    const writer = new RestListStreamWriter(EMPTY_ITEMS, 'xml', () => undefined);
     writer.end();
     expect(() => writer.add(new ItemView(1))).toThrow();
     expect(() => writer.end()).toThrow();
   });
 
-  it('refuses an item of another name than the first', () => {
-    const writer = new RestListStreamWriter('items', 'json', () => undefined);
+  it('refuses a root that is not an empty list of one kind', () => {
+    expect(
+      () => new RestListStreamWriter(new ItemsView([new ItemView(1)]).toElement(), 'json', () => 0),
+    ).toThrow('items is not an empty list of one kind');
+    expect(
+      () => new RestListStreamWriter({ name: 'items', attributes: {} }, 'json', () => undefined),
+    ).toThrow('items is not an empty list of one kind');
+  });
+
+  it('refuses an item of another name than the list', () => {
+    const writer = new RestListStreamWriter(EMPTY_ITEMS, 'json', () => undefined);
     writer.add(new ItemView(1));
     expect(() =>
       writer.add(new ErrorRepresentation({ status: 400, error: 'x', message: 'y' })),

@@ -2,17 +2,21 @@ import { create, fragment } from 'xmlbuilder2';
 import type { XMLBuilder } from 'xmlbuilder2/lib/interfaces';
 
 /**
- * How the REST representations of SPEC §4, §8 and §9 are rendered: in XML (`wsdl/rest-data.xsd`)
- * and in the Jettison "mapped" JSON that RSB's stack emitted. Each feature defines its own views
- * (`RestView`, next to its code); a view is one element tree, and both formats are rendered from
- * it, so they cannot drift apart: attributes become plain keys, a text-only child becomes a
- * string, repeated children become an array only when there are two or more, and an element with
- * nothing in it becomes `""`.
+ * How the REST representations are rendered (docs/api.md#representations). Each feature defines
+ * its own views (`RestView`, next to its code); a view is one element tree, and every format is
+ * rendered from it, so they cannot drift apart:
+ * - `xml`: `wsdl/rest-data.xsd`;
+ * - `mapped-json` (`application/vnd.svc+json`): the Jettison "mapped" JSON that RSB's stack
+ *   emitted, the root's name around the body, attributes as keys, a text-only child as a string,
+ *   repeated children an array only when there are two or more, an empty element `""`;
+ * - `json` (`application/json`): plain JSON, the root's content alone, attributes as keys of
+ *   their own types, a text-only child as a string, and every list (`RestElement.lists`) an array
+ *   under its own key, even of zero or one items.
  */
 
 export const REST_TYPES_NAMESPACE = 'urn:svc:rest:types';
 
-export type RestFormat = 'xml' | 'json';
+export type RestFormat = 'xml' | 'mapped-json' | 'json';
 
 /** An attribute's value; null and undefined leave the attribute out. */
 export type RestAttributeValue = string | number | boolean | Date | null | undefined;
@@ -23,6 +27,12 @@ export interface RestElement {
   attributes: Record<string, RestAttributeValue>;
   children?: RestElement[];
   text?: string;
+  /**
+   * The children that form lists: child element name → the key of their array in plain JSON,
+   * which is there (as `[]`) when there are none. Other children are single: their name is
+   * their key.
+   */
+  lists?: Readonly<Record<string, string>>;
 }
 
 /** A REST representation, as a controller returns it: its feature says what it looks like. */
@@ -43,37 +53,46 @@ type JsonValue = string | number | boolean | JsonValue[] | { [key: string]: Json
 
 export function renderRepresentation(view: RestView, format: RestFormat): string {
   const element = view.toElement();
-  return format === 'xml'
-    ? renderXmlDocument(element)
-    : JSON.stringify({ [element.name]: toJson(element) });
-}
-
-/** A view's JSON without its root element around it (the flat body of SPEC §5.2). */
-export function renderUnwrappedJson(view: RestView): string {
-  return JSON.stringify(toJson(view.toElement()));
+  switch (format) {
+    case 'xml':
+      return renderXmlDocument(element);
+    case 'mapped-json':
+      return JSON.stringify({ [element.name]: toMappedJson(element) });
+    case 'json':
+      return JSON.stringify(toPlainJson(element));
+  }
 }
 
 /**
- * Writes a list element (its root named `name`, its items all of one element name) item by item,
- * so that a long listing is never held in memory. Its output equals `renderRepresentation` of the
- * same list. Nothing is written until the first `add` or `end`: a caller whose first read fails
- * can still answer with an error status instead of a half-sent 200.
+ * Writes a list (`list`: its root element, empty, with one entry in `lists` naming its items) item
+ * by item, so that a long listing is never held in memory. Its output equals
+ * `renderRepresentation` of the same list. Nothing is written until the first `add` or `end`: a
+ * caller whose first read fails can still answer with an error status instead of a half-sent 200.
  */
 export class RestListStreamWriter {
   private count = 0;
-  private itemName: string | null = null;
-  /** JSON only: the first item, held until we know whether it stands alone or opens an array. */
+  private readonly name: string;
+  private readonly itemName: string;
+  private readonly plainKey: string;
+  /** Mapped JSON only: the first item, held until we know whether it stands alone or opens an array. */
   private firstJson: string | null = null;
   private ended = false;
   /** What xmlbuilder2 writes before the `>` or `/>` of the root; the stream tests pin this. */
   private readonly xmlOpen: string;
 
   constructor(
-    private readonly name: string,
+    list: RestElement,
     private readonly format: RestFormat,
     private readonly write: (chunk: string) => void,
   ) {
-    this.xmlOpen = `${XML_DECLARATION}<${name} xmlns="${REST_TYPES_NAMESPACE}"`;
+    const lists = Object.entries(list.lists ?? {});
+    const attributes = Object.values(list.attributes).filter((v) => v !== null && v !== undefined);
+    if (lists.length !== 1 || attributes.length > 0 || (list.children ?? []).length > 0) {
+      throw new Error(`RestListStreamWriter: ${list.name} is not an empty list of one kind`);
+    }
+    this.name = list.name;
+    [[this.itemName, this.plainKey]] = lists;
+    this.xmlOpen = `${XML_DECLARATION}<${list.name} xmlns="${REST_TYPES_NAMESPACE}"`;
   }
 
   add(view: RestView): void {
@@ -81,19 +100,21 @@ export class RestListStreamWriter {
       throw new Error('RestListStreamWriter: add() after end()');
     }
     const element = view.toElement();
-    // Jettison groups children by name: items of another name would not render as one list.
-    if (this.itemName !== null && element.name !== this.itemName) {
+    // Items of another name would not be one list (Jettison groups children by name).
+    if (element.name !== this.itemName) {
       throw new Error(
         `RestListStreamWriter: a ${element.name} in a list of ${this.itemName} elements`,
       );
     }
-    this.itemName = element.name;
     if (this.format === 'xml') {
       // Serialised without a namespace: inside the namespaced root it inherits the default one.
       const item = renderXmlFragment(element);
       this.write(this.count === 0 ? `${this.xmlOpen}>${item}` : item);
+    } else if (this.format === 'json') {
+      const item = JSON.stringify(toPlainJson(element));
+      this.write(this.count === 0 ? `{${JSON.stringify(this.plainKey)}:[${item}` : `,${item}`);
     } else {
-      const item = JSON.stringify(toJson(element));
+      const item = JSON.stringify(toMappedJson(element));
       if (this.count === 0) {
         this.write(`{${JSON.stringify(this.name)}:{${JSON.stringify(element.name)}:`);
         this.firstJson = item;
@@ -114,6 +135,8 @@ export class RestListStreamWriter {
     this.ended = true;
     if (this.format === 'xml') {
       this.write(this.count === 0 ? `${this.xmlOpen}/>` : `</${this.name}>`);
+    } else if (this.format === 'json') {
+      this.write(this.count === 0 ? `{${JSON.stringify(this.plainKey)}:[]}` : ']}');
     } else if (this.count === 0) {
       this.write(`{${JSON.stringify(this.name)}:""}`);
     } else if (this.count === 1) {
@@ -169,30 +192,68 @@ function xmlSafe(text: string): string {
   return text.replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '\uFFFD');
 }
 
-// ---- JSON (Jettison "mapped") ----
+// ---- JSON ----
 
-function toJson(element: RestElement): JsonValue {
-  const attributes = Object.entries(element.attributes).filter(
-    (entry): entry is [string, string | number | boolean | Date] =>
-      entry[1] !== null && entry[1] !== undefined,
-  );
+/** The attributes that are there, as JSON values (dates as ISO text). */
+function jsonAttributes(element: RestElement): [string, JsonValue][] {
+  const present: [string, JsonValue][] = [];
+  for (const [key, value] of Object.entries(element.attributes)) {
+    if (value !== null && value !== undefined) {
+      present.push([key, value instanceof Date ? value.toISOString() : value]);
+    }
+  }
+  return present;
+}
+
+/** Jettison "mapped": the shape RSB's clients read. */
+function toMappedJson(element: RestElement): JsonValue {
+  const attributes = jsonAttributes(element);
   const children = element.children ?? [];
   if (attributes.length === 0 && children.length === 0) {
     return element.text ?? '';
   }
-  const object: { [key: string]: JsonValue } = {};
-  for (const [key, value] of attributes) {
-    object[key] = value instanceof Date ? value.toISOString() : value;
-  }
+  const object: { [key: string]: JsonValue } = Object.fromEntries(attributes);
   // Same-named children collapse into one key: a single child is an object, several an array.
   const groups = new Map<string, JsonValue[]>();
   for (const child of children) {
     const group = groups.get(child.name) ?? [];
-    group.push(toJson(child));
+    group.push(toMappedJson(child));
     groups.set(child.name, group);
   }
   for (const [name, values] of groups) {
     object[name] = values.length === 1 ? values[0] : values;
+  }
+  return object;
+}
+
+/** Plain JSON: a text-only element is its text, any other an object; lists are arrays. */
+function toPlainJson(element: RestElement): JsonValue {
+  const attributes = jsonAttributes(element);
+  const children = element.children ?? [];
+  const lists = element.lists ?? {};
+  if (element.text !== undefined && attributes.length === 0 && children.length === 0) {
+    return element.text;
+  }
+  const object: { [key: string]: JsonValue } = Object.fromEntries(attributes);
+  for (const child of children) {
+    const listKey = Object.hasOwn(lists, child.name) ? lists[child.name] : undefined;
+    if (listKey === undefined) {
+      if (Object.hasOwn(object, child.name)) {
+        // A view's bug: a repeated child must be declared a list, or all but one would be lost.
+        throw new Error(`${element.name}: repeated ${child.name} is not declared in lists`);
+      }
+      object[child.name] = toPlainJson(child);
+    } else {
+      const list = object[listKey];
+      if (Array.isArray(list)) {
+        list.push(toPlainJson(child));
+      } else {
+        object[listKey] = [toPlainJson(child)];
+      }
+    }
+  }
+  for (const key of Object.values(lists)) {
+    object[key] ??= [];
   }
   return object;
 }

@@ -246,7 +246,7 @@
     return new Promise((resolve, reject) => {
       const xhr = new XMLHttpRequest();
       xhr.open('POST', formElement.action);
-      xhr.setRequestHeader('Accept', 'application/json');
+      xhr.setRequestHeader('Accept', VND_JSON);
       xhr.upload.addEventListener('progress', (event) => {
         if (event.lengthComputable && event.total > 0) {
           bar.max = event.total;
