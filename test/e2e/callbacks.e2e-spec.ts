@@ -119,8 +119,9 @@ describe('job callbacks', () => {
     expect(signatureVerifies(delivery)).toBe(true);
     expect(delivery.headers['x-svc-application-name']).toBe('demo');
     expect(delivery.headers['content-type']).toMatch(/^application\/json/);
-    // The same body GET results/{app}/{jobId} answers with Accept: application/json.
-    const result = await waitForResult(token.resultUri, { Accept: 'application/json' });
+    // The same body GET results/{app}/{jobId} answers in the mapped JSON receivers have read
+    // from the start (vnd+json), whatever plain application/json has become.
+    const result = await waitForResult(token.resultUri, { Accept: 'application/vnd.svc+json' });
     expect(delivery.body.toString('utf8')).toBe(result.text);
     expect(JSON.parse(result.text)).toMatchObject({
       result: { jobId: token.jobId, success: true, type: 'zip' },
@@ -200,7 +201,8 @@ describe('job callbacks', () => {
       { Accept: 'application/json' },
     );
     expect(answer.status).toBe(202);
-    const token = (JSON.parse(answer.text) as { jobToken: Record<string, string> }).jobToken;
+    // A form post asking for application/json gets the plain JSON token.
+    const token = JSON.parse(answer.text) as Record<string, string>;
     await waitForCallbackState(service.url, token.jobId, 'delivered');
     expect(signatureVerifies(receiver.deliveriesFor(token.jobId)[0])).toBe(true);
   });

@@ -99,7 +99,11 @@ describe('exported R functions as endpoints', () => {
   it('400 naming an argument the function does not take; dots take any', async () => {
     const answer = await call('demo', 'sum2', '{"x": 1, "z": 2}');
     expect(answer.status).toBe(400);
-    expect(answer.text).toContain('"z"');
+    expect(JSON.parse(answer.text)).toEqual({
+      status: 400,
+      error: 'Bad Request',
+      message: 'sum2 takes no argument "z"',
+    });
     const dots = await call('traps', 'dots', '{"a": 1, "b": 2, "c": [1,2]}');
     expect(dots.status).toBe(200);
     expect(JSON.parse(dots.text)).toBe(3);
@@ -155,12 +159,13 @@ describe('exported R functions as endpoints', () => {
     });
     expect(answer.status).toBe(202);
     expect(answer.headers.get('preference-applied')).toBe('respond-async');
-    const token = JSON.parse(answer.text) as { jobToken: { jobId: string; resultUri: string } };
-    expect(answer.headers.get('location')).toBe(token.jobToken.resultUri);
-    const result = await resultData(token.jobToken.resultUri);
+    expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    const token = JSON.parse(answer.text) as { jobId: string; resultUri: string };
+    expect(answer.headers.get('location')).toBe(token.resultUri);
+    const result = await resultData(token.resultUri);
     expect(result.headers.get('content-type')).toMatch(/^application\/json/);
     expect(JSON.parse(result.text)).toEqual([6, 7]);
-    const status = await request(`${service.url}${REST}/jobs/demo/${token.jobToken.jobId}`, {
+    const status = await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, {
       headers: { Accept: 'application/vnd.svc+json' },
     });
     expect(status.text).toContain('"state":"DONE"');
@@ -169,12 +174,33 @@ describe('exported R functions as endpoints', () => {
   it('a queued call fails as a function-call job: its R error as the result', async () => {
     const answer = await call('traps', 'failing', '{"x": "later"}', { Prefer: 'respond-async' });
     expect(answer.status).toBe(202);
-    const token = JSON.parse(answer.text) as { jobToken: { resultUri: string } };
-    const result = await resultData(token.jobToken.resultUri);
+    const token = JSON.parse(answer.text) as { resultUri: string };
+    const result = await resultData(token.resultUri);
     expect(JSON.parse(result.text)).toMatchObject({
       applicationName: 'traps',
       errorMessage: expect.stringContaining('bad input: later') as unknown,
     });
+  });
+
+  it('answers its errors and job tokens in plain JSON unless Accept prefers the mapped or XML shape', async () => {
+    for (const accept of [undefined, '*/*', 'text/html', 'application/json']) {
+      const answer = await call('traps', 'secret', '{}', accept ? { Accept: accept } : {});
+      expect(answer.status).toBe(404);
+      expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(JSON.parse(answer.text)).toMatchObject({ status: 404, error: 'Not Found' });
+    }
+    const mapped = await call('traps', 'secret', '{}', { Accept: 'application/vnd.svc+json' });
+    expect(mapped.headers.get('content-type')).toBe('application/vnd.svc+json; charset=utf-8');
+    expect(JSON.parse(mapped.text)).toMatchObject({ error: { status: 404 } });
+    const xml = await call('traps', 'secret', '{}', { Accept: 'application/vnd.svc+xml' });
+    expect(xml.text).toContain('<error xmlns="urn:svc:rest:types" status="404"');
+    const token = await call('demo', 'sum2', '{"x": 1}', {
+      Prefer: 'respond-async',
+      Accept: 'application/vnd.svc+json',
+    });
+    expect(token.status).toBe(202);
+    expect(token.headers.get('content-type')).toBe('application/vnd.svc+json; charset=utf-8');
+    expect(JSON.parse(token.text)).toMatchObject({ jobToken: { applicationName: 'demo' } });
   });
 
   it('checks a queued call as a direct one: 404 unexported, 400 bad body, before queueing', async () => {

@@ -10,6 +10,8 @@ import { makeZip } from '../support/zip-fixtures';
 
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
 const XML_ACCEPT = { Accept: 'application/vnd.svc+xml' };
+/** Plain JSON: the same representations without Jettison's wrapping, lists always arrays. */
+const PLAIN_ACCEPT = { Accept: 'application/json' };
 const QUICK = 'cat("first line\\n")\nwriteLines("done", "done.txt")\n';
 const SLEEPER = 'svc_progress(0.5, "halfway")\nSys.sleep(120)\n';
 const MAX_REQUEST_BYTES = 200000;
@@ -168,7 +170,7 @@ describe('the OpenAPI document against the running service', () => {
       headers: JSON_ACCEPT,
     });
     expect(waited.status).toBe(200);
-    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+    for (const headers of [JSON_ACCEPT, PLAIN_ACCEPT, XML_ACCEPT]) {
       expect(
         (await call('GET', '/jobs/{app}/{jobId}', `/jobs/demo/${jobId}`, { headers })).status,
       ).toBe(200);
@@ -403,8 +405,19 @@ describe('the OpenAPI document against the running service', () => {
       ['/functions/demo/sum2', '{"z": 1}', { ...json, ...JSON_ACCEPT }, 400],
       ['/functions/demo/nothing', '{}', { ...json, ...XML_ACCEPT }, 404],
       ['/functions/demo/sum2', 'x', { 'Content-Type': 'text/plain', ...JSON_ACCEPT }, 415],
+      // Plain JSON errors, also when Accept says nothing.
+      ['/functions/demo/sum2', '{"z": 1}', json, 400],
+      ['/functions/demo/nothing', '{}', { ...json, ...PLAIN_ACCEPT }, 404],
     ] as const) {
       expect((await call('POST', fn, path, { headers, body })).status).toBe(status);
+    }
+    // Queued: the job token in each shape.
+    for (const accept of [{}, PLAIN_ACCEPT, JSON_ACCEPT, XML_ACCEPT]) {
+      const queued = await call('POST', fn, '/functions/demo/sum2', {
+        headers: { ...json, ...accept, Prefer: 'respond-async' },
+        body: '{"x": 1}',
+      });
+      expect(queued.status).toBe(202);
     }
   });
 
@@ -412,7 +425,7 @@ describe('the OpenAPI document against the running service', () => {
     const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
     const file = '/admin/catalog/{section}/{file}';
     const scriptPath = '/admin/catalog/R_SCRIPTS/openapi.R';
-    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+    for (const headers of [JSON_ACCEPT, PLAIN_ACCEPT, XML_ACCEPT]) {
       const catalog = await call('GET', '/admin/catalog', '/admin/catalog', {
         headers: { ...admin, ...headers },
       });
@@ -479,7 +492,7 @@ describe('the OpenAPI document against the running service', () => {
       `${base}${REST}${path}`,
     ]);
     expect((await call('PUT', one, path, { headers: gzip, body: archive })).status).toBe(204);
-    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+    for (const headers of [JSON_ACCEPT, PLAIN_ACCEPT, XML_ACCEPT]) {
       const listed = await call('GET', '/admin/packages', '/admin/packages', {
         headers: { ...admin, ...headers },
       });
@@ -689,7 +702,7 @@ describe('the OpenAPI document against the running service', () => {
     expect([check.status, check.text]).toEqual([200, 'OK']);
     expect((await call('GET', '/system/health/live', '/system/health/live')).status).toBe(200);
     expect((await call('GET', '/system/health/ready', '/system/health/ready')).status).toBe(200);
-    for (const headers of [JSON_ACCEPT, XML_ACCEPT]) {
+    for (const headers of [JSON_ACCEPT, PLAIN_ACCEPT, XML_ACCEPT]) {
       expect((await call('GET', '/system/info', '/system/info', { headers })).status).toBe(200);
     }
     expect(
