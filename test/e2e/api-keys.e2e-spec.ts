@@ -232,7 +232,7 @@ describe('API keys made at run time', () => {
       });
       return {
         status: answer.status,
-        message: ((await answer.json()) as { error: { message: string } }).error.message,
+        message: ((await answer.json()) as { message: string }).message,
       };
     };
     const count = async (): Promise<number> => {

@@ -63,7 +63,8 @@ async function submit(
     'X-Request-Id': 'audit-submit-1',
   });
   expect(answer.status).toBe(202);
-  return (JSON.parse(answer.text) as { jobToken: { jobId: string; resultUri: string } }).jobToken;
+  // Plain JSON (Accept: application/json): the token's values without its element name.
+  return JSON.parse(answer.text) as { jobId: string; resultUri: string };
 }
 
 describe('the audit trail', () => {
@@ -90,9 +91,7 @@ describe('the audit trail', () => {
         const state = await fetch(`${service.url}${REST}/jobs/demo/${sleeper.jobId}`, {
           headers: { ...ALICE, Accept: 'application/json' },
         });
-        return (
-          ((await state.json()) as { jobStatus: { state: string } }).jobStatus.state === 'RUNNING'
-        );
+        return ((await state.json()) as { state: string }).state === 'RUNNING';
       },
       60000,
       'the job to run',

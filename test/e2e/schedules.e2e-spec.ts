@@ -99,9 +99,9 @@ async function scheduleOf(base: string, id: string): Promise<ScheduleView> {
   return JSON.parse(answer.text) as ScheduleView;
 }
 
-/** The message of an error answer (JSON, as asked for). */
+/** The message of an error answer (plain JSON, as application/json asks for). */
 function messageOf(answer: Answer): string {
-  return (JSON.parse(answer.text) as { error: { message: string } }).error.message;
+  return (JSON.parse(answer.text) as { message: string }).message;
 }
 
 describe('schedules: the admin API', () => {
@@ -305,7 +305,7 @@ describe('schedules: the admin API', () => {
     const result = await waitForResult(`${service.url}${REST}/results/planner/${lastRun.jobId}`, {
       Accept: 'application/json',
     });
-    expect(JSON.parse(result.text)).toMatchObject({ result: { success: true, type: 'zip' } });
+    expect(JSON.parse(result.text)).toMatchObject({ success: true, type: 'zip' });
     const [job] = await dataSource.query<Array<{ source: string; meta: Record<string, string> }>>(
       'SELECT source, meta FROM job WHERE id = $1',
       [lastRun.jobId],
@@ -532,7 +532,7 @@ describe('schedules: catch-up after the nodes were down', () => {
     const result = await waitForResult(`${base}${REST}/results/planner/${caughtUp.jobId}`, {
       Accept: 'application/json',
     });
-    expect(JSON.parse(result.text)).toMatchObject({ result: { success: true } });
+    expect(JSON.parse(result.text)).toMatchObject({ success: true });
 
     const dataSource = service!.app.get(DataSource);
     const runs = async (id: string): Promise<number> =>
