@@ -283,6 +283,8 @@ export class DropDirectoryService
     }
     try {
       await this.jobs.submit({
+        // The service's own: the directory is the admin's to set up.
+        caller: { kind: 'service' },
         applicationName: app,
         source: DIRECTORY_SOURCE,
         meta: {},

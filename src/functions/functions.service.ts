@@ -88,7 +88,7 @@ export class FunctionsService {
       ],
       functionCall: 'json',
       exportedFunction: functionName,
-      principal: principalOf(req)?.id ?? null,
+      caller: { kind: 'request', principal: principalOf(req) ?? null },
       priority: parsePriority(
         rawHeaderValues(req, PRIORITY_HEADER),
         `The header ${PRIORITY_HEADER}`,

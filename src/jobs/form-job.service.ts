@@ -5,7 +5,6 @@ import { ApiError } from '../common/api-error';
 import { IntakeLimitsConfig, NodeConfig } from '../config/config-slices';
 import { isZipUpload } from './job-archive';
 import { IntakePart, JobsService, SubmittedJob } from './jobs.service';
-import { RequestAccessService } from '../security/request-access.service';
 import { principalOf } from '../security/principal';
 import { publicBaseUrl } from '../common/public-uri';
 import {
@@ -32,7 +31,6 @@ export class FormJobService implements OnModuleInit {
     private readonly config: IntakeLimitsConfig,
     private readonly node: NodeConfig,
     private readonly jobsService: JobsService,
-    private readonly requestAccess: RequestAccessService,
   ) {}
 
   /** A bad FORM_TEMP_DIR stops the start-up with its name, rather than failing every upload. */
@@ -64,9 +62,6 @@ export class FormJobService implements OnModuleInit {
   async submit(req: Request): Promise<SubmittedJob> {
     return withReceivedForm(req, this.limits, async (form) => {
       const applicationName = applicationNameFromFields(form.fields);
-      // The access guard ran before the form was read and could not see the application it
-      // names: the per-application check happens here, before anything is stored.
-      await this.requestAccess.authorizeSubmission(req, applicationName, 'script');
       const meta = metaFromFields(form.fields);
       const callbackUrl = callbackUrlFromFields(form.fields);
       const callback =
@@ -87,7 +82,8 @@ export class FormJobService implements OnModuleInit {
         meta,
         callback,
         parts: form.files.map(jobPart),
-        principal: principalOf(req)?.id ?? null,
+        // The intake authorizes it: the guard could not see the application the form names.
+        caller: { kind: 'request', principal: principalOf(req) ?? null },
         priority: priorityFromFields(form.fields),
       });
     });

@@ -29,6 +29,8 @@ import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.t
 import { auditRowJson } from '../audit/audit.repository';
 import { AuditActor, AuditService } from '../audit/audit.service';
 import { currentRequestActor } from '../common/request-actor';
+import type { Principal } from '../security/principal';
+import { RequestAccessService } from '../security/request-access.service';
 
 /**
  * The callback a request asks for, not yet checked: the URL as given, and the public base URL
@@ -62,6 +64,16 @@ export interface IntakePart {
   zip: boolean;
 }
 
+/**
+ * Who submits a job. A request's caller (its principal; null: anonymous, or AUTH_MODE=none) is
+ * authorized by the intake for the application and the job's kind, whatever the front end
+ * (REST, form, SOAP, a queued exported call). The service itself submits what an admin set up,
+ * whose setting-up was authorized: a schedule's runs, a drop directory's files, a mailbox's
+ * messages from the senders its settings allow.
+ */
+export type SubmissionCaller =
+  { kind: 'request'; principal: Principal | null } | { kind: 'service' };
+
 /** A job as a front end hands it to the intake. */
 export interface Submission {
   applicationName: string;
@@ -82,8 +94,8 @@ export interface Submission {
    * actor, or, outside of a request, nobody by the job's source (a drop directory).
    */
   actor?: AuditActor;
-  /** Who submits it (the principal's name; null: anonymous), for the per-caller rate. */
-  principal?: string | null;
+  /** Who submits it: authorized by the intake, and counted by the per-caller rate. */
+  caller: SubmissionCaller;
   /** The priority the caller asks for (X-SVC-Priority, the form's field, SOAP's element). */
   priority?: number;
   /**
@@ -185,7 +197,10 @@ export interface SubmittedJob {
   source: string;
 }
 
-/** Accepts jobs from every front end (REST body, form, SOAP): validate, store durably, wake a worker. */
+/**
+ * Accepts jobs from every front end (REST body, form, SOAP, ...): authorize the caller, validate,
+ * store durably, wake a worker.
+ */
 @Injectable()
 export class JobsService {
   constructor(
@@ -194,6 +209,7 @@ export class JobsService {
     private readonly notifier: QueueNotifier,
     private readonly callbackUrls: CallbackUrlPolicy,
     private readonly limits: SubmissionLimits,
+    private readonly access: RequestAccessService,
     @Optional() private readonly metrics?: MetricsService,
     @Optional() private readonly audit?: AuditService,
   ) {
@@ -222,12 +238,22 @@ export class JobsService {
     // The application's limits before anything is read: a refused job costs no unpacking.
     const size: JobSizeLimit = { applicationName, ...this.limits.maxJobBytes(applicationName) };
     let priority: number;
+    const { caller } = submission;
     try {
+      // The one authorization of a submission: the guard could not see the application of a
+      // form or an envelope, so none of the front ends asks it.
+      if (caller.kind === 'request') {
+        this.access.authorizeSubmission(
+          caller.principal,
+          applicationName,
+          submission.functionCall ? 'functionCall' : 'script',
+        );
+      }
       priority = this.limits.priorityOf(applicationName, submission.priority);
       await this.checkReceivedSize(parts, size);
       await this.limits.admit(
         applicationName,
-        submission.principal ?? null,
+        caller.kind === 'request' ? (caller.principal?.id ?? null) : null,
         submission.transaction,
       );
     } catch (error) {

@@ -49,7 +49,7 @@ export async function readRestSubmission(
     callback,
     parts: [body],
     functionCall,
-    principal: principalOf(req)?.id ?? null,
+    caller: { kind: 'request', principal: principalOf(req) ?? null },
     priority: parsePriority(rawHeaderValues(req, PRIORITY_HEADER), `The header ${PRIORITY_HEADER}`),
   };
 }

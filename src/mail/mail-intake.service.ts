@@ -416,6 +416,8 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         emailBody: (mail.text ?? '').trim().slice(0, BODY_MAX_CHARS),
       };
       await this.jobs.submit({
+        // The service's own: the mailbox's settings say which senders it takes.
+        caller: { kind: 'service' },
         applicationName: account.application,
         source: EMAIL_SOURCE,
         meta,

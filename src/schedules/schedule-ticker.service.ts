@@ -284,6 +284,8 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
         : { url: schedule.callbackUrl, linksBase: schedule.callbackLinksBase ?? '' };
     try {
       const job = await this.jobs.submit({
+        // The service's own: the schedule's admin was authorized when it was made.
+        caller: { kind: 'service' },
         applicationName: schedule.applicationName,
         source: SCHEDULE_SOURCE,
         // The job acts as the schedule: its audit row names the schedule, not who made it.

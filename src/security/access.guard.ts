@@ -8,14 +8,10 @@ import {
   isJobId,
 } from '../common/application-name';
 import { SecurityConfig } from '../config/config-slices';
-import { mediaTypeOf } from '../common/media-type';
 import { AccessQuestion, AccessPolicyService } from './access-policy.service';
 import { ACCESS_RULE, AccessRule } from './access.decorator';
 import { RequestAccessService } from './request-access.service';
 import { malformed, missing } from '../common/missing-resource';
-
-const FUNCTION_CALL_TYPES = new Set(['application/xml', 'application/json']);
-const FORM_TYPE = 'multipart/form-data';
 
 function param(req: Request, name: string): string | undefined {
   const value = (req.params as Record<string, unknown> | undefined)?.[name];
@@ -71,9 +67,10 @@ export class AccessGuard implements CanActivate {
       }
     }
     const principal = await this.access.principalOf(req);
-    if (rule === 'submitJob' && mediaTypeOf(req) === FORM_TYPE) {
-      // The form names its application in the body: the form service asks the policy
-      // (RequestAccessService.authorizeSubmission) once it has read it.
+    if (rule === 'submitJob') {
+      // Who may submit to which application is the intake's one question (JobsService.submit),
+      // whatever the front end: a form or an envelope names its application in the body. Here
+      // only a caller who must authenticate is stopped, before any body is read.
       this.access.enforce(principal === null ? { outcome: 'authenticate' } : { outcome: 'allow' });
       return true;
     }
@@ -83,7 +80,10 @@ export class AccessGuard implements CanActivate {
     return true;
   }
 
-  private questionOf(rule: Exclude<AccessRule, 'public'>, req: Request): AccessQuestion {
+  private questionOf(
+    rule: Exclude<AccessRule, 'public' | 'submitJob'>,
+    req: Request,
+  ): AccessQuestion {
     switch (rule) {
       case 'globalAdmin':
         return { rule };
@@ -96,12 +96,6 @@ export class AccessGuard implements CanActivate {
             }
           : { rule: 'globalAdmin' };
       }
-      case 'submitJob':
-        return {
-          rule,
-          application: applicationNameFromHeader(req),
-          kind: FUNCTION_CALL_TYPES.has(mediaTypeOf(req)) ? 'functionCall' : 'script',
-        };
       case 'functionCall':
         // /process names the application in its header, /functions/{app}/... in the path.
         return {

@@ -154,15 +154,23 @@ export class RequestAccessService {
   }
 
   /**
-   * For a submission whose application the guard could not see (the form post names it in the
-   * body; SOAP in the envelope): throws the 401 or 403 the caller must get, or returns.
+   * The caller of a front end that the guard lets through unauthenticated (SOAP answers its own
+   * faults): its principal, authenticating it (401, 429); null when anonymous or AUTH_MODE=none.
    */
-  async authorizeSubmission(
-    req: Request,
+  async callerOf(req: Request): Promise<Principal | null> {
+    return this.authMode === 'none' ? null : await this.principalOf(req);
+  }
+
+  /**
+   * Whether `principal` may submit this kind of job to the application: throws the 401 or 403
+   * the caller must get, or returns. Asked by the intake, once per submission, whatever its
+   * front end (JobsService.submit).
+   */
+  authorizeSubmission(
+    principal: Principal | null,
     application: string,
     kind: SubmissionKind,
-  ): Promise<void> {
-    const principal = this.authMode === 'none' ? null : await this.principalOf(req);
+  ): void {
     this.enforce(this.policy.decide(principal, { rule: 'submitJob', application, kind }));
   }
 

@@ -9,7 +9,6 @@ import { parseMetaParameters } from '../job-core/job-meta';
 import { parsePriority } from '../jobs/job-priority';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
-import { principalOf } from '../security/principal';
 import type { SoapPayload, SoapProcessCall } from './soap-request-reader';
 
 /** Marks jobs that came in over SOAP (the job's `source`, a metrics label). */
@@ -46,11 +45,9 @@ export class SoapJobService {
       throw ApiError.badRequest('The job has no payload element; send at least one.');
     }
     const functionCall = functionCallKind(call);
-    await this.requestAccess.authorizeSubmission(
-      req,
-      applicationName,
-      functionCall ? 'functionCall' : 'script',
-    );
+    // Authenticated here (the endpoint is public: it answers its own faults); the intake
+    // authorizes the caller for the application the envelope names.
+    const principal = await this.requestAccess.callerOf(req);
     // Payloads stay on disk: their files (and large ZIP entries, inflated to a spill
     // directory) are streamed into the database, never held whole in memory.
     const job = await this.jobsService.submit({
@@ -65,7 +62,7 @@ export class SoapJobService {
         zip: !functionCall && isZipPayload(payload),
       })),
       functionCall,
-      principal: principalOf(req)?.id ?? null,
+      caller: { kind: 'request', principal },
       priority: parsePriority(
         call.priority === null || call.priority === undefined ? [] : [call.priority],
         'The priority element',

@@ -24,8 +24,9 @@ function plainAnswer(res: Response, status: number, message: string): void {
  * is @RawData (Accept does not apply) and its errors are SOAP faults (SoapFaultFilter).
  */
 @Controller('svc/api/soap/mtom-jobs')
-// Public at the HTTP level: the application is named inside the envelope, so SoapJobService asks
-// RequestAccessService.authorizeSubmission once it has read it (401/403 become faults there).
+// Public at the HTTP level: the application is named inside the envelope, so SoapJobService
+// authenticates the caller once it has read it and the intake authorizes the submission (401 and
+// 403 become faults there).
 @Access('public')
 @UseFilters(SoapFaultFilter)
 export class SoapController {

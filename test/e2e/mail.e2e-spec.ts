@@ -459,6 +459,7 @@ describe('jobs by e-mail', () => {
       REPLY_FROM,
     );
     await service.app.get(JobsService).submit({
+      caller: { kind: 'service' },
       applicationName: APP,
       source: EMAIL_SOURCE,
       meta: { emailSubject: 'Survivor' },
@@ -545,6 +546,7 @@ describe('jobs by e-mail', () => {
 
   it("sends a job result to any address at another module's request (MailReplyService.sendResult)", async () => {
     const job = await service.app.get(JobsService).submit({
+      caller: { kind: 'service' },
       applicationName: APP,
       source: 'rest',
       meta: {},

@@ -1,4 +1,8 @@
 import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
+import { AccessPolicyService } from '../../src/security/access-policy.service';
+import { AuthenticationService } from '../../src/security/authentication.service';
+import { OidcTokenVerifier } from '../../src/security/oidc-token.verifier';
+import { RequestAccessService } from '../../src/security/request-access.service';
 import { HostLookup } from '../../src/callbacks/host-lookup';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -75,6 +79,12 @@ describe('chunked job files and results', () => {
       new QueueNotifier(inProcessEvents(undefined, node)),
       new CallbackUrlPolicy(config, new HostLookup()),
       new SubmissionLimits(config, queue, new SubmissionBucketRepository(dataSource)),
+      new RequestAccessService(
+        config,
+        config,
+        new AccessPolicyService(config),
+        new AuthenticationService(config, new OidcTokenVerifier(config)),
+      ),
     );
     results = new ResultRepository(dataSource, new JobRecordsRepository(dataSource));
   });
@@ -93,6 +103,7 @@ describe('chunked job files and results', () => {
 
   async function submit(files: Array<{ name: string; path: string }>): Promise<string> {
     const job = await jobsService.submit({
+      caller: { kind: 'service' },
       applicationName: 'demo',
       source: 'test',
       meta: {},
@@ -266,6 +277,7 @@ describe('chunked job files and results', () => {
   /** A ZIP archive on disk as the one part of a script job. */
   function submitZipFile(zipPath: string, meta: Record<string, string>) {
     return jobsService.submit({
+      caller: { kind: 'service' },
       applicationName: 'demo',
       source: 'soap',
       meta,

@@ -1,4 +1,8 @@
 import { Test } from '@nestjs/testing';
+import { AccessPolicyService } from '../../src/security/access-policy.service';
+import { AuthenticationService } from '../../src/security/authentication.service';
+import { OidcTokenVerifier } from '../../src/security/oidc-token.verifier';
+import { RequestAccessService } from '../../src/security/request-access.service';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
@@ -59,6 +63,11 @@ describe('JobsService.submit: the intake of every front end', () => {
         },
         { provide: CallbackUrlPolicy, useValue: new CallbackUrlPolicy(config, new HostLookup()) },
         SubmissionLimits,
+        // The real access policy: the intake authorizes every request's caller.
+        AccessPolicyService,
+        AuthenticationService,
+        OidcTokenVerifier,
+        RequestAccessService,
         {
           provide: SubmissionBucketRepository,
           useValue: new SubmissionBucketRepository(dataSource),
@@ -75,7 +84,15 @@ describe('JobsService.submit: the intake of every front end', () => {
   });
 
   function script(parts: Submission['parts'], extra: Partial<Submission> = {}): Submission {
-    return { applicationName: 'intake', source: 'test', meta: {}, callback: null, parts, ...extra };
+    return {
+      applicationName: 'intake',
+      source: 'test',
+      meta: {},
+      callback: null,
+      parts,
+      caller: { kind: 'service' },
+      ...extra,
+    };
   }
 
   async function onDisk(name: string, content: Buffer | string): Promise<string> {
