@@ -16,7 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { newContentId, writeMtomResponse, xopInclude } from '../src/soap/mtom-writer';
+import { newContentId, xopInclude } from '../src/soap/mtom-writer';
+import { writeMtomResponse } from '../test/support/mtom-answer';
 import { readSoapRequest } from '../src/soap/soap-request-reader';
 
 const MIB = 1024 * 1024;

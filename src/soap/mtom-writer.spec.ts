@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { HttpClient } from 'soap/lib/http';
 import { parseMTOMResp } from 'soap/lib/utils';
-import { newContentId, writeMtomResponse, xopInclude, type MtomAttachment } from './mtom-writer';
+import { writeMtomResponse } from '../../test/support/mtom-answer';
+import { newContentId, xopInclude, type MtomAttachment } from './mtom-writer';
 import { SoapFault } from './soap-fault';
 import { readSoapRequest, type ReceivedSoapRequest } from './soap-request-reader';
 

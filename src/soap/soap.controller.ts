@@ -1,5 +1,7 @@
-import { All, Controller, Get, HttpStatus, Post, Req, Res, UseFilters } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { All, Controller, Get, HttpStatus, Post, Req, UseFilters } from '@nestjs/common';
+import type { Request } from 'express';
+import { HttpAnswer } from '../common/http-answer';
+import { ClientGone } from '../common/wait-parameter';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { NodeConfig } from '../config/config-slices';
@@ -15,8 +17,15 @@ function asksForWsdl(req: Request): boolean {
   return Object.keys(req.query).some((key) => key.toLowerCase() === 'wsdl');
 }
 
-function plainAnswer(res: Response, status: number, message: string): void {
-  res.status(status).type('text/plain; charset=utf-8').send(`${message}\n`);
+function plainAnswer(
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): HttpAnswer {
+  return new HttpAnswer(`${message}\n`, {
+    status,
+    headers: { 'Content-Type': 'text/plain; charset=utf-8', ...headers },
+  });
 }
 
 /**
@@ -38,37 +47,34 @@ export class SoapController {
 
   @Get()
   @RawData()
-  describe(@Req() req: Request, @Res() res: Response): void {
+  describe(@Req() req: Request): HttpAnswer {
     if (!asksForWsdl(req)) {
       // Not a SOAP request, so no Fault (WS-I R1126 ties a Fault to HTTP 500).
-      plainAnswer(
-        res,
+      return plainAnswer(
         HttpStatus.BAD_REQUEST,
         `GET ${req.path} answers only the WSDL (?wsdl); SOAP requests are POSTed here.`,
       );
-      return;
     }
-    res
-      .status(200)
-      .type(XML_TEXT)
-      .send(this.wsdl.wsdl(publicBaseUrl(req, this.config.publicBaseUrl)));
+    return new HttpAnswer(this.wsdl.wsdl(publicBaseUrl(req, this.config.publicBaseUrl)), {
+      status: HttpStatus.OK,
+      headers: { 'Content-Type': XML_TEXT },
+    });
   }
 
   @Post()
   @RawData()
-  async process(@Req() req: Request, @Res() res: Response): Promise<void> {
-    await this.soap.process(req, res);
+  process(@Req() req: Request, @ClientGone() clientGone: AbortSignal): Promise<HttpAnswer> {
+    return this.soap.process(req, clientGone);
   }
 
   /** WS-I BP R1114: another method is a 405. */
   @All()
   @RawData()
-  other(@Req() req: Request, @Res() res: Response): void {
-    res.setHeader('Allow', ALLOWED_METHODS);
-    plainAnswer(
-      res,
+  other(@Req() req: Request): HttpAnswer {
+    return plainAnswer(
       HttpStatus.METHOD_NOT_ALLOWED,
       `${req.method} is not allowed on ${req.path}; allowed: ${ALLOWED_METHODS} (GET with ?wsdl only).`,
+      { Allow: ALLOWED_METHODS },
     );
   }
 }

@@ -1,10 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import { publicBaseUrl, RestLinks } from '../common/public-uri';
 import { IntakeLimitsConfig, NodeConfig, SoapConfig } from '../config/config-slices';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { ResultRepository } from '../results/result.repository';
-import { writeMtomResponse } from './mtom-writer';
+import { mtomAnswer, type MtomAnswer } from './mtom-writer';
+import { HttpAnswer } from '../common/http-answer';
 import { SoapFault } from './soap-fault';
 import { SoapJobService, SoapSubmittedJob } from './soap-job.service';
 import {
@@ -56,21 +57,20 @@ export class SoapService {
     };
   }
 
-  async process(req: Request, res: Response): Promise<void> {
+  async process(req: Request, clientGone: AbortSignal): Promise<HttpAnswer> {
     const job = await this.submit(req);
     // A client that hangs up stops the wait (its job still runs and keeps its result).
-    const clientGone = new AbortController();
-    res.on('close', () => clientGone.abort());
     const timeoutSeconds = this.config.soapTimeoutSeconds;
     const ready = await this.waiter.waitFor(
       job.jobId,
       () => this.results.findMetadata(job.applicationName, job.jobId),
       timeoutSeconds * 1000,
-      { signal: clientGone.signal },
+      { signal: clientGone },
     );
-    if (clientGone.signal.aborted) {
+    if (clientGone.aborted) {
       this.logger.log(`job ${job.jobId}: the SOAP client left before its result was ready`);
-      return;
+      // Nobody reads it: the connection is gone.
+      return new HttpAnswer(null, { status: 204 });
     }
     const result = ready && (await loadResult(this.results, job.applicationName, job.jobId));
     if (!result) {
@@ -96,16 +96,19 @@ export class SoapService {
       }
     }
     const answer = await answerPayloads(result, job.singleZip);
+    let mtom: MtomAnswer;
     try {
-      await writeMtomResponse(
-        res,
-        200,
+      mtom = mtomAnswer(
         resultEnvelope(result, answer.payloads),
         answer.payloads.map((payload) => payload.attachment),
       );
-    } finally {
+    } catch (error) {
       await answer.dispose();
+      throw error;
     }
+    // Sent, cut or abandoned by a client that left: the payloads' files go then.
+    mtom.body.once('close', () => void answer.dispose());
+    return new HttpAnswer(mtom.body, { status: 200, headers: mtom.headers });
   }
 
   /** Reads the request and stores its job; the payloads' temporary files are gone afterwards. */

@@ -1,5 +1,6 @@
-import { Controller, Get, Param, Req, Res } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import { Controller, Get, Param, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { HttpAnswer } from '../common/http-answer';
 import { ApiError } from '../common/api-error';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
@@ -21,14 +22,13 @@ export class WsdlController {
 
   @Get(':file')
   @RawData()
-  file(@Param('file') name: string, @Req() req: Request, @Res() res: Response): void {
+  file(@Param('file') name: string, @Req() req: Request): HttpAnswer {
     const content = this.wsdl.file(name, publicBaseUrl(req, this.config.publicBaseUrl));
     if (content === undefined) {
       throw ApiError.notFound(
         `No file ${name} under /svc/wsdl/; the files are: ${this.wsdl.fileNames().join(', ')}.`,
       );
     }
-    res.status(200).setHeader('Content-Type', XML_TEXT);
-    res.end(content);
+    return new HttpAnswer(content, { headers: { 'Content-Type': XML_TEXT } });
   }
 }
