@@ -33,8 +33,13 @@ import {
 import { inSpan, recordSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 import { outsideRequests } from '../common/outside-requests';
 
-/** While the database is unreachable, a finished job's result is offered again this often... */
+/**
+ * While the database is unreachable, a finished job's result is offered again after at most
+ * this long, backing off (backOffDelay)...
+ */
 const STORE_RETRY_MS = 1000;
+/** ...up to this long between two offers... */
+const STORE_RETRY_MAX_MS = 10_000;
 /** ...for at least this long (and two leases when they are longer), unless the node stops. */
 const STORE_RETRY_MIN_MS = 60_000;
 
@@ -392,8 +397,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /**
-   * Stores a finished job's result; while the database is unreachable, tries again every second
-   * (a short outage does not cost the run). Once it answers, the result is stored if this worker
+   * Stores a finished job's result; while the database is unreachable, tries again after a wait
+   * that backs off from a second to ten (a short outage does not cost the run). Once it answers, the result is stored if this worker
    * still holds the lease, else rejected: another worker has run, or is running, the job.
    */
   private storeResult(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
@@ -423,10 +428,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         }
         if (attempt === 1) {
           log.warn(
-            `could not store the result, the database is unreachable (${(error as Error).message}); retrying every ${STORE_RETRY_MS} ms`,
+            `could not store the result, the database is unreachable (${(error as Error).message}); retrying, backing off from ${STORE_RETRY_MS} ms`,
           );
         }
-        await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
+        const delay = backOffDelay(attempt, STORE_RETRY_MS, STORE_RETRY_MAX_MS);
+        await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
   }
