@@ -5,7 +5,12 @@ import { CatalogService } from '../catalog/catalog.service';
 import { loadConfig } from '../config/app-config';
 import { configProviders } from '../config/config.module';
 import { MailReplyJobsRepository } from '../queue/mail-reply-jobs.repository';
-import { ClaimedJob, JobKind } from '../queue/queue.types';
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { QueueRepository } from '../queue/queue.repository';
+import { ClaimedJob, JOB_EXECUTOR, JobExecutor, JobKind } from '../queue/queue.types';
+import { NodeIdentity } from '../storage/node-identity';
+import { WorkerService } from '../worker/worker.service';
+import { inProcessEvents } from '../../test/support/in-process-events';
 import { ResultRepository } from '../results/result.repository';
 import { MAIL_REPLY_SLOTS, MailReplyJobExecutor } from './mail-reply-job.executor';
 
@@ -185,5 +190,89 @@ describe('MailReplyJobExecutor', () => {
     expect(await executor.deliver(refusal(0, new Date()), 'node-a', stopping.signal)).toBeNull();
     executor.onModuleDestroy();
     expect(recorded).toEqual({ ended: [], retried: [] });
+  });
+
+  describe('in the worker', () => {
+    /** The queue's other statements: no R job, nothing expired. */
+    const queue = {
+      claim: () => Promise.resolve([]),
+      heartbeat: () => Promise.resolve([]),
+      release: (_owner: string, ids: string[]) => Promise.resolve(ids.length),
+      recoverExpiredLeases: () => Promise.resolve({ requeued: 0, exhausted: [] }),
+      deleteExpiredResults: () => Promise.resolve(0),
+      deleteExpiredUsage: () => Promise.resolve(0),
+    };
+    const noR: JobExecutor = {
+      execute: () => Promise.reject(new Error('no R job runs in these tests')),
+    };
+
+    /** A worker with the real executor; its mail-reply claims hand out `waiting` once. */
+    async function workerWith(env: NodeJS.ProcessEnv, waiting: ClaimedJob[]) {
+      const claims: number[] = [];
+      const ended: unknown[] = [];
+      const replyJobs = {
+        claim: (_owner: string, limit: number) => {
+          claims.push(limit);
+          return Promise.resolve(waiting.splice(0, limit));
+        },
+        end: (_jobId: string, _owner: string, outcome: unknown) => {
+          ended.push(outcome);
+          return Promise.resolve(true);
+        },
+        retry: () => Promise.resolve(true),
+      };
+      const notifier = new QueueNotifier(inProcessEvents());
+      const module = await Test.createTestingModule({
+        providers: [
+          // No polling during the test: only a wake-up makes the worker claim.
+          ...configProviders(loadConfig({ POLL_INTERVAL_MS: '3600000', ...env })),
+          { provide: QueueRepository, useValue: queue },
+          { provide: MailReplyJobsRepository, useValue: replyJobs },
+          { provide: QueueNotifier, useValue: notifier },
+          { provide: JOB_EXECUTOR, useValue: noR },
+          { provide: ResultRepository, useValue: {} },
+          { provide: CatalogService, useValue: {} },
+          NodeIdentity,
+          CallbackRetryPolicy,
+          MailReplyJobExecutor,
+          WorkerService,
+        ],
+      }).compile();
+      return { worker: module.get(WorkerService), notifier, claims, ended, module };
+    }
+
+    async function until(done: () => boolean, what: string): Promise<void> {
+      for (let i = 0; i < 200 && !done(); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      if (!done()) {
+        throw new Error(`timed out waiting for ${what}`);
+      }
+    }
+
+    it('claims mail-reply jobs into slots of their own when one is queued, and sends them', async () => {
+      const { worker, notifier, claims, ended, module } = await workerWith(smtpEnv(), [
+        refusal(0, new Date()),
+      ]);
+      await worker.onApplicationBootstrap();
+      await until(() => claims.length > 0, 'the first claim');
+      notifier.jobQueued(JobKind.MAIL_REPLY);
+      await until(() => ended.length === 1, 'the reply sent');
+      expect(ended).toEqual([{ sent: true }]);
+      expect(claims[0]).toBe(MAIL_REPLY_SLOTS);
+      expect(smtp.received.map((r) => r.mail.subject)).toEqual(['RE: Numbers']);
+      await worker.onApplicationShutdown();
+      await module.close();
+    });
+
+    it('has no mail-reply slots on a node without SMTP_URL: it never claims one', async () => {
+      const { worker, notifier, claims, module } = await workerWith({}, [refusal(0, new Date())]);
+      await worker.onApplicationBootstrap();
+      notifier.jobQueued(JobKind.MAIL_REPLY);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(claims).toEqual([]);
+      await worker.onApplicationShutdown();
+      await module.close();
+    });
   });
 });
