@@ -21,6 +21,7 @@ import { AddScheduleEmail1795750000000 } from './1795750000000-AddScheduleEmail'
 import { CallbackJobs1795760000000 } from './1795760000000-CallbackJobs';
 import { WidenPrincipalColumns1795765000000 } from './1795765000000-WidenPrincipalColumns';
 import { AddScheduleAuthors1795770500000 } from './1795770500000-AddScheduleAuthors';
+import { MailReplyJobs1795780000000 } from './1795780000000-MailReplyJobs';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -46,4 +47,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   CallbackJobs1795760000000,
   WidenPrincipalColumns1795765000000,
   AddScheduleAuthors1795770500000,
+  MailReplyJobs1795780000000,
 ];

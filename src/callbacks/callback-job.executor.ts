@@ -9,7 +9,7 @@ import { renderRepresentation } from '../common/representation/rest-representati
 import { ApplicationsConfig, CallbackConfig } from '../config/config-slices';
 import { applicationSettingsOf } from '../config/application-settings';
 import { CallbackFailure, CallbackJobsRepository } from '../queue/callback-jobs.repository';
-import { CallbackDelivery, ClaimedJob } from '../queue/queue.types';
+import { CallbackDelivery, ClaimedJob, DeliveryJobExecutor, JobKind } from '../queue/queue.types';
 import { ResultRepresentation, resultView } from '../results/result-view';
 import { CallbackRetryPolicy } from './callback-retry.policy';
 import { CallbackDestination, CallbackUrlPolicy } from './callback-url.policy';
@@ -53,7 +53,8 @@ function traceHeaders(): Record<string, string> {
  * attempt's outcome with the queue, if the worker still holds the lease.
  */
 @Injectable()
-export class CallbackJobExecutor implements OnModuleDestroy {
+export class CallbackJobExecutor implements DeliveryJobExecutor, OnModuleDestroy {
+  readonly kind = JobKind.CALLBACK;
   private readonly logger = new Logger(CallbackJobExecutor.name);
   // Connections kept for the next attempt to the same host and port (each made to a checked
   // address: the pinned lookup runs when a connection is opened).

@@ -23,8 +23,8 @@ export type MailReplyState = (typeof MailReplyState)[keyof typeof MailReplyState
  * insert of the job fails on its primary key) or only removes the message.
  */
 @Entity({ name: 'mail_reply' })
-// The sender takes pending rows that are due; the partial index keeps the scan to them.
-@Index('mail_reply_due_idx', ['nextAttemptAt'], { where: `state = 'pending'` })
+// The mail-reply jobs' claim finds each job's reply by it.
+@Index('mail_reply_job_idx', ['replyJobId'], { where: 'reply_job_id IS NOT NULL' })
 export class MailReplyEntity {
   /** The account's name, or `job` for a result sent at another module's request. */
   @PrimaryColumn({ type: 'varchar', length: 64, primaryKeyConstraintName: 'mail_reply_pk' })
@@ -60,9 +60,11 @@ export class MailReplyEntity {
   @Column({ name: 'attach_max_bytes', type: 'bigint' }) attachMaxBytes!: string;
 
   @Column({ type: 'int', default: 0 }) attempts!: number;
-  /** Not attempted before; while an attempt runs, the end of its lease. */
-  @Column({ name: 'next_attempt_at', type: 'timestamptz', nullable: true })
-  nextAttemptAt!: Date | null;
+  /**
+   * The job (kind `mail_reply`) that sends the reply while it is owed (docs/queue.md): queued
+   * with the reply, run by a worker once it can go, gone when it is sent or given up.
+   */
+  @Column({ name: 'reply_job_id', type: 'uuid', nullable: true }) replyJobId!: string | null;
   /** The retry period (CALLBACK_RETRY_SECONDS) counts from here. */
   @Column({ name: 'first_attempt_at', type: 'timestamptz', nullable: true })
   firstAttemptAt!: Date | null;

@@ -3,6 +3,8 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { auditRowSql } from '../audit/audit.repository';
 import { RESULT_MAIL_SOURCE } from '../config/mail-settings';
+import { MailReplyJobsRepository } from '../queue/mail-reply-jobs.repository';
+import { QueueNotifier } from '../queue/queue-notifier.service';
 import { rowsOf } from '../storage/query-rows';
 import { MailReplyState } from './mail-reply.entity';
 
@@ -24,43 +26,30 @@ export interface ReplyAddressing {
   attachMaxBytes: number;
 }
 
-/** A reply taken for one sending attempt. */
-export interface DueReply {
-  source: string;
-  sourceKey: string;
-  applicationName: string;
-  jobId: string;
-  rejection: string | null;
-  replyTo: string;
-  cc: string | null;
-  subject: string;
-  from: string;
-  inReplyTo: string | null;
-  attachMaxBytes: number;
-  attempts: number;
-  firstAttemptAt: Date;
+/** A reply's addressing as its statements' parameters, in their columns' order. */
+function addressingParameters(addressing: ReplyAddressing): unknown[] {
+  return [
+    addressing.replyTo,
+    addressing.cc,
+    addressing.subject,
+    addressing.from,
+    addressing.inReplyTo,
+    addressing.attachMaxBytes,
+  ];
 }
 
-interface DueRow {
-  source: string;
-  source_key: string;
-  application_name: string;
-  job_id: string;
-  rejection: string | null;
-  reply_to: string;
-  reply_cc: string | null;
-  reply_subject: string | null;
-  reply_from: string;
-  in_reply_to: string | null;
-  attach_max_bytes: string;
-  attempts: number;
-  first_attempt_at: Date;
-}
-
-/** Every statement about mail_reply (see mail-reply.entity.ts). */
+/**
+ * Every statement about mail_reply (see mail-reply.entity.ts) but those of its reply's job,
+ * which the queue owns (MailReplyJobsRepository): a reply owed is queued with it, in the same
+ * transaction.
+ */
 @Injectable()
 export class MailReplyRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly replyJobs: MailReplyJobsRepository,
+    private readonly notifier: QueueNotifier,
+  ) {}
 
   /**
    * Records a message under the job id it will get, or finds the record a node made before
@@ -92,8 +81,9 @@ export class MailReplyRepository {
   /**
    * The message's job is stored (`rejection` null) or the message is refused: a reply is owed
    * (a refusal's at once, a job's once it has a result), or none when there is no address.
-   * `audit` (auditRowJson) is written by the same statement, so only by the node that settles.
-   * Returns whether this call settled it (false: another node did first).
+   * `audit` (auditRowJson) is written by the same statement, so only by the node that settles;
+   * the reply's job is queued in the same transaction. Returns whether this call settled it
+   * (false: another node did first).
    */
   async settle(
     account: string,
@@ -102,35 +92,36 @@ export class MailReplyRepository {
     rejection: string | null,
     audit: string | null = null,
   ): Promise<boolean> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH settled AS (
+    return this.dataSource.transaction(async (manager) => {
+      const raw: unknown = await manager.query(
+        `WITH settled AS (
          UPDATE mail_reply SET state = $3, rejection = $4, reply_to = $5, reply_cc = $6,
-                reply_subject = $7, reply_from = $8, in_reply_to = $9, attach_max_bytes = $10,
-                next_attempt_at = now()
+                reply_subject = $7, reply_from = $8, in_reply_to = $9, attach_max_bytes = $10
           WHERE source = $1 AND source_key = $2 AND state = 'received'
           RETURNING application_name),
        audited AS (${auditRowSql('$11', 'settled', 'settled.application_name', 'NULL::uuid')})
        SELECT count(*)::int AS settled FROM settled`,
-      [
-        account,
-        key,
-        addressing.replyTo === null ? MailReplyState.NONE : MailReplyState.PENDING,
-        rejection,
-        addressing.replyTo,
-        addressing.cc,
-        addressing.subject,
-        addressing.from,
-        addressing.inReplyTo,
-        addressing.attachMaxBytes,
-        audit,
-      ],
-    );
-    return rowsOf<{ settled: number }>(raw)[0]?.settled === 1;
+        [
+          account,
+          key,
+          addressing.replyTo === null ? MailReplyState.NONE : MailReplyState.PENDING,
+          rejection,
+          ...addressingParameters(addressing),
+          audit,
+        ],
+      );
+      if (rowsOf<{ settled: number }>(raw)[0]?.settled !== 1) {
+        return false;
+      }
+      await this.replyJobs.queue(account, key, this.notifier.sender, manager);
+      return true;
+    });
   }
 
   /**
    * A reply owed for a job that is not a message's (MailReplyService.sendResult); once per job.
-   * Given `transaction`, it is stored with what the transaction stores (a schedule's job).
+   * Given `transaction`, it is stored with what the transaction stores (a schedule's job), else
+   * in one of its own; its job is queued with it.
    */
   async owe(
     jobId: string,
@@ -138,93 +129,21 @@ export class MailReplyRepository {
     addressing: ReplyAddressing,
     transaction?: EntityManager,
   ): Promise<void> {
-    await (transaction ?? this.dataSource.manager).query(
+    if (transaction === undefined) {
+      await this.dataSource.transaction((manager) =>
+        this.owe(jobId, applicationName, addressing, manager),
+      );
+      return;
+    }
+    await transaction.query(
       `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
                                reply_to, reply_cc, reply_subject, reply_from, in_reply_to,
-                               attach_max_bytes, next_attempt_at)
-       VALUES ($10, $1, $2, $9::uuid, 'pending', now(), $3, $4, $5, $6, $7, $8, now())
+                               attach_max_bytes)
+       VALUES ($10, $1, $2, $9::uuid, 'pending', now(), $3, $4, $5, $6, $7, $8)
        ON CONFLICT DO NOTHING`,
-      [
-        jobId,
-        applicationName,
-        addressing.replyTo,
-        addressing.cc,
-        addressing.subject,
-        addressing.from,
-        addressing.inReplyTo,
-        addressing.attachMaxBytes,
-        jobId,
-        RESULT_MAIL_SOURCE,
-      ],
+      [jobId, applicationName, ...addressingParameters(addressing), jobId, RESULT_MAIL_SOURCE],
     );
-  }
-
-  /**
-   * Takes up to `limit` replies that can go now (a refusal, or a job with its result) in ONE
-   * statement, as CallbackRepository.claimDue does: SKIP LOCKED keeps nodes off each other's
-   * rows, and moving next_attempt_at `leaseSeconds` ahead keeps them off while it is sent.
-   */
-  async claimDue(limit: number, leaseSeconds: number): Promise<DueReply[]> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH due AS (
-         SELECT m.source, m.source_key FROM mail_reply m
-          WHERE m.state = 'pending' AND m.next_attempt_at <= now()
-            AND (m.rejection IS NOT NULL OR EXISTS (SELECT 1 FROM result r WHERE r.job_id = m.job_id))
-          ORDER BY m.next_attempt_at
-          LIMIT $1
-          FOR UPDATE OF m SKIP LOCKED)
-       UPDATE mail_reply m SET next_attempt_at = now() + make_interval(secs => $2),
-              first_attempt_at = COALESCE(m.first_attempt_at, now())
-         FROM due WHERE m.source = due.source AND m.source_key = due.source_key
-       RETURNING m.source, m.source_key, m.application_name, m.job_id, m.rejection, m.reply_to,
-                 m.reply_cc, m.reply_subject, m.reply_from, m.in_reply_to, m.attach_max_bytes,
-                 m.attempts, m.first_attempt_at`,
-      [limit, leaseSeconds],
-    );
-    return rowsOf<DueRow>(raw).map((row) => ({
-      source: row.source,
-      sourceKey: row.source_key,
-      applicationName: row.application_name,
-      jobId: row.job_id,
-      rejection: row.rejection,
-      replyTo: row.reply_to,
-      cc: row.reply_cc,
-      subject: row.reply_subject ?? '',
-      from: row.reply_from,
-      inReplyTo: row.in_reply_to,
-      attachMaxBytes: Number(row.attach_max_bytes),
-      attempts: row.attempts,
-      firstAttemptAt: new Date(row.first_attempt_at),
-    }));
-  }
-
-  async markSent(reply: DueReply): Promise<void> {
-    await this.dataSource.query(
-      `UPDATE mail_reply SET state = 'sent', attempts = attempts + 1, replied_at = now(),
-              last_error = NULL
-        WHERE source = $1 AND source_key = $2 AND state = 'pending'`,
-      [reply.source, reply.sourceKey],
-    );
-  }
-
-  /** An attempt failed: again at `retryAt`, or (null) given up. */
-  async recordFailure(reply: DueReply, error: string, retryAt: Date | null): Promise<void> {
-    await this.dataSource.query(
-      `UPDATE mail_reply SET attempts = attempts + 1, last_error = $3,
-              state = CASE WHEN $4::timestamptz IS NULL THEN 'failed' ELSE 'pending' END,
-              next_attempt_at = COALESCE($4::timestamptz, next_attempt_at)
-        WHERE source = $1 AND source_key = $2 AND state = 'pending'`,
-      [reply.source, reply.sourceKey, error.slice(0, 1000), retryAt],
-    );
-  }
-
-  /** An attempt cut short by this node's shutdown: due again at once. */
-  async release(reply: DueReply): Promise<void> {
-    await this.dataSource.query(
-      `UPDATE mail_reply SET next_attempt_at = now()
-        WHERE source = $1 AND source_key = $2 AND state = 'pending'`,
-      [reply.source, reply.sourceKey],
-    );
+    await this.replyJobs.queue(RESULT_MAIL_SOURCE, jobId, this.notifier.sender, transaction);
   }
 
   /** Settled records older than `days` go (a message is removed from its mailbox long before). */

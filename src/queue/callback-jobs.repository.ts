@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { rowsOf } from '../storage/query-rows';
+import { deliveryEnded, deliveryRetried, heldDeliveryJob } from './queue-leases';
 import { CallbackDelivery, ClaimedJob, JobKind } from './queue.types';
 
 /*
@@ -122,9 +123,8 @@ export class CallbackJobsRepository {
   ): Promise<boolean> {
     const raw: unknown = await this.dataSource.query(
       `WITH retried AS (
-         UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL,
-                last_error = $3, run_after = $5
-          WHERE id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = 'callback'
+         UPDATE job SET ${deliveryRetried('$3', '$5')}
+          WHERE ${heldDeliveryJob(JobKind.CALLBACK)}
           RETURNING callback_of)
        UPDATE job_callback SET attempts = attempts + 1, last_attempt_at = now(),
               last_http_status = $4, last_error = $3
@@ -147,10 +147,7 @@ export class CallbackJobsRepository {
     outcome: { delivered: true; httpStatus: number } | CallbackFailure,
   ): Promise<boolean> {
     const raw: unknown = await this.dataSource.query(
-      `WITH ended AS (
-         DELETE FROM job
-          WHERE id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = 'callback'
-          RETURNING callback_of)
+      `WITH ${deliveryEnded(JobKind.CALLBACK, 'callback_of')}
        UPDATE job_callback SET state = CASE WHEN $3 THEN 'delivered' ELSE 'failed' END,
               attempts = attempts + 1, last_attempt_at = now(),
               delivered_at = CASE WHEN $3 THEN now() END,

@@ -8,10 +8,12 @@
  */
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, Not } from 'typeorm';
+import { DataSource, In } from 'typeorm';
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { rowsOf } from '../storage/query-rows';
-import { JobEntity, JobKind, JobState } from './job.entity';
+import { rJob } from './queue-reads';
+import { JobEntity, JobState } from './job.entity';
+import { R_JOB_KINDS } from './queue.types';
 
 /** `progress` lines hold a svc_progress report as JSON ({fraction, message}). */
 export type LogStream = 'stdout' | 'stderr' | 'svc' | 'progress';
@@ -61,13 +63,14 @@ export class JobRecordsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /**
-   * A job of `applicationName` as the API shows it; null when there is none. A callback job
-   * (kind `callback`, the delivery of another job's callback) is none: it never shows as a job.
+   * A job of `applicationName` as the API shows it; null when there is none. A delivery job
+   * (kind `callback` or `mail_reply`: a callback or an e-mail reply of another job) is none: it
+   * never shows as a job.
    */
   async findOne(applicationName: string, jobId: string): Promise<JobEntity | null> {
     return this.dataSource
       .getRepository(JobEntity)
-      .findOne({ where: { id: jobId, applicationName, kind: Not(JobKind.CALLBACK) } });
+      .findOne({ where: { id: jobId, applicationName, kind: In([...R_JOB_KINDS]) } });
   }
 
   /**
@@ -130,7 +133,7 @@ export class JobRecordsRepository {
     const rows = rowsOf<LogLineRow>(
       await this.dataSource.query(
         `SELECT l.seq, l.stream, l.logged_at, l.line FROM job_log_line l
-           JOIN job j ON j.id = l.job_id AND j.application_name = $2 AND j.kind <> 'callback'
+           JOIN job j ON j.id = l.job_id AND j.application_name = $2 AND ${rJob('j.kind')}
           WHERE l.job_id = $1 AND l.seq > $3 ORDER BY l.seq LIMIT $4`,
         [jobId, applicationName, afterSeq, limit],
       ),
@@ -157,7 +160,7 @@ export class JobRecordsRepository {
            FROM job j
            LEFT JOIN LATERAL (SELECT seq, stream, logged_at, line FROM job_log_line
                                WHERE job_id = j.id AND seq > $3 ORDER BY seq LIMIT $4) l ON true
-          WHERE j.id = $1 AND j.application_name = $2 AND j.kind <> 'callback'
+          WHERE j.id = $1 AND j.application_name = $2 AND ${rJob('j.kind')}
           ORDER BY l.seq`,
         [jobId, applicationName, afterSeq, limit],
       ),
@@ -179,7 +182,7 @@ export class JobRecordsRepository {
     >(
       `SELECT j.application_name, j.state, r.success, count(*)::int AS jobs
          FROM job j LEFT JOIN result r ON r.job_id = j.id
-        WHERE j.kind <> 'callback'
+        WHERE ${rJob('j.kind')}
         GROUP BY 1, 2, 3`,
     );
     const counts = new Map<string, ApplicationJobCounts>();
@@ -208,7 +211,7 @@ export class JobRecordsRepository {
   /** Whether the application has any job (not a callback delivery). */
   async hasJobs(applicationName: string): Promise<boolean> {
     const rows = await this.dataSource.query<Array<{ found: boolean }>>(
-      `SELECT EXISTS (SELECT 1 FROM job WHERE application_name = $1 AND kind <> 'callback') AS found`,
+      `SELECT EXISTS (SELECT 1 FROM job WHERE application_name = $1 AND ${rJob()}) AS found`,
       [applicationName],
     );
     return rows[0]?.found === true;
@@ -232,7 +235,7 @@ export class JobRecordsRepository {
                   AND ($3::varchar IS NULL OR application_name = $3::varchar)
                UNION ALL
                SELECT application_name, submitted_at FROM job
-                WHERE state <> 'DONE' AND kind <> 'callback' AND submitted_at >= $1 AND submitted_at < $2
+                WHERE state <> 'DONE' AND ${rJob()} AND submitted_at >= $1 AND submitted_at < $2
                   AND ($3::varchar IS NULL OR application_name = $3::varchar)) AS jobs
         GROUP BY 1, 2`,
       [from, until, application],

@@ -11,13 +11,17 @@ export { JobKind, JobState };
 @Entity({ name: 'job' })
 // The claim takes each application's queued jobs by priority (highest first) then age: the partial
 // index job_claim_idx on (application_name, kind, priority DESC,
-// submitted_at) WHERE state = 'QUEUED' AND kind <> 'callback'
-// (migrations FairClaims, CallbackJobs; see queue-claim.ts). TypeORM cannot describe a
+// submitted_at) WHERE state = 'QUEUED' AND kind IN ('script', 'xml', 'json')
+// (migrations FairClaims, CallbackJobs, MailReplyJobs; see queue-claim.ts). TypeORM cannot describe a
 // descending column, so the migrations own it and the schema check leaves it alone.
 @Index('job_claim_idx', { synchronize: false })
 @Index('job_lease_idx', ['leaseExpiresAt'], { where: `state = 'RUNNING'` })
 // The callback claim takes queued callback jobs by due time; they are not in job_claim_idx.
 @Index('job_callback_claim_idx', ['runAfter'], { where: `state = 'QUEUED' AND kind = 'callback'` })
+// The mail-reply claim takes queued mail-reply jobs by due time; they are not in job_claim_idx.
+@Index('job_mail_reply_claim_idx', ['runAfter'], {
+  where: `state = 'QUEUED' AND kind = 'mail_reply'`,
+})
 // Deleting a job deletes its callback job (the foreign key's cascade looks them up here).
 @Index('job_callback_of_idx', ['callbackOf'], { where: 'callback_of IS NOT NULL' })
 export class JobEntity {

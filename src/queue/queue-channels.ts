@@ -10,7 +10,7 @@
  * (QueueNotifier) and ignores their echo.
  */
 
-/** Payload: the queued job's kind (script, xml, json), so a worker claims only for slots that can take it. */
+/** Payload: the queued job's kind (script, xml, json, or mail_reply for a reply owed), so a worker claims only for slots that can take it. */
 export const JOB_QUEUED_CHANNEL = 'svc_job_queued';
 /** Payload: the job id, once its result is stored (sent by the statement that stores it). */
 export const RESULT_READY_CHANNEL = 'svc_result_ready';

@@ -5,6 +5,7 @@
 import type { PoolClient, QueryConfig } from 'pg';
 import type { ClaimPolicies } from '../config/application-settings';
 import { JobKind } from './queue.types';
+import { rJob } from './queue-reads';
 
 export interface ClaimRow {
   id: string;
@@ -38,12 +39,12 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
          -- The lower bound lets the generic plan (ClaimConnection) start its descent at a
          -- dedicated slot's application instead of filtering every application before it.
          (SELECT application_name FROM job
-           WHERE state = 'QUEUED' AND kind <> 'callback' AND application_name >= coalesce($4::varchar, '')
+           WHERE state = 'QUEUED' AND ${rJob()} AND application_name >= coalesce($4::varchar, '')
              AND ($4::varchar IS NULL OR application_name = $4::varchar)
            ORDER BY application_name LIMIT 1)
          UNION ALL
          SELECT (SELECT j.application_name FROM job j
-                  WHERE j.state = 'QUEUED' AND j.kind <> 'callback' AND j.application_name > q.application_name
+                  WHERE j.state = 'QUEUED' AND ${rJob('j.kind')} AND j.application_name > q.application_name
                     AND $4::varchar IS NULL
                   ORDER BY j.application_name LIMIT 1)
            FROM queued_apps q WHERE q.application_name IS NOT NULL),
@@ -51,7 +52,7 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
          SELECT * FROM unnest($10::varchar[], $11::float8[], $12::int[]) AS p(application_name, weight, max_running)),
        running AS (
          SELECT application_name, count(*)::int AS n FROM job
-          WHERE state = 'RUNNING' AND kind <> 'callback' GROUP BY application_name),
+          WHERE state = 'RUNNING' AND ${rJob()} GROUP BY application_name),
        apps AS (
          SELECT q.application_name, coalesce(p.weight, 1) AS weight, coalesce(r.n, 0) AS running,
                 least($2::int + $8::int, coalesce(p.max_running - coalesce(r.n, 0), $2::int + $8::int)) AS room
@@ -77,7 +78,7 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
                        FROM unnest($6::varchar[] || $7::varchar[]) AS kind) wanted
                CROSS JOIN LATERAL (
                  SELECT j.id, wanted.pool, j.priority, j.submitted_at FROM job j
-                  WHERE j.state = 'QUEUED' AND j.kind <> 'callback' AND j.application_name = a.application_name
+                  WHERE j.state = 'QUEUED' AND ${rJob('j.kind')} AND j.application_name = a.application_name
                     AND j.kind = wanted.kind AND j.run_after <= now()
                   ORDER BY j.priority DESC, j.submitted_at
                   LIMIT CASE WHEN wanted.pool = 1 THEN $2 ELSE $8 END

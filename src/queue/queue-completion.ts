@@ -8,7 +8,7 @@ import { JobState as JobStateName, ResultData } from './queue.types';
 import { filePieces, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 import { CALLBACK_QUEUED_CHANNEL, RESULT_READY_CHANNEL } from './queue-channels';
-import { NOT_CALLBACK } from './queue-reads';
+import { rJob } from './queue-reads';
 
 /**
  * The usage record of a job that has just ended (table job_usage), written by the statement that
@@ -208,7 +208,7 @@ export async function cancel(
 ): Promise<JobStateName | null> {
   const raw: unknown = await dataSource.query(
     `WITH target AS (
-       SELECT id, state FROM job WHERE id = $1 AND application_name = $2 AND ${NOT_CALLBACK} FOR UPDATE),
+       SELECT id, state FROM job WHERE id = $1 AND application_name = $2 AND ${rJob()} FOR UPDATE),
      done AS (
        UPDATE job SET state = 'DONE', finished_at = $4, lease_owner = NULL, lease_expires_at = NULL,
               cancelled_at = $4, cancelled_by = $3

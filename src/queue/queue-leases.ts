@@ -4,10 +4,10 @@
  * dead letters).
  */
 import { DataSource } from 'typeorm';
-import { ExpiredJob, ResultData } from './queue.types';
+import { ExpiredJob, JobKind, ResultData } from './queue.types';
 import { rowsOf } from '../storage/query-rows';
 import { completeInOne } from './queue-completion';
-import { NOT_CALLBACK } from './queue-reads';
+import { rJob } from './queue-reads';
 
 /**
  * A job whose running node died or froze this many times is dead-lettered whatever attempts it
@@ -25,6 +25,24 @@ export const LOST_RUNS_ERROR =
 const LEASE_EXPIRED_ERROR = 'the worker running it stopped responding (lease expired)';
 /** The lease owner of a job the supervisor is ending with a dead letter, within its transaction. */
 const SUPERVISOR = 'supervisor';
+
+/**
+ * The delivery job (a callback's, a mail reply's) of `kind` whose attempt ends or is retried:
+ * `$1`, if `$2` still holds its lease. The WHERE of those statements.
+ */
+export function heldDeliveryJob(kind: JobKind): string {
+  return `id = $1 AND lease_owner = $2 AND state = 'RUNNING' AND kind = '${kind}'`;
+}
+
+/** The CTE `ended`: the delivery job's row deleted (its attempt was its last), `returning` its columns. */
+export function deliveryEnded(kind: JobKind, returning: string): string {
+  return `ended AS (DELETE FROM job WHERE ${heldDeliveryJob(kind)} RETURNING ${returning})`;
+}
+
+/** The SET of a delivery job's retry: queued again, at `runAfter`, with `error` as last_error. */
+export function deliveryRetried(error: string, runAfter: string): string {
+  return `state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL, last_error = ${error}, run_after = ${runAfter}`;
+}
 
 /** Extends the leases `owner` still holds; returns the ids it still holds. */
 export async function heartbeat(
@@ -114,18 +132,18 @@ export async function recoverExpiredLeases(
                 run_after = now() + make_interval(secs => $4), lost_runs = lost_runs + 1,
                 last_error = $3
           WHERE state = 'RUNNING' AND lease_expires_at < now() AND attempts < $1
-            AND lost_runs + 1 < $2 AND lease_owner <> 'supervisor' AND ${NOT_CALLBACK}
+            AND lost_runs + 1 < $2 AND lease_owner <> 'supervisor' AND ${rJob()}
           RETURNING id`,
         [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, lostRunDelaySeconds],
       ),
     ).length;
-    // A callback job whose node died mid-attempt is due again at once, the attempt not
-    // counted (as before callbacks were jobs): its lease was the attempt's claim.
-    const callbacks = rowsOf(
+    // A delivery job (a callback, an e-mail reply) whose node died mid-attempt is due again at
+    // once, the attempt not counted (as before they were jobs): its lease was the attempt's claim.
+    const deliveries = rowsOf(
       await manager.query(
         `UPDATE job SET state = 'QUEUED', lease_owner = NULL, lease_expires_at = NULL,
                 run_after = now(), lost_runs = lost_runs + 1, last_error = $1
-          WHERE state = 'RUNNING' AND lease_expires_at < now() AND kind = 'callback'
+          WHERE state = 'RUNNING' AND lease_expires_at < now() AND NOT ${rJob()}
           RETURNING id`,
         [LEASE_EXPIRED_ERROR],
       ),
@@ -142,7 +160,7 @@ export async function recoverExpiredLeases(
                 lost_runs = CASE WHEN lease_owner = 'supervisor' THEN lost_runs ELSE lost_runs + 1 END,
                 last_error = CASE WHEN lease_owner = 'supervisor' THEN last_error
                                   WHEN lost_runs + 1 >= $2 THEN $4 ELSE $3 END
-          WHERE state = 'RUNNING' AND lease_expires_at < now() AND ${NOT_CALLBACK}
+          WHERE state = 'RUNNING' AND lease_expires_at < now() AND ${rJob()}
             AND (attempts >= $1 OR lost_runs + 1 >= $2 OR lease_owner = 'supervisor')
           RETURNING id, application_name, submitted_at, attempts, last_error`,
         [maxAttempts, LOST_RUNS_LIMIT, LEASE_EXPIRED_ERROR, LOST_RUNS_ERROR],
@@ -161,6 +179,6 @@ export async function recoverExpiredLeases(
         ended.push(job);
       }
     }
-    return { requeued: requeued + callbacks, exhausted: ended };
+    return { requeued: requeued + deliveries, exhausted: ended };
   });
 }

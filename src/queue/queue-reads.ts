@@ -5,10 +5,13 @@
 import { DataSource, EntityManager } from 'typeorm';
 
 /**
- * The filter that keeps callback jobs out of what shows or counts as a job (and lets the
- * statements on queued jobs use job_claim_idx, whose predicate has it).
+ * The filter that keeps the delivery jobs (callbacks, e-mail replies) out of what shows or counts
+ * as a job, `column` the job's kind (and lets the statements on queued jobs use job_claim_idx,
+ * whose predicate is this text).
  */
-export const NOT_CALLBACK = "kind <> 'callback'";
+export function rJob(column = 'kind'): string {
+  return `${column} IN ('script', 'xml', 'json')`;
+}
 
 /**
  * The backlog: jobs queued plus jobs running, all applications, as `backlog`. Workers are scaled
@@ -18,7 +21,7 @@ export const NOT_CALLBACK = "kind <> 'callback'";
  * count reads only its own partial index (job_claim_idx on QUEUED, job_lease_idx on RUNNING).
  */
 export const QUEUE_BACKLOG_SQL =
-  "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED' AND kind <> 'callback') + (SELECT count(*) FROM job WHERE state = 'RUNNING' AND kind <> 'callback') AS backlog";
+  "SELECT (SELECT count(*) FROM job WHERE state = 'QUEUED' AND kind IN ('script', 'xml', 'json')) + (SELECT count(*) FROM job WHERE state = 'RUNNING' AND kind IN ('script', 'xml', 'json')) AS backlog";
 
 /** Jobs queued plus running (QUEUE_BACKLOG_SQL), for metrics. */
 export async function queueBacklog(dataSource: DataSource): Promise<number> {
@@ -39,7 +42,7 @@ export async function queuedJobsOf(
 ): Promise<number> {
   const rows = await runner.query<Array<{ n: number }>>(
     `SELECT count(*)::int AS n FROM (
-       SELECT 1 FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK} AND application_name = $1 LIMIT $2) queued`,
+       SELECT 1 FROM job WHERE state = 'QUEUED' AND ${rJob()} AND application_name = $1 LIMIT $2) queued`,
     [applicationName, atMost],
   );
   return rows[0]?.n ?? 0;
@@ -56,10 +59,10 @@ export async function jobsPerApplication(
     Array<{ application_name: string; state: 'QUEUED' | 'RUNNING'; jobs: number }>
   >(
     `SELECT application_name, 'QUEUED' AS state, count(*)::int AS jobs FROM job
-      WHERE state = 'QUEUED' AND ${NOT_CALLBACK} GROUP BY application_name
+      WHERE state = 'QUEUED' AND ${rJob()} GROUP BY application_name
      UNION ALL
      SELECT application_name, 'RUNNING' AS state, count(*)::int AS jobs FROM job
-      WHERE state = 'RUNNING' AND ${NOT_CALLBACK} GROUP BY application_name`,
+      WHERE state = 'RUNNING' AND ${rJob()} GROUP BY application_name`,
   );
   return rows.map((row) => ({
     applicationName: row.application_name,
@@ -71,7 +74,7 @@ export async function jobsPerApplication(
 /** Jobs waiting to run, for metrics and tests. */
 export async function queueDepth(dataSource: DataSource): Promise<number> {
   const rows = await dataSource.query<Array<{ n: number }>>(
-    `SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED' AND ${NOT_CALLBACK}`,
+    `SELECT count(*)::int AS n FROM job WHERE state = 'QUEUED' AND ${rJob()}`,
   );
   return rows[0]?.n ?? 0;
 }

@@ -3,6 +3,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { CallbackJobsRepository } from './callback-jobs.repository';
 import { JobRecordsRepository } from './job-records.repository';
 import { JobWaiter } from './job-waiter.service';
+import { MailReplyJobsRepository } from './mail-reply-jobs.repository';
 import { QueueNotifier } from './queue-notifier.service';
 import { QueueRepository } from './queue.repository';
 
@@ -23,14 +24,15 @@ class QueueMetrics implements OnModuleInit {
 
 /**
  * Delivery of jobs: the claim/lease SQL the wake-up signals and waiting for a job; every statement
- * on the job table (JobRecordsRepository: those other modules call; CallbackJobsRepository: the
- * callback jobs'). Workers are in WorkerModule.
+ * on the job table (JobRecordsRepository: those other modules call; CallbackJobsRepository and
+ * MailReplyJobsRepository: the callback and mail-reply jobs'). Workers are in WorkerModule.
  */
 @Module({
   providers: [
     QueueRepository,
     JobRecordsRepository,
     CallbackJobsRepository,
+    MailReplyJobsRepository,
     QueueNotifier,
     JobWaiter,
     QueueMetrics,
@@ -39,6 +41,7 @@ class QueueMetrics implements OnModuleInit {
     QueueRepository,
     JobRecordsRepository,
     CallbackJobsRepository,
+    MailReplyJobsRepository,
     QueueNotifier,
     JobWaiter,
   ],

@@ -22,6 +22,11 @@ export const JobKind = Object.freeze({
    * retried like the others, but never an R job: it takes no R slot and never shows as a job.
    */
   CALLBACK: 'callback',
+  /**
+   * The sending of an e-mail reply (docs/operations.md#jobs-by-e-mail): like a callback job,
+   * claimed, leased and retried by the worker, never an R job and never shown as a job.
+   */
+  MAIL_REPLY: 'mail_reply',
 } as const);
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
@@ -30,6 +35,12 @@ export const R_JOB_KINDS: readonly JobKind[] = Object.freeze([
   JobKind.SCRIPT,
   JobKind.XML,
   JobKind.JSON,
+]);
+
+/** The kinds that deliver what a job produced (a callback, an e-mail reply) rather than run R. */
+export const DELIVERY_JOB_KINDS: readonly JobKind[] = Object.freeze([
+  JobKind.CALLBACK,
+  JobKind.MAIL_REPLY,
 ]);
 
 /** A file of a multi-file job held in memory: a plain name (no directories) and its bytes. */
@@ -85,6 +96,29 @@ export interface ClaimedJob {
   trace: TraceCarrier | null;
   /** A callback job's delivery: what its POST is made of. */
   callback?: CallbackDelivery;
+  /** A mail-reply job's reply: whom it goes to and what it is about. */
+  mailReply?: MailReplyDelivery;
+}
+
+/** A claimed mail-reply job: the reply a mail_reply row owes (its key: source, sourceKey). */
+export interface MailReplyDelivery {
+  source: string;
+  sourceKey: string;
+  applicationName: string;
+  /** The job the reply is about (a refused message's was never stored). */
+  jobId: string;
+  /** Why the message is not a job; null: the reply carries the job's result. */
+  rejection: string | null;
+  replyTo: string;
+  cc: string | null;
+  subject: string;
+  from: string;
+  inReplyTo: string | null;
+  attachMaxBytes: number;
+  /** Attempts recorded before this one. */
+  attempts: number;
+  /** The retry period counts from here. */
+  firstAttemptAt: Date;
 }
 
 /** A claimed callback job: the callback of the job `jobId`, and what its body is made of. */
@@ -147,3 +181,20 @@ export interface JobExecutor {
   readonly capacity?: number;
 }
 export const JOB_EXECUTOR = Symbol('JOB_EXECUTOR');
+
+/**
+ * What a worker runs the jobs of one delivery kind with (DELIVERY_JOB_KINDS), in slots of their
+ * own: claimed by a statement of the kind's own, one attempt per claim, the outcome recorded by
+ * the executor under the worker's lease.
+ */
+export interface DeliveryJobExecutor {
+  readonly kind: JobKind;
+  /** Jobs of the kind one node runs at once; 0: none here (nothing to send them with). */
+  readonly capacity: number;
+  claim(owner: string, limit: number, leaseSeconds: number): Promise<ClaimedJob[]>;
+  /**
+   * One attempt of the claimed job leased by `owner`; `signal` aborts it (the node stops, or lost
+   * the lease). Returns when it is to be tried again, or null when it ended (or was not recorded).
+   */
+  deliver(job: ClaimedJob, owner: string, signal: AbortSignal): Promise<Date | null>;
+}

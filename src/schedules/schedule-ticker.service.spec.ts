@@ -94,7 +94,7 @@ function tickerWith(row: ScheduleEntity, claimed = true, failures: Error[] = [])
     mail as unknown as MailReplyService,
     configView(loadConfig({ EMAIL_FROM: 'jobs@example.com' }), MailConfig.keys),
   );
-  return { ticker, stored, submissions, manager, mailed };
+  return { ticker, stored, submissions, manager, mailed, repository };
 }
 
 describe('ScheduleTicker', () => {
@@ -173,6 +173,33 @@ describe('ScheduleTicker', () => {
     expect(submissions).toEqual([]);
     expect(stored.runs).toEqual([]);
     expect(stored.announced).toEqual([]);
+  });
+
+  it('backs off from 1 s between passes that fail as a whole, and starts again from 1 s', async () => {
+    const row = scheduleRow({});
+    const { ticker, repository } = tickerWith(row);
+    const down = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    const passes: number[] = [];
+    let failing = 3;
+    repository.active = () => {
+      passes.push(Date.now() - NOW.getTime());
+      return failing-- > 0 ? Promise.reject(down) : Promise.resolve([]);
+    };
+    // The longest draw of the back-off: 1 s, then 2 s, then 4 s.
+    const random = jest.spyOn(Math, 'random').mockReturnValue(1);
+    try {
+      ticker.wake();
+      await jest.advanceTimersByTimeAsync(7_000);
+      expect(passes).toEqual([0, 1_000, 3_000, 7_000]);
+      // Answered again: the next failure waits 1 s again.
+      failing = 1;
+      ticker.wake();
+      await jest.advanceTimersByTimeAsync(1_000);
+      expect(passes).toEqual([0, 1_000, 3_000, 7_000, 7_000, 8_000]);
+    } finally {
+      random.mockRestore();
+      await ticker.beforeApplicationShutdown();
+    }
   });
 
   it('records a due time as failed after FIRE_ATTEMPTS failures with the database answering, backing off between', async () => {

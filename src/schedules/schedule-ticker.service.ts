@@ -32,7 +32,10 @@ export const SCHEDULE_SOURCE = 'schedule';
 
 /** The schedules are read again at least this often, whatever the notifications say. */
 const REREAD_MS = 60_000;
-/** After a pass that failed (the database away), the next one comes this much later. */
+/**
+ * After a pass that failed (the database away), the next one comes at most this much later,
+ * backing off (backOffDelay) while passes keep failing...
+ */
 const RETRY_MS = 1_000;
 const CLEANUP_EVERY_MS = 3_600_000;
 /**
@@ -41,7 +44,7 @@ const CLEANUP_EVERY_MS = 3_600_000;
  * poison run is not tried for ever, at start or later.
  */
 export const FIRE_ATTEMPTS = 3;
-/** The longest wait between those attempts (they back off from RETRY_MS). */
+/** ...up to this long; so do a schedule's failed attempts to fire (FIRE_ATTEMPTS). */
 const RETRY_MAX_MS = 60_000;
 
 /**
@@ -62,6 +65,8 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
   private again = false;
   private stopped = false;
   private lastCleanup = 0;
+  /** Passes in a row that failed as a whole: their retries back off. */
+  private passFailures = 0;
   private readonly unsubscribe: Array<() => void> = [];
   /** Failed attempts in a row per schedule (FIRE_ATTEMPTS), on this node since its start. */
   private readonly failures = new Map<string, number>();
@@ -115,9 +120,15 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
       this.timer = null;
     }
     this.pass = this.runPass()
+      .then((wakeAt) => {
+        this.passFailures = 0;
+        return wakeAt;
+      })
       .catch((error: Error) => {
-        this.logger.warn(`schedules: ${error.message}; trying again in ${RETRY_MS} ms`);
-        return Date.now() + RETRY_MS;
+        this.passFailures += 1;
+        const delay = backOffDelay(this.passFailures, RETRY_MS, RETRY_MAX_MS);
+        this.logger.warn(`schedules: ${error.message}; trying again in ${delay} ms`);
+        return Date.now() + delay;
       })
       .then((wakeAt) => {
         this.pass = null;

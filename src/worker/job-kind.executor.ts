@@ -24,8 +24,9 @@ export class JobKindExecutor implements JobExecutor {
       case JobKind.JSON:
         return this.functionCalls.execute(job, signal);
       case JobKind.CALLBACK:
-        // Not R: the worker hands callback jobs to CallbackJobExecutor.
-        return Promise.reject(new Error(`job ${job.id}: a callback job is not run by R`));
+      case JobKind.MAIL_REPLY:
+        // Not R: the worker hands delivery jobs to their kind's executor.
+        return Promise.reject(new Error(`job ${job.id}: a ${job.kind} job is not run by R`));
     }
   }
 }

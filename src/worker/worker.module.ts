@@ -4,6 +4,8 @@ import { PackagesModule } from '../packages/packages.module';
 import { CallbackJobExecutor } from '../callbacks/callback-job.executor';
 import { CallbacksModule } from '../callbacks/callbacks.module';
 import { CatalogModule } from '../catalog/catalog.module';
+import { MailReplyJobExecutor } from '../mail-replies/mail-reply-job.executor';
+import { ResultsModule } from '../results/results.module';
 import { ScriptJobExecutor } from './script-job.executor';
 import { FunctionCallJobExecutor } from './function-call.executor';
 import { JobKindExecutor } from './job-kind.executor';
@@ -14,7 +16,8 @@ import { JOB_EXECUTOR } from '../queue/queue.types';
 import { WorkerService } from './worker.service';
 
 /**
- * What a worker node adds: the R engine, the job executor, the claim loop and callback delivery.
+ * What a worker node adds: the R engine, the job executor, the claim loop, and the delivery of
+ * callbacks and e-mail replies.
  * No controllers.
  */
 @Module({
@@ -24,6 +27,7 @@ import { WorkerService } from './worker.service';
     REngineModule,
     CatalogModule,
     CallbacksModule,
+    ResultsModule,
     PackagesModule,
   ],
   providers: [
@@ -34,6 +38,8 @@ import { WorkerService } from './worker.service';
     WorkerService,
     // Callbacks are delivered where jobs run, as callback jobs: API nodes only store and show them.
     CallbackJobExecutor,
+    // E-mail replies likewise, as mail-reply jobs (where SMTP_URL is set).
+    MailReplyJobExecutor,
     // Installs the applications' R packages on this node (after the engine, before claiming).
     PackageSyncService,
   ],

@@ -477,16 +477,21 @@ describe('WorkerService', () => {
     beforeEach(() => jest.useFakeTimers());
     afterEach(() => jest.useRealTimers());
 
-    it('is offered again every second while the database is unreachable, then stored', async () => {
+    it('is offered again, backing off from a second, while the database is unreachable, then stored', async () => {
       const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
         code: 'ECONNREFUSED',
       });
       const { queue, offers } = failingQueue(2, refused);
       const worker = await workerWith(queue, executor);
+      // The longest draw of the back-off: 1 s after the first offer, 2 s after the second.
+      const random = jest.spyOn(Math, 'random').mockReturnValue(1);
       worker.wake();
       await jest.advanceTimersByTimeAsync(1500);
+      expect(offers()).toBe(2);
+      await jest.advanceTimersByTimeAsync(1000);
       expect(queue.completed).toEqual([]);
       await jest.advanceTimersByTimeAsync(1000);
+      random.mockRestore();
       expect(offers()).toBe(3);
       expect(queue.completed.map((c) => c.id)).toEqual(['cut']);
       expect(worker.runningJobIds).toEqual([]);

@@ -9,6 +9,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { CallbackJobExecutor } from '../callbacks/callback-job.executor';
+import { MailReplyJobExecutor } from '../mail-replies/mail-reply-job.executor';
 import { isDatabaseUnavailable } from '../common/api-exception.filter';
 import { backOffDelay } from '../common/back-off';
 import { runWithLogContext } from '../common/log-context';
@@ -22,6 +23,7 @@ import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import {
   ClaimedJob,
+  DeliveryJobExecutor,
   JOB_EXECUTOR,
   JobExecutor,
   JobKind,
@@ -31,8 +33,13 @@ import {
 import { inSpan, recordSpan, SpanNotes, tracingEnabled } from '../tracing/tracing';
 import { outsideRequests } from '../common/outside-requests';
 
-/** While the database is unreachable, a finished job's result is offered again this often... */
+/**
+ * While the database is unreachable, a finished job's result is offered again after at most
+ * this long, backing off (backOffDelay)...
+ */
 const STORE_RETRY_MS = 1000;
+/** ...up to this long between two offers... */
+const STORE_RETRY_MAX_MS = 10_000;
 /** ...for at least this long (and two leases when they are longer), unless the node stops. */
 const STORE_RETRY_MIN_MS = 60_000;
 
@@ -45,6 +52,8 @@ interface SlotPool {
   kinds: readonly JobKind[] | null;
   size: number;
   running: Set<string>;
+  /** A delivery kind's slots: the executor that claims and runs its jobs. */
+  delivery?: DeliveryJobExecutor;
 }
 
 interface RunningJob {
@@ -66,9 +75,10 @@ export class JobEndedElsewhere extends Error {
 /**
  * Runs jobs on this node: claims as many as it has free slots, heartbeats their leases, stores
  * their results, and retries infrastructure failures with exponential back-off. A supervisor
- * pass on every node (serialised by an advisory lock) recovers jobs of dead workers. Callback
- * jobs (the delivery of a finished job's callback) have slots of their own, claimed by a
- * statement of their own, and are run by CallbackJobExecutor: they never take an R slot.
+ * pass on every node (serialised by an advisory lock) recovers jobs of dead workers. Delivery
+ * jobs (a finished job's callback, an e-mail reply) have slots of their own per kind, claimed by
+ * a statement of their own, and are run by their executor (CallbackJobExecutor,
+ * MailReplyJobExecutor): they never take an R slot.
  */
 @Injectable()
 export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -78,8 +88,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private readonly pools: SlotPool[];
   /** Pools claimed for by one statement: the script and function-call slots, each application's alone. */
   private readonly claimGroups: SlotPool[][];
-  /** The callback jobs' slots; null where this node has no callback executor. */
-  private readonly callbackPool: SlotPool | null;
   private readonly running = new Map<string, RunningJob>();
   private stopping = false;
   private filling = false;
@@ -98,7 +106,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     node: NodeIdentity,
     @Optional() private readonly metrics?: MetricsService,
     @Optional() private readonly audit?: AuditService,
-    @Optional() private readonly callbacks?: CallbackJobExecutor,
+    @Optional() callbacks?: CallbackJobExecutor,
+    @Optional() mailReplies?: MailReplyJobExecutor,
   ) {
     this.owner = node.id;
     this.pools = [
@@ -127,18 +136,23 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       })),
     ];
     this.claimGroups = [this.pools.slice(0, 2), ...this.pools.slice(2).map((pool) => [pool])];
-    this.callbackPool = callbacks
-      ? {
-          name: 'callbacks',
+    // Each delivery kind this node can run (a mail reply needs SMTP_URL) has slots of its own.
+    for (const [name, delivery] of [
+      ['callbacks', callbacks],
+      ['mail replies', mailReplies],
+    ] as const) {
+      if (delivery && delivery.capacity > 0) {
+        const pool: SlotPool = {
+          name,
           applicationName: null,
-          kinds: [JobKind.CALLBACK],
-          size: callbacks.capacity,
+          kinds: [delivery.kind],
+          size: delivery.capacity,
           running: new Set(),
-        }
-      : null;
-    if (this.callbackPool) {
-      this.pools.push(this.callbackPool);
-      this.claimGroups.push([this.callbackPool]);
+          delivery,
+        };
+        this.pools.push(pool);
+        this.claimGroups.push([pool]);
+      }
     }
   }
 
@@ -220,25 +234,24 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           const [first, second] = open;
           const free = (pool: SlotPool): number => pool.size - pool.running.size;
           const claimedAt = Date.now();
-          const jobs =
-            first === this.callbackPool
-              ? await this.callbacks!.claim(this.owner, free(first), this.queueConfig.leaseSeconds)
-              : await this.queue.claim(
-                  this.owner,
-                  free(first),
-                  this.queueConfig.leaseSeconds,
-                  first.applicationName,
-                  first.kinds,
-                  second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
-                  claimPoliciesOf(this.applications),
-                );
+          const jobs = first.delivery
+            ? await first.delivery.claim(this.owner, free(first), this.queueConfig.leaseSeconds)
+            : await this.queue.claim(
+                this.owner,
+                free(first),
+                this.queueConfig.leaseSeconds,
+                first.applicationName,
+                first.kinds,
+                second?.kinds ? { kinds: second.kinds, limit: free(second) } : null,
+                claimPoliciesOf(this.applications),
+              );
           const claimed = new Map<SlotPool, number>();
           for (const job of jobs) {
             const pool = open.find((p) => p.kinds === null || p.kinds.includes(job.kind)) ?? first;
             claimed.set(pool, (claimed.get(pool) ?? 0) + 1);
             this.start(job, pool, claimedAt);
           }
-          if (jobs.length > 0 && first !== this.callbackPool) {
+          if (jobs.length > 0 && !first.delivery) {
             this.notifier.jobsStarted(jobs.map((job) => job.id));
           }
           // A pool that got all it asked for may find more.
@@ -260,8 +273,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private start(job: ClaimedJob, pool: SlotPool, claimedAt: number): void {
-    if (job.kind === JobKind.CALLBACK) {
-      this.startCallback(job, pool);
+    if (pool.delivery) {
+      this.startDelivery(job, pool, pool.delivery);
       return;
     }
     pool.running.add(job.id);
@@ -273,36 +286,37 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     ).finally(() => {
       pool.running.delete(job.id);
       this.running.delete(job.id);
-      // An R slot is free: claim R jobs, not callbacks (their own slots did not change).
+      // An R slot is free: claim R jobs, not deliveries (their own slots did not change).
       this.wake(R_JOB_KINDS);
     });
     this.running.set(job.id, { job, abort, done, storing: false });
   }
 
   /**
-   * A callback job's attempt, by CallbackJobExecutor (which records its outcome and makes its
-   * span); a retry it schedules wakes the callback slots then (polling is the fallback).
+   * A delivery job's attempt, by its kind's executor (which records its outcome; a callback's
+   * makes its span); a retry it schedules wakes the kind's slots then (polling is the fallback).
    */
-  private startCallback(job: ClaimedJob, pool: SlotPool): void {
+  private startDelivery(job: ClaimedJob, pool: SlotPool, delivery: DeliveryJobExecutor): void {
     pool.running.add(job.id);
     const abort = new AbortController();
-    const jobId = job.callback?.jobId ?? job.id;
+    // Its log lines carry the id of the job it delivers for.
+    const jobId = job.callback?.jobId ?? job.mailReply?.jobId ?? job.id;
     const done = runWithLogContext({ jobId }, async () => {
-      const retryAt = await this.callbacks!.deliver(job, this.owner, abort.signal);
+      const retryAt = await delivery.deliver(job, this.owner, abort.signal);
       if (retryAt !== null) {
         setTimeout(
-          () => this.wake(JobKind.CALLBACK),
+          () => this.wake(delivery.kind),
           Math.max(0, retryAt.getTime() - Date.now()) + 5,
         ).unref();
       }
     })
       .catch((error: unknown) =>
-        this.logger.warn(`job ${jobId}: callback attempt failed: ${(error as Error).message}`),
+        this.logger.warn(`job ${jobId}: ${pool.name} attempt failed: ${(error as Error).message}`),
       )
       .finally(() => {
         pool.running.delete(job.id);
         this.running.delete(job.id);
-        this.wake(JobKind.CALLBACK);
+        this.wake(delivery.kind);
       });
     this.running.set(job.id, { job, abort, done, storing: false });
   }
@@ -383,8 +397,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /**
-   * Stores a finished job's result; while the database is unreachable, tries again every second
-   * (a short outage does not cost the run). Once it answers, the result is stored if this worker
+   * Stores a finished job's result; while the database is unreachable, tries again after a wait
+   * that backs off from a second to ten (a short outage does not cost the run). Once it answers, the result is stored if this worker
    * still holds the lease, else rejected: another worker has run, or is running, the job.
    */
   private storeResult(job: ClaimedJob, result: ResultData, log: Logger): Promise<boolean> {
@@ -414,10 +428,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         }
         if (attempt === 1) {
           log.warn(
-            `could not store the result, the database is unreachable (${(error as Error).message}); retrying every ${STORE_RETRY_MS} ms`,
+            `could not store the result, the database is unreachable (${(error as Error).message}); retrying, backing off from ${STORE_RETRY_MS} ms`,
           );
         }
-        await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
+        const delay = backOffDelay(attempt, STORE_RETRY_MS, STORE_RETRY_MAX_MS);
+        await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
   }

@@ -473,22 +473,31 @@ describeRendered('kubectl kustomize: the optional components', () => {
   });
 
   it.each([
-    ['mail', [25, 465, 587, 143, 993, 110, 995]],
-    ['oidc', [443]],
+    // API pods poll the mailboxes; workers send the replies (mail-reply jobs).
+    ['mail', [143, 993, 110, 995], [25, 465, 587]],
+    ['oidc', [443], []],
   ])(
-    '%s: opens public addresses on its ports to API pods only, never the private networks',
-    (component, ports) => {
+    '%s: opens public addresses on its ports to API pods (and worker pods), never the private networks',
+    (component, apiPorts, workerPorts) => {
       const { api, worker } = policies(renderProductionWith('pgbouncer', component));
-      expect(worker.spec.egress).toEqual(base.worker.spec.egress);
-      const toInternet = added(api, base.api).filter((rule) =>
-        rule.to?.some((peer) => peer.ipBlock),
-      );
-      expect(toInternet).toHaveLength(1);
-      const [rule] = toInternet;
-      expect(rule.ports.map((p) => p.port)).toEqual(ports);
-      for (const peer of rule.to ?? []) {
-        expect(peer.ipBlock?.cidr).toBe('0.0.0.0/0');
-        expect(peer.ipBlock?.except).toEqual(expect.arrayContaining(PRIVATE_NETWORKS));
+      for (const [policy, before, ports] of [
+        [api, base.api, apiPorts],
+        [worker, base.worker, workerPorts],
+      ] as const) {
+        const toInternet = added(policy, before).filter((rule) =>
+          rule.to?.some((peer) => peer.ipBlock),
+        );
+        if (ports.length === 0) {
+          expect(policy.spec.egress).toEqual(before.spec.egress);
+          continue;
+        }
+        expect(toInternet).toHaveLength(1);
+        const [rule] = toInternet;
+        expect(rule.ports.map((p) => p.port)).toEqual(ports);
+        for (const peer of rule.to ?? []) {
+          expect(peer.ipBlock?.cidr).toBe('0.0.0.0/0');
+          expect(peer.ipBlock?.except).toEqual(expect.arrayContaining(PRIVATE_NETWORKS));
+        }
       }
     },
   );

@@ -122,6 +122,56 @@ describe('migrations', () => {
     expect(await dataSource.query(`SELECT count(*)::int AS n FROM job`)).toEqual([{ n: 0 }]);
     expect(await schemaDiff(dataSource)).toEqual({ up: [], down: [] });
   });
+
+  it('MailReplyJobs gives each pending reply its mail-reply job, due when it was, and takes it back', async () => {
+    const steps =
+      dataSource.migrations.length -
+      dataSource.migrations.findIndex((m) => m.name === 'MailReplyJobs1795780000000');
+    const undo = async (): Promise<void> => {
+      for (let i = 0; i < steps; i++) {
+        await dataSource.undoLastMigration({ transaction: 'each' });
+      }
+    };
+    await undo();
+    const due = new Date('2030-01-01T00:00:00.000Z');
+    await dataSource.query(
+      `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
+                               reply_from, attach_max_bytes, next_attempt_at)
+       VALUES ('box', '1:1', 'demo', gen_random_uuid(), 'pending', now(), 'svc@example.com', 0, $1),
+              ('box', '1:2', 'demo', gen_random_uuid(), 'sent', now(), 'svc@example.com', 0, NULL),
+              ('box', '1:3', 'demo', gen_random_uuid(), 'received', now(), 'svc@example.com', 0, NULL)`,
+      [due],
+    );
+
+    await dataSource.runMigrations({ transaction: 'each' });
+    const replyJobs = await dataSource.query<Array<Record<string, unknown>>>(
+      `SELECT j.application_name, j.kind, j.state, j.run_after, m.source_key
+         FROM job j JOIN mail_reply m ON m.reply_job_id = j.id`,
+    );
+    expect(replyJobs).toEqual([
+      {
+        application_name: 'demo',
+        kind: 'mail_reply',
+        state: 'QUEUED',
+        run_after: due,
+        source_key: '1:1',
+      },
+    ]);
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM job`)).toEqual([{ n: 1 }]);
+
+    await undo();
+    expect(
+      await dataSource.query(
+        `SELECT source_key, next_attempt_at FROM mail_reply WHERE state = 'pending'`,
+      ),
+    ).toEqual([{ source_key: '1:1', next_attempt_at: due }]);
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM job`)).toEqual([{ n: 0 }]);
+
+    await dataSource.runMigrations({ transaction: 'each' });
+    await dataSource.query(`DELETE FROM job WHERE kind = 'mail_reply'`);
+    await dataSource.query(`DELETE FROM mail_reply`);
+    expect(await schemaDiff(dataSource)).toEqual({ up: [], down: [] });
+  });
 });
 
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
