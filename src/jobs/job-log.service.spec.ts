@@ -7,7 +7,7 @@ import { JobRecordsRepository } from '../queue/job-records.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { ResultRepository } from '../results/result.repository';
 import { DatabaseEvents } from '../storage/database-events.service';
-import { JobLogRepository, LogLine, LogTail } from '../job-core/job-log.repository';
+import { JobLogRepository, LogLine, LogTail } from '../job-log/job-log.repository';
 import { JobLogService } from './job-log.service';
 
 const APP = 'demo';
