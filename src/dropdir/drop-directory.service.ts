@@ -21,7 +21,8 @@ import {
 import { applicationSettingsOf } from '../config/application-settings';
 import { JobsService } from '../jobs/jobs.service';
 import { ResultRepository } from '../results/result.repository';
-import { DropFileRepository, isDuplicateKey } from './drop-file.repository';
+import { DropFileRepository } from './drop-file.repository';
+import { isDuplicateKey } from '../storage/query-rows';
 import {
   claimName,
   DROP_FOLDERS,

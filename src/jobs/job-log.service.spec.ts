@@ -2,7 +2,7 @@ import { HttpStatus, MessageEvent } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Subscription } from 'rxjs';
 import { inProcessEvents } from '../../test/support/in-process-events';
-import { JobState } from '../queue/job.entity';
+import { JobState } from '../queue/queue.types';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { ResultRepository } from '../results/result.repository';

@@ -11,7 +11,7 @@ import { QueueNotifier } from '../queue/queue-notifier.service';
 import { BLOB_INLINE_MAX_BYTES } from '../storage/blob-chunks';
 import { explodeZipToFiles, validateJobFiles } from './job-archive';
 import { ApiError } from '../common/api-error';
-import { CONFIGURATION_FILE, JobFileInput, JobMeta } from '../job-core/job-input';
+import { CONFIGURATION_FILE, JobMeta } from '../job-core/job-input';
 import { mergeMeta, parseConfigurationFile } from '../job-core/job-meta';
 import {
   exportedCallFileName,
@@ -19,13 +19,18 @@ import {
   payloadFileName,
   payloadText,
 } from '../job-core/function-call-result';
-import { JobKind } from '../queue/job.entity';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';
 import type { EntityManager } from 'typeorm';
 import { SubmissionLimits } from './submission-limits';
-import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
+import {
+  JobKind,
+  type JobCallbackTarget,
+  type JobFileInput,
+  type JobFilePath,
+  type NewJobRow,
+} from '../queue/queue.types';
 import { auditRowJson } from '../audit/audit.repository';
 import { AuditActor, AuditService } from '../audit/audit.service';
 import { currentRequestActor } from '../common/request-actor';

@@ -1,8 +1,5 @@
 import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { JobKind, JobState } from './queue.types';
-
-// The queue defines a job's kinds and states; the entity and the job front ends use them.
-export { JobKind, JobState };
+import type { JobKind, JobState } from './queue.types';
 
 /**
  * A submitted job: its domain data (application, meta) and its delivery state (the queue

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { JobKind } from '../../src/queue/job.entity';
+import { JobKind } from '../../src/queue/queue.types';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { proxyDatabase } from '../support/cuttable-proxy';
 import { freePort } from '../support/service-process';
