@@ -26,6 +26,7 @@ import type { EntityManager } from 'typeorm';
 import { SubmissionLimits } from './submission-limits';
 import {
   JobKind,
+  type JobSource,
   type JobCallbackTarget,
   type JobFileInput,
   type JobFilePath,
@@ -82,8 +83,8 @@ export type SubmissionCaller =
 /** A job as a front end hands it to the intake. */
 export interface Submission {
   applicationName: string;
-  /** The job's `source`: rest, form, soap, directory. */
-  source: string;
+  /** The front end that hands it over. */
+  source: JobSource;
   meta: JobMeta;
   callback: CallbackRequest | null;
   parts: IntakePart[];
@@ -199,7 +200,7 @@ export interface SubmittedJob {
   applicationName: string;
   submissionTime: Date;
   kind: JobKind;
-  source: string;
+  source: JobSource;
 }
 
 /**

@@ -258,7 +258,7 @@ describe('system endpoints on a node of role api (R for /process only)', () => {
           applicationName: application,
           kind: JobKind.SCRIPT,
           meta: {},
-          source: 'test',
+          source: 'rest',
           submittedAt: new Date(),
           files: [],
         });
@@ -295,14 +295,14 @@ describe('metrics of a node of role worker (no API server)', () => {
       applicationName: 'workerapp',
       kind: JobKind.SCRIPT,
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt: new Date(),
       files: [{ name: 'job.R', content: Buffer.from('writeLines("ok", "ok.txt")\n') }],
     });
     await waitFor(
       async () => {
         const families = parseMetrics((await request(metricsUrl)).text);
-        const labels = { application: 'workerapp', source: 'test' };
+        const labels = { application: 'workerapp', source: 'rest' };
         return sample(families, 'svc_jobs_finished_total', labels)?.value === '1';
       },
       60000,

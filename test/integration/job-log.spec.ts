@@ -89,7 +89,7 @@ describe('job log live stream across nodes (real database)', () => {
       applicationName: 'demo',
       kind: 'script',
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt: new Date(),
       files: [],
     });
@@ -166,7 +166,7 @@ describe('job log live stream across nodes (real database)', () => {
         applicationName: 'demo',
         kind: 'script',
         meta: {},
-        source: 'test',
+        source: 'rest',
         submittedAt: new Date(),
         files: [],
       });

@@ -75,7 +75,7 @@ export async function queueAndClaim(
     applicationName: job.applicationName,
     kind: job.kind,
     meta: job.meta ?? {},
-    source: 'test',
+    source: 'rest',
     submittedAt: new Date(),
     files: job.files,
   });
