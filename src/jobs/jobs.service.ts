@@ -17,7 +17,7 @@ import {
   exportedCallFileName,
   FunctionCallKind,
   payloadFileName,
-  payloadText,
+  functionCallText,
 } from '../job-core/function-call-result';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
@@ -176,22 +176,14 @@ async function readSmall(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** The payload of a function call, checked: one part, not empty, UTF-8 text (R takes a string). */
+/** The payload of a function call, checked: one part, and functionCallText's check of its text. */
 async function functionCallPayload(kind: FunctionCallKind, parts: IntakePart[]): Promise<Buffer> {
   if (parts.length !== 1) {
     throw ApiError.badRequest(`A function call has one payload (got ${parts.length}).`);
   }
   const [part] = parts;
   const payload = part.content ?? (await readFile(fileOnDisk(part).path));
-  const label = part.label ?? 'The request body';
-  if (payload.length === 0) {
-    throw ApiError.badRequest(
-      `${label} is empty; send the ${kind.toUpperCase()} payload of the function call.`,
-    );
-  }
-  if (payloadText(payload) === null) {
-    throw ApiError.badRequest(`${label} is not UTF-8 text.`);
-  }
+  functionCallText(kind, payload, part.label ?? undefined);
   return payload;
 }
 
