@@ -5,7 +5,7 @@ import { AuditEventEntity } from './audit/audit-event.entity';
 import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
-import { JobLogLineEntity } from './job-core/job-log-line.entity';
+import { JobLogLineEntity } from './job-log/job-log-line.entity';
 import { MailReplyEntity } from './mail-replies/mail-reply.entity';
 import { SubmissionBucketEntity } from './jobs/submission-bucket.entity';
 import { RPackageNodeEntity } from './packages/r-package-node.entity';

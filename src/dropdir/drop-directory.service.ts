@@ -21,7 +21,8 @@ import {
 import { applicationSettingsOf } from '../config/application-settings';
 import { JobsService } from '../jobs/jobs.service';
 import { ResultRepository } from '../results/result.repository';
-import { DropFileRepository, isDuplicateKey } from './drop-file.repository';
+import { DropFileRepository } from './drop-file.repository';
+import { isDuplicateKey } from '../storage/query-rows';
 import {
   claimName,
   DROP_FOLDERS,
@@ -33,9 +34,7 @@ import {
   parseClaimName,
   resultFileName,
 } from './drop-names';
-
-/** Marks jobs that came from a drop directory (the job's `source`). */
-export const DIRECTORY_SOURCE = 'directory';
+import { JobSource } from '../queue/queue.types';
 
 /** drop_file records are kept this long after their result was written (or their claim). */
 const RECORD_RETENTION_DAYS = 7;
@@ -286,7 +285,7 @@ export class DropDirectoryService
         // The service's own: the directory is the admin's to set up.
         caller: { kind: 'service' },
         applicationName: app,
-        source: DIRECTORY_SOURCE,
+        source: JobSource.DIRECTORY,
         meta: {},
         callback: null,
         parts: [{ name: fileName, label: null, path, zip: kind === 'zip' }],

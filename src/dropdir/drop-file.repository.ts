@@ -16,8 +16,6 @@ export interface PendingDropResult {
   jobId: string;
 }
 
-export { isDuplicateKey } from '../storage/query-rows';
-
 /** Every statement about drop_file (see drop-file.entity.ts). */
 @Injectable()
 export class DropFileRepository {

@@ -13,6 +13,7 @@ import { FunctionLibraryService } from '../r-engine/function-library';
 import { ProcessService } from '../process/process.service';
 import { ExportedFunction, R_FUNCTION_NAME } from '../r-engine/exported-functions';
 import { functionsOpenApi } from './functions-openapi';
+import { JobSource } from '../queue/queue.types';
 
 /** What a call of an exported function answers: its JSON, or an error of the API. */
 export interface ExportedCallAnswer {
@@ -80,7 +81,7 @@ export class FunctionsService {
   ): Promise<{ token: JobTokenRepresentation; resultUri: string }> {
     const job = await this.jobs.submit({
       applicationName,
-      source: 'rest',
+      source: JobSource.REST,
       meta: parseMetaHeaders(rawHeaderPairs(req)),
       callback: callbackRequest(req, baseUrl),
       parts: [

@@ -1,3 +1,4 @@
+import { ApiError } from '../common/api-error';
 import {
   RestElement,
   RestView,
@@ -89,4 +90,26 @@ export function payloadText(body: Buffer): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The payload of a function call as the string R receives, checked as a queued call (POST /jobs)
+ * and a synchronous one (POST /process) both take it: not empty, UTF-8 text. A 400 naming `label`
+ * otherwise.
+ */
+export function functionCallText(
+  kind: FunctionCallKind,
+  payload: Buffer,
+  label = 'The request body',
+): string {
+  if (payload.length === 0) {
+    throw ApiError.badRequest(
+      `${label} is empty; send the ${kind.toUpperCase()} payload of the function call.`,
+    );
+  }
+  const text = payloadText(payload);
+  if (text === null) {
+    throw ApiError.badRequest(`${label} is not UTF-8 text.`);
+  }
+  return text;
 }

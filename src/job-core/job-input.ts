@@ -1,6 +1,3 @@
-// How a job's files are handed to the queue: defined there, used by every front end.
-export type { JobFileContent, JobFileInput, JobFilePath } from '../queue/queue.types';
-
 /** Meta parameters in the order they were given; names already normalised. */
 export type JobMeta = Record<string, string>;
 

@@ -17,9 +17,7 @@ import {
   plainFileName,
 } from './form-fields';
 import { FormLimits, ReceivedFile, withReceivedForm } from './form-upload';
-
-/** Marks jobs that came from a browser form (the job's `source`). */
-export const FORM_SOURCE = 'form';
+import { JobSource } from '../queue/queue.types';
 
 /**
  * Browser-form jobs (SPEC §6): the multipart body names the application, the meta and the files
@@ -78,7 +76,7 @@ export class FormJobService implements OnModuleInit {
       // streamed into the database (never whole in memory).
       return this.jobsService.submit({
         applicationName,
-        source: FORM_SOURCE,
+        source: JobSource.FORM,
         meta,
         callback,
         parts: form.files.map(jobPart),

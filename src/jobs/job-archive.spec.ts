@@ -3,7 +3,8 @@ import { createInflateRaw, type InflateRaw } from 'node:zlib';
 import { HttpStatus } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
 import { explodeZip, isZipUpload, validateJobFiles } from './job-archive';
-import type { JobFileContent, JobFileInput, ZipLimits } from '../job-core/job-input';
+import type { ZipLimits } from '../job-core/job-input';
+import type { JobFileContent, JobFileInput } from '../queue/queue.types';
 import {
   makeZip,
   makeZipBomb,

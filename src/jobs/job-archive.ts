@@ -6,7 +6,8 @@ import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
 import * as yauzl from 'yauzl';
 import { ApiError } from '../common/api-error';
-import type { JobFileContent, JobFileInput, ZipLimits } from '../job-core/job-input';
+import type { ZipLimits } from '../job-core/job-input';
+import type { JobFileContent, JobFileInput } from '../queue/queue.types';
 import { mediaType } from '../common/media-type';
 
 const MAX_FILE_NAME_BYTES = 255;

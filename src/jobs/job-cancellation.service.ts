@@ -3,7 +3,7 @@ import { auditRowJson } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
-import { JobState } from '../queue/job.entity';
+import { JobState } from '../queue/queue.types';
 import { resultData } from '../job-core/job-result';
 
 /** Who cancels when no one is authenticated (AUTH_MODE=none). */

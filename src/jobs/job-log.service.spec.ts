@@ -2,12 +2,12 @@ import { HttpStatus, MessageEvent } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Subscription } from 'rxjs';
 import { inProcessEvents } from '../../test/support/in-process-events';
-import { JobState } from '../queue/job.entity';
+import { JobState } from '../queue/queue.types';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { ResultRepository } from '../results/result.repository';
 import { DatabaseEvents } from '../storage/database-events.service';
-import { JobLogRepository, LogLine, LogTail } from '../job-core/job-log.repository';
+import { JobLogRepository, LogLine, LogTail } from '../job-log/job-log.repository';
 import { JobLogService } from './job-log.service';
 
 const APP = 'demo';

@@ -10,8 +10,8 @@ import { Observable, Subscriber } from 'rxjs';
 import { ApiError } from '../common/api-error';
 import { missing } from '../common/missing-resource';
 import { ResultRepository } from '../results/result.repository';
-import { JobLogRepository, LogLine, LogTail } from '../job-core/job-log.repository';
-import { JobState } from '../queue/job.entity';
+import { JobLogRepository, LogLine, LogTail } from '../job-log/job-log.repository';
+import { JobState } from '../queue/queue.types';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 

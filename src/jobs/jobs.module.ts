@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { QueueModule } from '../queue/queue.module';
 import { JobCancellationService } from './job-cancellation.service';
-import { JobCoreModule } from '../job-core/job-core.module';
+import { JobLogModule } from '../job-log/job-log.module';
 import { JobLogService } from './job-log.service';
 import { ResultsModule } from '../results/results.module';
 import { JobsService } from './jobs.service';
@@ -15,7 +15,7 @@ import { SubmissionLimits } from './submission-limits';
  * form posted to /jobs (FormJobService) is read here too.
  */
 @Module({
-  imports: [QueueModule, JobCoreModule, ResultsModule, CallbacksModule],
+  imports: [QueueModule, JobLogModule, ResultsModule, CallbacksModule],
   providers: [
     JobsService,
     FormJobService,

@@ -11,21 +11,27 @@ import { QueueNotifier } from '../queue/queue-notifier.service';
 import { BLOB_INLINE_MAX_BYTES } from '../storage/blob-chunks';
 import { explodeZipToFiles, validateJobFiles } from './job-archive';
 import { ApiError } from '../common/api-error';
-import { CONFIGURATION_FILE, JobFileInput, JobMeta } from '../job-core/job-input';
+import { CONFIGURATION_FILE, JobMeta } from '../job-core/job-input';
 import { mergeMeta, parseConfigurationFile } from '../job-core/job-meta';
 import {
   exportedCallFileName,
   FunctionCallKind,
   payloadFileName,
-  payloadText,
+  functionCallText,
 } from '../job-core/function-call-result';
-import { JobKind } from '../queue/job.entity';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
 import { QueueRepository } from '../queue/queue.repository';
 import type { EntityManager } from 'typeorm';
 import { SubmissionLimits } from './submission-limits';
-import type { JobCallbackTarget, JobFilePath, NewJobRow } from '../queue/queue.types';
+import {
+  JobKind,
+  type JobSource,
+  type JobCallbackTarget,
+  type JobFileInput,
+  type JobFilePath,
+  type NewJobRow,
+} from '../queue/queue.types';
 import { auditRowJson } from '../audit/audit.repository';
 import { AuditActor, AuditService } from '../audit/audit.service';
 import { currentRequestActor } from '../common/request-actor';
@@ -77,8 +83,8 @@ export type SubmissionCaller =
 /** A job as a front end hands it to the intake. */
 export interface Submission {
   applicationName: string;
-  /** The job's `source`: rest, form, soap, directory. */
-  source: string;
+  /** The front end that hands it over. */
+  source: JobSource;
   meta: JobMeta;
   callback: CallbackRequest | null;
   parts: IntakePart[];
@@ -170,22 +176,14 @@ async function readSmall(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** The payload of a function call, checked: one part, not empty, UTF-8 text (R takes a string). */
+/** The payload of a function call, checked: one part, and functionCallText's check of its text. */
 async function functionCallPayload(kind: FunctionCallKind, parts: IntakePart[]): Promise<Buffer> {
   if (parts.length !== 1) {
     throw ApiError.badRequest(`A function call has one payload (got ${parts.length}).`);
   }
   const [part] = parts;
   const payload = part.content ?? (await readFile(fileOnDisk(part).path));
-  const label = part.label ?? 'The request body';
-  if (payload.length === 0) {
-    throw ApiError.badRequest(
-      `${label} is empty; send the ${kind.toUpperCase()} payload of the function call.`,
-    );
-  }
-  if (payloadText(payload) === null) {
-    throw ApiError.badRequest(`${label} is not UTF-8 text.`);
-  }
+  functionCallText(kind, payload, part.label ?? undefined);
   return payload;
 }
 
@@ -194,7 +192,7 @@ export interface SubmittedJob {
   applicationName: string;
   submissionTime: Date;
   kind: JobKind;
-  source: string;
+  source: JobSource;
 }
 
 /**

@@ -10,6 +10,7 @@ import { KIND_OF_MEDIA_TYPE } from '../job-core/function-call-result';
 import { ZIP_MEDIA_TYPES } from './job-archive';
 import { parseMetaHeaders } from '../job-core/job-meta';
 import { parsePriority, PRIORITY_HEADER } from './job-priority';
+import { JobSource } from '../queue/queue.types';
 import { principalOf } from '../security/principal';
 import type { CallbackRequest, IntakePart, Submission } from './jobs.service';
 
@@ -44,7 +45,7 @@ export async function readRestSubmission(
     : { name: 'body', label: null, stream: req, declaredBytes: declaredLength(req), zip: true };
   return {
     applicationName: applicationNameOf(req),
-    source: 'rest',
+    source: JobSource.REST,
     meta,
     callback,
     parts: [body],

@@ -21,9 +21,7 @@ import { MailReplyRepository, ReplyAddressing } from '../mail-replies/mail-reply
 import { MailReplyService } from '../mail-replies/mail-reply.service';
 import { fromDomainPassed } from './authentication-results';
 import { MailboxSession, openMailbox, WaitingMessage } from './mailbox';
-
-/** Marks jobs that came by e-mail (the job's `source`). */
-export const EMAIL_SOURCE = 'email';
+import { JobSource } from '../queue/queue.types';
 
 /** A MIME part's header larger than this is not read (the parser's maxHeadSize). */
 const MAX_PART_HEADER_BYTES = 256 * 1024;
@@ -210,7 +208,7 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
                 },
               },
               // Nobody authenticated: a From is the sender's word, kept in the details.
-              { principal: null, authMethod: EMAIL_SOURCE },
+              { principal: null, authMethod: JobSource.EMAIL },
             ),
           )
         : null;
@@ -419,7 +417,7 @@ export class MailIntakeService implements OnApplicationBootstrap, BeforeApplicat
         // The service's own: the mailbox's settings say which senders it takes.
         caller: { kind: 'service' },
         applicationName: account.application,
-        source: EMAIL_SOURCE,
+        source: JobSource.EMAIL,
         meta,
         callback: null,
         parts,

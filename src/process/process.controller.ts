@@ -9,7 +9,7 @@ import { ProcessConfig } from '../config/config-slices';
 import {
   FunctionCallKind,
   KIND_OF_MEDIA_TYPE,
-  payloadText,
+  functionCallText,
 } from '../job-core/function-call-result';
 import { Access } from '../security/access.decorator';
 import { ProcessService } from './process.service';
@@ -26,15 +26,7 @@ async function readCall(
     );
   }
   const body = await getRawBody(req, { limit: maxBytes });
-  const payload = payloadText(body);
-  if (body.length === 0 || payload === null) {
-    throw ApiError.badRequest(
-      body.length === 0
-        ? 'The request body is empty; send the payload of the function call.'
-        : 'The request body is not UTF-8 text.',
-    );
-  }
-  return { kind, payload };
+  return { kind, payload: functionCallText(kind, body) };
 }
 
 /** `POST /process`: a function call answered at once with the function's string (SPEC §5.3). */

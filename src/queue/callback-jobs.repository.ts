@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { rowsOf } from '../storage/query-rows';
 import { deliveryEnded, deliveryRetried, heldDeliveryJob } from './queue-leases';
-import { CallbackDelivery, ClaimedJob, JobKind } from './queue.types';
+import { CallbackDelivery, ClaimedJob, JobKind, JobSource } from './queue.types';
 
 /*
  * The callback jobs' statements: a finished job's callback is a job of kind `callback` (queued by
@@ -99,7 +99,7 @@ export class CallbackJobsRepository {
         meta: {},
         submittedAt: new Date(row.submitted_at),
         attempts: row.attempts,
-        source: 'callback',
+        source: JobSource.CALLBACK,
         hasCallback: false,
         files: [],
         trace: row.traceparent

@@ -1,8 +1,5 @@
 import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { JobKind, JobState } from './queue.types';
-
-// The queue defines a job's kinds and states; the entity and the job front ends use them.
-export { JobKind, JobState };
+import { jobSourceOf, type JobKind, type JobSource, type JobState } from './queue.types';
 
 /**
  * A submitted job: its domain data (application, meta) and its delivery state (the queue
@@ -38,8 +35,13 @@ export class JobEntity {
   /** Merged meta parameters (configuration.txt, then request): name -> value. */
   @Column({ type: 'jsonb' }) meta!: Record<string, string>;
 
-  /** Where the job came from: rest, form or soap. */
-  @Column({ type: 'varchar', length: 16 }) source!: string;
+  /** Where the job came from (checked as it is read). */
+  @Column({
+    type: 'varchar',
+    length: 16,
+    transformer: { to: (source: JobSource) => source, from: jobSourceOf },
+  })
+  source!: JobSource;
 
   @Column({ name: 'submitted_at', type: 'timestamptz' }) submittedAt!: Date;
 

@@ -4,7 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { rowsOf } from '../storage/query-rows';
 import { deliveryEnded, deliveryRetried, heldDeliveryJob } from './queue-leases';
 import { JOB_QUEUED_CHANNEL } from './queue-channels';
-import { ClaimedJob, JobKind } from './queue.types';
+import { ClaimedJob, JobKind, JobSource } from './queue.types';
 
 /*
  * The mail-reply jobs' statements: an e-mail reply (a mail_reply row, what the message's record
@@ -115,7 +115,7 @@ export class MailReplyJobsRepository {
       meta: {},
       submittedAt: new Date(row.submitted_at),
       attempts: row.attempts,
-      source: 'mail_reply',
+      source: JobSource.MAIL_REPLY,
       hasCallback: false,
       files: [],
       trace: null,

@@ -18,3 +18,8 @@ export const RESULT_READY_CHANNEL = 'svc_result_ready';
 export const JOB_STARTED_CHANNEL = 'svc_job_started';
 /** A job's callback was queued (its result stored): wakes the workers' callback slots. */
 export const CALLBACK_QUEUED_CHANNEL = 'svc_callback_queued';
+/**
+ * Payload: the job id, after lines were appended to its log (sent by the statement that appends
+ * them, JobLogRepository.append): wakes the live streams of the log.
+ */
+export const JOB_LOG_CHANNEL = 'svc_job_log';

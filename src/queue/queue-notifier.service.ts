@@ -3,12 +3,12 @@ import { QueueConfig } from '../config/config-slices';
 import { DatabaseEvents } from '../storage/database-events.service';
 import {
   CALLBACK_QUEUED_CHANNEL,
+  JOB_LOG_CHANNEL,
   JOB_QUEUED_CHANNEL,
   JOB_STARTED_CHANNEL,
   RESULT_READY_CHANNEL,
 } from './queue-channels';
 import type { JobKind } from './queue.types';
-import { JOB_LOG_CHANNEL } from './job-records.repository';
 
 /**
  * The queue's five signals on the node's DatabaseEvents, each at once in this process and
@@ -19,9 +19,10 @@ import { JOB_LOG_CHANNEL } from './job-records.repository';
  * - a job's callback was queued with its result (onCallbackQueued): wakes the workers' callback slots; sent
  *   only for jobs that have a callback;
  * - lines were appended to a job's log (onLogAppended): wakes the live streams of the log; at
- *   most one per job per batch of lines (JobRecordsRepository.appendLogLines).
- * QueueRepository's and JobRecordsRepository's statements send the NOTIFY (with this node's prefix, so this node ignores
- * the echo); the methods below deliver in-process once the statement committed.
+ *   most one per job per batch of lines (JobLogRepository.append, src/job-log/).
+ * The statements of QueueRepository and of the job log send the NOTIFY (with this node's prefix,
+ * so this node ignores the echo); the methods below deliver in-process once the statement
+ * committed.
  * All are hints: a notification sent while the LISTEN connection was down is never reported, so
  * whoever waits looks again when it is back (onListening); workers also poll (POLL_INTERVAL_MS).
  * When other nodes are not heard at all (DATABASE_URL goes through a transaction-mode pooler and

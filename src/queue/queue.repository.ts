@@ -33,6 +33,7 @@ import {
   ExpiredJob,
   JobKind,
   JobState as JobStateName,
+  jobSourceOf,
   NewJobRow,
   R_JOB_KINDS,
   ResultData,
@@ -216,7 +217,7 @@ export class QueueRepository implements OnModuleDestroy {
       meta: row.meta,
       submittedAt: new Date(row.submitted_at),
       attempts: row.attempts,
-      source: row.source,
+      source: jobSourceOf(row.source),
       hasCallback: row.has_callback,
       trace: row.traceparent ? { traceparent: row.traceparent, tracestate: row.tracestate } : null,
       files: (row.file_names ?? []).map((name, i) => {

@@ -30,6 +30,42 @@ export const JobKind = Object.freeze({
 } as const);
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
+/**
+ * Where a job came from: the front end that submitted it, or the queue itself for a delivery job
+ * (a callback, an e-mail reply).
+ * Stored in the job's `source` column; named by the audit's `job.submitted` row and by the
+ * `source` label of the job metrics.
+ */
+export const JobSource = Object.freeze({
+  REST: 'rest',
+  FORM: 'form',
+  SOAP: 'soap',
+  /** A drop directory's inbox. */
+  DIRECTORY: 'directory',
+  EMAIL: 'email',
+  SCHEDULE: 'schedule',
+  CALLBACK: 'callback',
+  MAIL_REPLY: 'mail_reply',
+} as const);
+export type JobSource = (typeof JobSource)[keyof typeof JobSource];
+
+const JOB_SOURCES: ReadonlySet<string> = new Set(Object.values(JobSource));
+
+export function isJobSource(value: string): value is JobSource {
+  return JOB_SOURCES.has(value);
+}
+
+/**
+ * A job's `source` as read from the database, checked: an Error for a value that is none (a row
+ * this version of the service did not write).
+ */
+export function jobSourceOf(value: string): JobSource {
+  if (!isJobSource(value)) {
+    throw new Error(`A job's source "${value}" is none of ${[...JOB_SOURCES].join(', ')}.`);
+  }
+  return value;
+}
+
 /** The kinds R runs: the jobs users submit and see. */
 export const R_JOB_KINDS: readonly JobKind[] = Object.freeze([
   JobKind.SCRIPT,
@@ -68,7 +104,7 @@ export interface NewJobRow {
   applicationName: string;
   kind: JobKind;
   meta: Record<string, string>;
-  source: string;
+  source: JobSource;
   submittedAt: Date;
   /** Within its application, higher runs first (default 0). */
   priority?: number;
@@ -87,7 +123,7 @@ export interface ClaimedJob {
   meta: Record<string, string>;
   submittedAt: Date;
   attempts: number;
-  source: string;
+  source: JobSource;
   /** Whether the job has a callback URL: storing its result queues the callback. */
   hasCallback: boolean;
   /** The job's input files, in the order they were stored. */

@@ -26,9 +26,7 @@ import {
   ScheduleRepository,
   StoredRun,
 } from './schedule.repository';
-
-/** The job's `source` of a scheduled job. */
-export const SCHEDULE_SOURCE = 'schedule';
+import { JobSource } from '../queue/queue.types';
 
 /** The schedules are read again at least this often, whatever the notifications say. */
 const REREAD_MS = 60_000;
@@ -298,7 +296,7 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
         // The service's own: the schedule's admin was authorized when it was made.
         caller: { kind: 'service' },
         applicationName: schedule.applicationName,
-        source: SCHEDULE_SOURCE,
+        source: JobSource.SCHEDULE,
         // The job acts as the schedule: its audit row names the schedule, not who made it.
         actor: scheduleActor(schedule.id),
         meta,

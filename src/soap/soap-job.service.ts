@@ -10,9 +10,7 @@ import { parsePriority } from '../jobs/job-priority';
 import { JobsService, SubmittedJob } from '../jobs/jobs.service';
 import { RequestAccessService } from '../security/request-access.service';
 import type { SoapPayload, SoapProcessCall } from './soap-request-reader';
-
-/** Marks jobs that came in over SOAP (the job's `source`, a metrics label). */
-export const SOAP_SOURCE = 'soap';
+import { JobSource } from '../queue/queue.types';
 
 /** A job the SOAP front end stored, and how its result is to be answered. */
 export interface SoapSubmittedJob extends SubmittedJob {
@@ -52,7 +50,7 @@ export class SoapJobService {
     // directory) are streamed into the database, never held whole in memory.
     const job = await this.jobsService.submit({
       applicationName,
-      source: SOAP_SOURCE,
+      source: JobSource.SOAP,
       meta: functionCall ? {} : parseMetaParameters(call.parameters),
       callback: null,
       parts: call.payloads.map((payload) => ({

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { Base64Decoder, Base64Error } from './base64-decoder';
-import { EnvelopeReader, SOAP_TYPES_NAMESPACE, type EnvelopeContent } from './envelope-reader';
+import { EnvelopeReader, type EnvelopeContent } from './envelope-reader';
 import { FileSpool } from './file-spool';
 import {
   MultipartSplitter,
@@ -15,8 +15,6 @@ import {
 } from './multipart-related';
 import { SoapFault } from './soap-fault';
 import { bareContentId } from './xop';
-
-export { SOAP_TYPES_NAMESPACE };
 
 /** A payload's bytes, spooled to a temp file (never held whole in memory). */
 export interface SoapPayload {

@@ -8,7 +8,7 @@ import * as yauzl from 'yauzl';
 import { ResultDataSource, ResultRepository } from '../results/result.repository';
 import { MtomAttachment, newContentId, xopInclude } from './mtom-writer';
 import { SOAP_ENVELOPE_NAMESPACE } from './soap-fault';
-import { SOAP_TYPES_NAMESPACE } from './soap-request-reader';
+import { SOAP_TYPES_NAMESPACE } from './envelope-reader';
 import { mediaType } from '../common/media-type';
 
 /** A job's result as the SOAP answer needs it: its metadata, and its data as a stream. */

@@ -8,10 +8,10 @@ import { mtomAnswer, type MtomAnswer } from './mtom-writer';
 import { HttpAnswer } from '../common/http-answer';
 import { SoapFault } from './soap-fault';
 import { SoapJobService, SoapSubmittedJob } from './soap-job.service';
+import { SOAP_TYPES_NAMESPACE } from './envelope-reader';
 import {
   ReceivedSoapRequest,
   readSoapRequest,
-  SOAP_TYPES_NAMESPACE,
   SoapProcessCall,
   SoapRequestLimits,
 } from './soap-request-reader';

@@ -9,8 +9,6 @@ import {
 } from './database-options';
 import { NodeIdentity } from './node-identity';
 
-export { DATABASE_TARGET } from './database-options';
-
 /**
  * The database connection and the node's database events (one LISTEN connection per node).
  * Where it points (server or embedded socket) is decided at bootstrap.

@@ -12,8 +12,8 @@ import {
 } from '../job-core/function-call-result';
 import { FunctionLibraryService } from '../r-engine/function-library';
 import { resultData } from '../job-core/job-result';
-import { JobLogRepository } from '../job-core/job-log.repository';
-import { JobLogWriter } from '../job-core/job-log-writer';
+import { JobLogRepository } from '../job-log/job-log.repository';
+import { JobLogWriter } from '../job-log/job-log-writer';
 import type { JobProgress } from '../r-engine/job-progress';
 
 /**

@@ -9,7 +9,7 @@ import { ResultsModule } from '../results/results.module';
 import { ScriptJobExecutor } from './script-job.executor';
 import { FunctionCallJobExecutor } from './function-call.executor';
 import { JobKindExecutor } from './job-kind.executor';
-import { JobCoreModule } from '../job-core/job-core.module';
+import { JobLogModule } from '../job-log/job-log.module';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from '../queue/queue.module';
 import { JOB_EXECUTOR } from '../queue/queue.types';
@@ -23,7 +23,7 @@ import { WorkerService } from './worker.service';
 @Module({
   imports: [
     QueueModule,
-    JobCoreModule,
+    JobLogModule,
     REngineModule,
     CatalogModule,
     CallbacksModule,

@@ -10,7 +10,7 @@ import { CatalogService } from '../../src/catalog/catalog.service';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { loadConfig } from '../../src/config/app-config';
 import { JobsService } from '../../src/jobs/jobs.service';
-import { EMAIL_SOURCE } from '../../src/mail/mail-intake.service';
+import { JobSource } from '../../src/queue/queue.types';
 import { MailReplyRepository } from '../../src/mail-replies/mail-reply.repository';
 import { MailReplyService } from '../../src/mail-replies/mail-reply.service';
 import { Dovecot, startDovecot } from '../support/dovecot';
@@ -267,7 +267,7 @@ describe('jobs by e-mail', () => {
       `SELECT source, meta FROM job WHERE meta->>'emailSubject' = 'Sum please'`,
     );
     expect(jobs).toHaveLength(1);
-    expect(jobs[0].source).toBe(EMAIL_SOURCE);
+    expect(jobs[0].source).toBe(JobSource.EMAIL);
     expect(jobs[0].meta).toMatchObject({
       team: 'analytics',
       emailReplyTo: 'desk@example.com',
@@ -461,7 +461,7 @@ describe('jobs by e-mail', () => {
     await service.app.get(JobsService).submit({
       caller: { kind: 'service' },
       applicationName: APP,
-      source: EMAIL_SOURCE,
+      source: JobSource.EMAIL,
       meta: { emailSubject: 'Survivor' },
       callback: null,
       parts: [
@@ -615,7 +615,7 @@ describe('jobs by e-mail', () => {
       );
       expect(await auditedOnce(badKey)).toMatchObject({
         principal: null,
-        auth_method: EMAIL_SOURCE,
+        auth_method: JobSource.EMAIL,
         application_name: APP,
         outcome: 'failure',
         details: { account: 'imap-box', from: 'analyst@example.com' },

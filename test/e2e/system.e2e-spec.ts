@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { JobKind } from '../../src/queue/job.entity';
+import { JobKind } from '../../src/queue/queue.types';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { proxyDatabase } from '../support/cuttable-proxy';
 import { freePort } from '../support/service-process';
@@ -258,7 +258,7 @@ describe('system endpoints on a node of role api (R for /process only)', () => {
           applicationName: application,
           kind: JobKind.SCRIPT,
           meta: {},
-          source: 'test',
+          source: 'rest',
           submittedAt: new Date(),
           files: [],
         });
@@ -295,14 +295,14 @@ describe('metrics of a node of role worker (no API server)', () => {
       applicationName: 'workerapp',
       kind: JobKind.SCRIPT,
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt: new Date(),
       files: [{ name: 'job.R', content: Buffer.from('writeLines("ok", "ok.txt")\n') }],
     });
     await waitFor(
       async () => {
         const families = parseMetrics((await request(metricsUrl)).text);
-        const labels = { application: 'workerapp', source: 'test' };
+        const labels = { application: 'workerapp', source: 'rest' };
         return sample(families, 'svc_jobs_finished_total', labels)?.value === '1';
       },
       60000,

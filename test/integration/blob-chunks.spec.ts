@@ -105,7 +105,7 @@ describe('chunked job files and results', () => {
     const job = await jobsService.submit({
       caller: { kind: 'service' },
       applicationName: 'demo',
-      source: 'test',
+      source: 'rest',
       meta: {},
       callback: null,
       parts: files.map((file) => ({ ...file, label: `The file "${file.name}"`, zip: false })),

@@ -69,7 +69,7 @@ describe('fair claims', () => {
       applicationName,
       kind: 'script',
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt,
       priority,
       files: [],

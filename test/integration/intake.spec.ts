@@ -86,7 +86,7 @@ describe('JobsService.submit: the intake of every front end', () => {
   function script(parts: Submission['parts'], extra: Partial<Submission> = {}): Submission {
     return {
       applicationName: 'intake',
-      source: 'test',
+      source: 'rest',
       meta: {},
       callback: null,
       parts,
@@ -151,7 +151,7 @@ describe('JobsService.submit: the intake of every front end', () => {
       'SELECT meta, source FROM job WHERE id = $1',
       [job.jobId],
     );
-    expect(row).toEqual({ meta: { colour: 'blue', size: 'large' }, source: 'test' });
+    expect(row).toEqual({ meta: { colour: 'blue', size: 'large' }, source: 'rest' });
   });
 
   it('refuses a broken ZIP part, naming the part, and stores nothing', async () => {
@@ -303,7 +303,7 @@ describe('JobsService.submit: the intake of every front end', () => {
     const job = await dataSource.transaction((transaction) =>
       parts().then((files) => intake.submit(script(files, { transaction }))),
     );
-    expect(job).toMatchObject({ applicationName: 'intake', kind: 'script', source: 'test' });
+    expect(job).toMatchObject({ applicationName: 'intake', kind: 'script', source: 'rest' });
     expect(await storedFiles(job.jobId)).toEqual(['big.bin', 'job.R']);
   });
 });

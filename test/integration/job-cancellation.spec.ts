@@ -3,7 +3,7 @@ import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/app-config';
 import { JobCancellationService } from '../../src/jobs/job-cancellation.service';
-import { JobKind } from '../../src/queue/job.entity';
+import { JobKind } from '../../src/queue/queue.types';
 import { JobRecordsRepository } from '../../src/queue/job-records.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { NodeIdentity } from '../../src/storage/node-identity';

@@ -4,7 +4,7 @@ import { Subscription } from 'rxjs';
 import { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/app-config';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
-import { JobLogRepository } from '../../src/job-core/job-log.repository';
+import { JobLogRepository } from '../../src/job-log/job-log.repository';
 import { JobLogService } from '../../src/jobs/job-log.service';
 import { resultData } from '../../src/job-core/job-result';
 import { JobRecordsRepository } from '../../src/queue/job-records.repository';
@@ -66,7 +66,7 @@ describe('job log live stream across nodes (real database)', () => {
       dataSource,
     );
     notifier = new QueueNotifier(events);
-    const logs = new JobLogRepository(dataSource, records, notifier);
+    const logs = new JobLogRepository(dataSource, notifier);
     const reads = jest.spyOn(logs, 'readTail');
     const service = new JobLogService(
       logs,
@@ -81,7 +81,7 @@ describe('job log live stream across nodes (real database)', () => {
       worker,
       dataSource,
     );
-    const workerLog = new JobLogRepository(dataSource, records, new QueueNotifier(workerEvents));
+    const workerLog = new JobLogRepository(dataSource, new QueueNotifier(workerEvents));
     const queue = new QueueRepository(dataSource, worker);
     const jobId = randomUUID();
     await queue.enqueue({
@@ -89,7 +89,7 @@ describe('job log live stream across nodes (real database)', () => {
       applicationName: 'demo',
       kind: 'script',
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt: new Date(),
       files: [],
     });
@@ -151,7 +151,7 @@ describe('job log live stream across nodes (real database)', () => {
       const node = new NodeIdentity();
       events = new DatabaseEvents({ kind: 'server', url, listenUrl: url }, node, dataSource);
       notifier = new QueueNotifier(events);
-      const logs = new JobLogRepository(dataSource, records, notifier);
+      const logs = new JobLogRepository(dataSource, notifier);
       const reads = jest.spyOn(logs, 'readTail');
       const service = new JobLogService(
         logs,
@@ -166,7 +166,7 @@ describe('job log live stream across nodes (real database)', () => {
         applicationName: 'demo',
         kind: 'script',
         meta: {},
-        source: 'test',
+        source: 'rest',
         submittedAt: new Date(),
         files: [],
       });

@@ -106,7 +106,7 @@ describeWithServer('KEDA backlog query', () => {
           applicationName,
           kind: 'script',
           meta: {},
-          source: 'test',
+          source: 'rest',
           submittedAt: new Date(),
           files: [],
         });

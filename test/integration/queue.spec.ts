@@ -61,7 +61,7 @@ describe('queue repository', () => {
       applicationName,
       kind,
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt,
       files: [],
     });
@@ -164,7 +164,7 @@ describe('queue repository', () => {
       applicationName: 'demo',
       kind: 'script',
       meta: {},
-      source: 'test',
+      source: 'rest',
       submittedAt: new Date(),
       files: [
         { name: 'plot.R', content: Buffer.from('plot(1)') },

@@ -7,7 +7,7 @@ import { CatalogService } from '../../src/catalog/catalog.service';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { configProviders } from '../../src/config/config.module';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
-import { JobLogRepository } from '../../src/job-core/job-log.repository';
+import { JobLogRepository } from '../../src/job-log/job-log.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
 import { findRscript } from '../../src/r-engine/r-location';
 import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
@@ -75,7 +75,7 @@ export async function queueAndClaim(
     applicationName: job.applicationName,
     kind: job.kind,
     meta: job.meta ?? {},
-    source: 'test',
+    source: 'rest',
     submittedAt: new Date(),
     files: job.files,
   });
