@@ -1,5 +1,5 @@
 # svc fork server: a warm R process that forks one child per script job (see
-# src/r-engine/fork-server.ts and docs/architecture.md). It never runs job code itself.
+# src/r-engine/native/fork-server.ts and docs/architecture.md). It never runs job code itself.
 #
 # Protocol, one line per message:
 #   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> <output> [<libraryDir> [<traceparent>]]

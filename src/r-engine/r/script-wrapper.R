@@ -1,4 +1,4 @@
-# svc's spawn-mode entry (see src/r-engine/spawn-runner.ts): runs the job script in a fresh R
+# svc's spawn-mode entry (see src/r-engine/native/spawn-runner.ts): runs the job script in a fresh R
 # process with the job wrapper (run-job.R) and reports how it ended on descriptor 3, a FIFO the
 # service made and reads: "<kind> <cpu ms> <bytes written> <message>", never a file in a place
 # the job can write.

@@ -1,4 +1,4 @@
-# A warm R session of the function-call pool (src/r-engine/r-session.ts).
+# A warm R session of the function-call pool (src/r-engine/sessions/r-session.ts).
 #
 # Needs no network: requests arrive on stdin, answers go to a FIFO in the session's directory
 # (first argument), opened once. The protocol runs on those two pipes only; R's own console

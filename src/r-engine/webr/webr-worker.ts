@@ -4,7 +4,7 @@ import {
   type FunctionCallFailure,
   type FunctionCallOutcome,
   R_REPORTED_FAILURES,
-} from './function-call-engine';
+} from '../function-call-engine';
 
 /**
  * webR is an optional dependency (about 180 MB with what it brings): loaded on first use only, so

@@ -6,10 +6,10 @@ import {
   type FunctionCallOutcome,
   type FunctionCallRequest,
   R_REPORTED_FAILURES,
-} from './function-call-engine';
-import type { FunctionLibrary } from './function-library';
-import type { PackageLibrary } from './package-library';
-import { REngineUnavailableError } from './r-engine';
+} from '../function-call-engine';
+import type { FunctionLibrary } from '../function-library';
+import type { PackageLibrary } from '../native/package-library';
+import { REngineUnavailableError } from '../r-engine';
 import { encodeFrame, FrameReader, FrameTooLargeError } from './r-session-frame';
 import {
   logConsole,

@@ -2,12 +2,12 @@ import { constants as fsConstants, readFileSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { WebR } from 'webr';
-import type { REngineConfig } from '../config/config-slices';
-import type { FunctionCallOutcome, FunctionCallRequest } from './function-call-engine';
-import { rSourcePath } from './r-sources';
-import { traceEnvironment } from '../tracing/tracing';
-import { routeOutput } from './job-progress';
-import { R_LOG_FILE, type ScriptRunOutcome, type ScriptRunRequest } from './r-engine';
+import type { REngineConfig } from '../../config/config-slices';
+import type { FunctionCallOutcome, FunctionCallRequest } from '../function-call-engine';
+import { rSourcePath } from '../r-sources';
+import { traceEnvironment } from '../../tracing/tracing';
+import { routeOutput } from '../job-progress';
+import { R_LOG_FILE, type ScriptRunOutcome, type ScriptRunRequest } from '../r-engine';
 import {
   copyBack,
   copyIn,
