@@ -105,7 +105,7 @@ export class ForkSlots {
           this.runtime.launcher.spawn({
             args: [
               this.runtime.launcher.rSource('fork-server.R'),
-              this.runtime.launcher.rSource('progress.R'),
+              this.runtime.launcher.rSource('svc-env.R'),
               this.runtime.launcher.rSource('run-job.R'),
             ],
             cwd: dir,

@@ -118,7 +118,7 @@ export class SpawnRunner {
                   this.runtime.launcher.rSource('script-wrapper.R'),
                   request.scriptName,
                   String(limits.cpuSeconds),
-                  this.runtime.launcher.rSource('progress.R'),
+                  this.runtime.launcher.rSource('svc-env.R'),
                   this.runtime.launcher.rSource('run-job.R'),
                   libraryDir(this.runtime, request),
                 ],

@@ -60,7 +60,7 @@ export function spawnSessionR(options: RSessionOptions, dir: string, fifo: strin
       launcher.rSource('session.R'),
       fifo,
       launcher.rSource('call-function.R'),
-      launcher.rSource('progress.R'),
+      launcher.rSource('svc-env.R'),
       String(options.maxAnswerBytes),
     ],
     cwd: dir,
