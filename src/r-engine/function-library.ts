@@ -13,6 +13,14 @@ export interface FunctionLibrary {
   files: Array<{ name: string; content: string }>;
 }
 
+/**
+ * Where an engine's function calls get an application's library: FunctionLibraryService, or a
+ * test's own. The engines and the session pool take it; it imports nothing of them.
+ */
+export interface FunctionLibrarySource {
+  get(applicationName: string): Promise<FunctionLibrary>;
+}
+
 export const FUNCTION_SECTION = 'R_FUNCTIONS';
 
 /**

@@ -1,4 +1,4 @@
-/** What R code in a job last said of its progress with svc_progress (r/progress.R). */
+/** What R code in a job last said of its progress with svc_progress (r/svc-env.R). */
 export interface JobProgress {
   /** From 0 to 1. */
   fraction: number;

@@ -1,10 +1,10 @@
 import { Logger } from '@nestjs/common';
 import type { REngineConfig } from '../config/config-slices';
-import { NativeREngine } from './native-r.engine';
-import { findRscript, type NativeRConfig } from './r-location';
+import { NativeREngine } from './native/native-r.engine';
+import { findRscript, type NativeRConfig } from './launch/r-location';
 import type { REngine } from './r-engine';
-import { WebREngine } from './webr.engine';
-import type { WebRConfig } from './webr-evaluation';
+import { WebREngine } from './webr/webr.engine';
+import type { WebRConfig } from './webr/webr-evaluation';
 
 export interface REngineLogger {
   log(message: string): void;

@@ -1,8 +1,8 @@
 import type { REngineConfig } from '../config/config-slices';
 import type { FunctionCallEngine } from './function-call-engine';
 import type { JobProgress } from './job-progress';
-import type { PackageLibrary } from './package-library';
-import type { FunctionLibrarySource } from './r-session-pool';
+import type { PackageLibrary } from './native/package-library';
+import type { FunctionLibrarySource } from './function-library';
 import type { TraceCarrier } from '../tracing/tracing';
 /**
  * One interface for every way the service runs R. A script run happens in a working directory

@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 import { SERVICE_VERSION } from '../config/app-config';
 import { AdminConfig, REngineConfig } from '../config/config-slices';
 import { NodeInformationView } from './system-view';
-import { findRscript } from '../r-engine/r-location';
+import { findRscript } from '../r-engine/launch/r-location';
 import { R_ENGINE, REngine, REngineKind } from '../r-engine/r-engine';
 
 export interface HealthReport {

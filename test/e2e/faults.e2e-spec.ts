@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findRscript } from '../../src/r-engine/r-location';
+import { findRscript } from '../../src/r-engine/launch/r-location';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { proxyDatabase } from '../support/cuttable-proxy';

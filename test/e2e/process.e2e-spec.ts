@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { ProcessService } from '../../src/process/process.service';
-import { RSessionPool } from '../../src/r-engine/r-session-pool';
+import { RSessionPool } from '../../src/r-engine/sessions/r-session-pool';
 import { parseXml, REST, request } from '../support/rest-client';
 import {
   functionCallEngine,

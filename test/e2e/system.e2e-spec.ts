@@ -13,7 +13,7 @@ import {
   waitFor,
 } from '../support/test-service';
 import { validateAgainstSchema } from '../support/xml-schema';
-import { findBwrap } from '../../src/r-engine/r-sandbox';
+import { findBwrap } from '../../src/r-engine/launch/r-sandbox';
 import { makeZip } from '../support/zip-fixtures';
 
 const SYSTEM = `${REST}/system`;

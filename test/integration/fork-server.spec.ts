@@ -2,9 +2,9 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ForkServer } from '../../src/r-engine/fork-server';
-import { NativeREngine } from '../../src/r-engine/native-r.engine';
-import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
+import { ForkServer } from '../../src/r-engine/native/fork-server';
+import { NativeREngine } from '../../src/r-engine/native/native-r.engine';
+import { findRscript, type NativeRConfig } from '../../src/r-engine/launch/r-location';
 import { REngineUnavailableError, type ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 const config: NativeRConfig = {

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { loadConfig } from '../../src/config/app-config';
 import type { FunctionLibrary } from '../../src/r-engine/function-library';
 import { rSourcePath } from '../../src/r-engine/r-sources';
-import { WebREngine } from '../../src/r-engine/webr.engine';
+import { WebREngine } from '../../src/r-engine/webr/webr.engine';
 
 /**
  * json.R, the base-R codec of exported functions (webR; native R without jsonlite), against

@@ -2,8 +2,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NativeREngine } from '../../src/r-engine/native-r.engine';
-import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
+import { NativeREngine } from '../../src/r-engine/native/native-r.engine';
+import { findRscript, type NativeRConfig } from '../../src/r-engine/launch/r-location';
 import { R_LOG_FILE, REngineUnavailableError } from '../../src/r-engine/r-engine';
 import { waitFor } from '../support/test-service';
 

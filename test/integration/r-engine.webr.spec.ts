@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { loadConfig } from '../../src/config/app-config';
 import type { FunctionLibrary } from '../../src/r-engine/function-library';
 import { R_LOG_FILE, REngineUnavailableError } from '../../src/r-engine/r-engine';
-import { WEBR_LINE_MAX_CHARS } from '../../src/r-engine/webr-evaluation';
-import { WebREngine } from '../../src/r-engine/webr.engine';
+import { WEBR_LINE_MAX_CHARS } from '../../src/r-engine/webr/webr-evaluation';
+import { WebREngine } from '../../src/r-engine/webr/webr.engine';
 
 // In the service's environment before any worker starts (a worker copies it at its start).
 process.env.SVC_WEBR_SECRET = 'not for R';

@@ -4,11 +4,15 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NativeREngine } from '../../src/r-engine/native-r.engine';
-import { probeSandbox } from '../../src/r-engine/r-launcher';
-import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
-import { findBwrap } from '../../src/r-engine/r-sandbox';
-import { seccompArchOf, syscallNumber, type SyscallName } from '../../src/r-engine/seccomp-filter';
+import { NativeREngine } from '../../src/r-engine/native/native-r.engine';
+import { probeSandbox } from '../../src/r-engine/launch/r-launcher';
+import { findRscript, type NativeRConfig } from '../../src/r-engine/launch/r-location';
+import { findBwrap } from '../../src/r-engine/launch/r-sandbox';
+import {
+  seccompArchOf,
+  syscallNumber,
+  type SyscallName,
+} from '../../src/r-engine/launch/seccomp-filter';
 import type { ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 const base: NativeRConfig = {

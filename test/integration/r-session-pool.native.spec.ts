@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { findRscript } from '../../src/r-engine/r-location';
-import { RSessionPool } from '../../src/r-engine/r-session-pool';
-import { RLauncher } from '../../src/r-engine/r-launcher';
-import { findBwrap } from '../../src/r-engine/r-sandbox';
+import { findRscript } from '../../src/r-engine/launch/r-location';
+import { RSessionPool } from '../../src/r-engine/sessions/r-session-pool';
+import { RLauncher } from '../../src/r-engine/launch/r-launcher';
+import { findBwrap } from '../../src/r-engine/launch/r-sandbox';
 import type { FunctionLibrary } from '../../src/r-engine/function-library';
 import { LEAVING_FUNCTIONS } from '../support/function-calls';
 

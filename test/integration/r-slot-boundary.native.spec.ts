@@ -1,9 +1,9 @@
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NativeREngine } from '../../src/r-engine/native-r.engine';
-import { findRscript, type NativeRConfig } from '../../src/r-engine/r-location';
-import { findBwrap } from '../../src/r-engine/r-sandbox';
+import { NativeREngine } from '../../src/r-engine/native/native-r.engine';
+import { findRscript, type NativeRConfig } from '../../src/r-engine/launch/r-location';
+import { findBwrap } from '../../src/r-engine/launch/r-sandbox';
 import type { ScriptRunRequest } from '../../src/r-engine/r-engine';
 
 /**

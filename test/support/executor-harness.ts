@@ -9,7 +9,7 @@ import { configProviders } from '../../src/config/config.module';
 import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { JobLogRepository } from '../../src/job-log/job-log.repository';
 import { QueueNotifier } from '../../src/queue/queue-notifier.service';
-import { findRscript } from '../../src/r-engine/r-location';
+import { findRscript } from '../../src/r-engine/launch/r-location';
 import { R_ENGINE, type REngine } from '../../src/r-engine/r-engine';
 import { createREngine } from '../../src/r-engine/r-engine.factory';
 import { JobRecordsRepository } from '../../src/queue/job-records.repository';

@@ -1,5 +1,5 @@
 # svc fork server: a warm R process that forks one child per script job (see
-# src/r-engine/fork-server.ts and docs/architecture.md). It never runs job code itself.
+# src/r-engine/native/fork-server.ts and docs/architecture.md). It never runs job code itself.
 #
 # Protocol, one line per message:
 #   svc -> server (FIFO):    RUN <token> <workDir> <scriptName> <privateDir> <output> [<libraryDir> [<traceparent>]]
@@ -35,11 +35,8 @@ local({
   sandboxed <- identical(Sys.getenv("SVC_FORK_SANDBOXED"), "1")
   Sys.unsetenv(c("SVC_FORK_CPU_LIMIT", "SVC_FORK_SANDBOXED"))
   defaultJit <- compiler::enableJIT(-1L)
-  # svc_progress for the jobs, on the search path that every child inherits.
-  progress <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[1L]], keep.source = FALSE))
-  attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
-         warn.conflicts = FALSE)
-  rm(progress)
+  # The svc environment for the jobs (svc-env.R), on the search path that every child inherits.
+  eval(parse(file = commandArgs(trailingOnly = TRUE)[[1L]], keep.source = FALSE))()
   # The job wrapper every child runs its script with (run-job.R).
   job <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[2L]], keep.source = FALSE))
 

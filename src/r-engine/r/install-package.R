@@ -1,4 +1,4 @@
-# Installs one source package for the service (src/r-engine/package-library.ts).
+# Installs one source package for the service (src/r-engine/native/package-library.ts).
 # Arguments: the .tar.gz, the (temporary) library to install into, the application's library.
 # The application's library is on R_LIBS so that packages uploaded before are found as
 # dependencies; nothing is fetched from the network. R CMD INSTALL's output is ours, and its

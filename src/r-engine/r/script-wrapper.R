@@ -1,16 +1,14 @@
-# svc's spawn-mode entry (see src/r-engine/spawn-runner.ts): runs the job script in a fresh R
+# svc's spawn-mode entry (see src/r-engine/native/spawn-runner.ts): runs the job script in a fresh R
 # process with the job wrapper (run-job.R) and reports how it ended on descriptor 3, a FIFO the
 # service made and reads: "<kind> <cpu ms> <bytes written> <message>", never a file in a place
 # the job can write.
-# Arguments: the script, the CPU limit, the progress helper, the job wrapper, the application's
-# package library.
+# Arguments: the script, the CPU limit, the svc environment (svc-env.R), the job wrapper, the
+# application's package library.
 local({
   args <- commandArgs(trailingOnly = TRUE)
-  progress <- eval(parse(file = args[[3L]], keep.source = FALSE))
   job <- eval(parse(file = args[[4L]], keep.source = FALSE))
   job$prepare(as.numeric(args[[2L]]), if (length(args) >= 5L) args[[5L]] else "")
-  attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
-         warn.conflicts = FALSE)
+  eval(parse(file = args[[3L]], keep.source = FALSE))()
   # With the CPU time, the bytes R and what it waited for wrote to files (the kernel's
   # write_bytes: not /dev/null, pipes or the console, but files written and removed again count)
   # for the job's limit.

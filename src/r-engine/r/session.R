@@ -1,10 +1,10 @@
-# A warm R session of the function-call pool (src/r-engine/r-session.ts).
+# A warm R session of the function-call pool (src/r-engine/sessions/r-session.ts).
 #
 # Needs no network: requests arrive on stdin, answers go to a FIFO in the session's directory
 # (first argument), opened once. The protocol runs on those two pipes only; R's own console
 # output (print, cat, message, warnings, and whatever C code or a child process writes) stays on
 # stdout and stderr, which the service logs. Frames are described in r-session-frame.ts; the call
-# itself is call-function.R (second argument), svc_progress progress.R (third); the fourth is the
+# itself is call-function.R (second argument), the svc environment svc-env.R (third); the fourth is the
 # largest answer in bytes (MAX_REQUEST_BYTES). The application's code can reach the FIFO too
 # (by its name): the service bounds and checks every frame it reads from it.
 #
@@ -71,12 +71,11 @@ local({
   max_bytes <- as.numeric(commandArgs(trailingOnly = TRUE)[[4L]])
   json_file <- file.path(dirname(commandArgs(trailingOnly = TRUE)[[2L]]), "json.R")
   codec <- NULL  # made on the first "json" call: sessions that never see one never load it
-  # svc_progress for the functions: a "progress" frame while the call runs.
-  progress <- eval(parse(file = commandArgs(trailingOnly = TRUE)[[3L]], keep.source = FALSE))
-  attach(list(svc_progress = progress$make(function(fraction, message) {
-    send(c("progress", format(fraction, digits = 6L), message))
-  })), name = "svc", warn.conflicts = FALSE)
-  rm(progress)
+  # The svc environment for the functions: svc_progress sends a "progress" frame while the call
+  # runs.
+  eval(parse(file = commandArgs(trailingOnly = TRUE)[[3L]], keep.source = FALSE))(
+    function(fraction, message) send(c("progress", format(fraction, digits = 6L), message))
+  )
 
   serve <- function(fields) {
     app <- fields[[2L]]

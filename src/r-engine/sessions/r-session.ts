@@ -6,10 +6,10 @@ import {
   type FunctionCallOutcome,
   type FunctionCallRequest,
   R_REPORTED_FAILURES,
-} from './function-call-engine';
-import type { FunctionLibrary } from './function-library';
-import type { PackageLibrary } from './package-library';
-import { REngineUnavailableError } from './r-engine';
+} from '../function-call-engine';
+import type { FunctionLibrary } from '../function-library';
+import type { PackageLibrary } from '../native/package-library';
+import { REngineUnavailableError } from '../r-engine';
 import { encodeFrame, FrameReader, FrameTooLargeError } from './r-session-frame';
 import {
   logConsole,
@@ -209,7 +209,7 @@ export class RSession {
       return;
     }
     if (kind === 'progress' && rest.length === 2) {
-      // svc_progress in the function: a report, not the answer (r/progress.R checked it).
+      // svc_progress in the function: a report, not the answer (r/svc-env.R checked it).
       const fraction = Number(rest[0]);
       if (Number.isFinite(fraction) && fraction >= 0 && fraction <= 1) {
         call.request.onProgress?.({ fraction, message: rest[1].slice(0, 500) });

@@ -1,18 +1,18 @@
 import { Logger } from '@nestjs/common';
-import type { REngineConfig } from '../config/config-slices';
-import { applicationSettingsOf } from '../config/application-settings';
+import type { REngineConfig } from '../../config/config-slices';
+import { applicationSettingsOf } from '../../config/application-settings';
 import type {
   FunctionCallEngine,
   FunctionCallOutcome,
   FunctionCallRequest,
   FunctionCallStats,
-} from './function-call-engine';
-import type { FunctionLibrary } from './function-library';
-import { REngineUnavailableError } from './r-engine';
-import type { PackageLibrary } from './package-library';
-import { RLauncher } from './r-launcher';
+} from '../function-call-engine';
+import type { FunctionLibrarySource } from '../function-library';
+import { REngineUnavailableError } from '../r-engine';
+import type { PackageLibrary } from '../native/package-library';
+import { RLauncher } from '../launch/r-launcher';
 import { RSession } from './r-session';
-import { inSpan } from '../tracing/tracing';
+import { inSpan } from '../../tracing/tracing';
 
 export type RSessionPoolConfig = Pick<
   REngineConfig,
@@ -36,11 +36,6 @@ export type RSessionPoolConfig = Pick<
     /** The node's managed packages (known once the script engine has started). */
     packages?: () => PackageLibrary | null;
   };
-
-/** Where the pool gets an application's library (FunctionLibraryService). */
-export interface FunctionLibrarySource {
-  get(applicationName: string): Promise<FunctionLibrary>;
-}
 
 const START_TIMEOUT_MS = 30_000;
 /** After a session could not start, wait this long before the next attempt. */

@@ -1,18 +1,18 @@
 import type { WebR } from 'webr';
-import type { REngineConfig } from '../config/config-slices';
+import type { REngineConfig } from '../../config/config-slices';
 import type {
   FunctionCallEngine,
   FunctionCallOutcome,
   FunctionCallRequest,
   FunctionCallStats,
-} from './function-call-engine';
-import type { FunctionLibrarySource } from './r-session-pool';
+} from '../function-call-engine';
+import type { FunctionLibrarySource } from '../function-library';
 import {
   REngineUnavailableError,
   type REngine,
   type ScriptRunOutcome,
   type ScriptRunRequest,
-} from './r-engine';
+} from '../r-engine';
 import type { RunState } from './webr-files';
 import { JOBS_DIR, WebREvaluator, type WebRConfig } from './webr-evaluation';
 import { loadWebR, messageOf, rString, withTimeout, WORKER_HARDENING } from './webr-worker';

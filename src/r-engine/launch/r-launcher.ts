@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { chownSync, closeSync, lchownSync, openSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { rSourcePath } from './r-sources';
+import { rSourcePath } from '../r-sources';
 import {
   bwrapArguments,
   bwrapFailure,

@@ -4,13 +4,13 @@ import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ForkServer } from './fork-server';
 import type { ForkRunStatus } from './fork-runs';
-import { routeOutput } from './job-progress';
-import { emptyDirectory, removeTree } from './job-tree-removal';
+import { routeOutput } from '../job-progress';
+import { emptyDirectory, removeTree } from '../job-tree/job-tree-removal';
 import { libraryDir, type NativeRuntime } from './native-runtime';
-import { LineSplitter } from './output-lines';
-import type { ScriptRunOutcome, ScriptRunRequest } from './r-engine';
-import { isExecutable } from './r-sandbox';
-import { DRAIN_GRACE_MS } from './r-process';
+import { LineSplitter } from '../launch/output-lines';
+import type { ScriptRunOutcome, ScriptRunRequest } from '../r-engine';
+import { isExecutable } from '../launch/r-sandbox';
+import { DRAIN_GRACE_MS } from '../launch/r-process';
 import { closeDescriptor, FifoPool, openFifoForReading, readFifo } from './run-channel';
 import { preparePrivate, withRunDirectory } from './run-directory';
 import {
@@ -105,7 +105,7 @@ export class ForkSlots {
           this.runtime.launcher.spawn({
             args: [
               this.runtime.launcher.rSource('fork-server.R'),
-              this.runtime.launcher.rSource('progress.R'),
+              this.runtime.launcher.rSource('svc-env.R'),
               this.runtime.launcher.rSource('run-job.R'),
             ],
             cwd: dir,

@@ -1,5 +1,5 @@
 import { delimiter, isAbsolute, join } from 'node:path';
-import type { REngineConfig } from '../config/config-slices';
+import type { REngineConfig } from '../../config/config-slices';
 import { isExecutable } from './r-sandbox';
 
 /** What the native engine reads of the configuration. */

@@ -4,7 +4,7 @@ import {
   type FunctionCallFailure,
   type FunctionCallOutcome,
   R_REPORTED_FAILURES,
-} from './function-call-engine';
+} from '../function-call-engine';
 
 /**
  * webR is an optional dependency (about 180 MB with what it brings): loaded on first use only, so
@@ -67,13 +67,15 @@ export function isolated(body: string): string {
   // open devices are put back (devices closed before the copy-back so that a PDF without
   // dev.off() is complete, as with native R). Not undone: files outside the run's directory
   // and tempdir(), loaded namespaces and what a run changed in them, hooks and finalizers
-  // (docs/security.md, "Function calls and webR").
-  return `local({
+  // (docs/security.md, "Function calls and webR"). The run's own environment has base R's
+  // for its parent, so the functions that put things back are base R's (or named with their
+  // package), whatever a script defined in the global environment where it runs.
+  return `local(envir = new.env(parent = baseenv()), {
       opts <- options(); attached <- search(); envs <- as.list(Sys.getenv())
       on.exit({
-        graphics.off(); setwd("/")
+        grDevices::graphics.off(); setwd("/")
         added <- setdiff(names(options()), names(opts))
-        options(c(opts, setNames(vector("list", length(added)), added)))
+        options(c(opts, stats::setNames(vector("list", length(added)), added)))
         for (name in setdiff(search(), attached)) detach(name, character.only = TRUE)
         Sys.unsetenv(setdiff(names(Sys.getenv()), names(envs)))
         if (length(envs) > 0L) do.call(Sys.setenv, envs)

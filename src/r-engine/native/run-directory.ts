@@ -1,6 +1,6 @@
 import { chmodSync, mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RLauncher } from './r-launcher';
+import type { RLauncher } from '../launch/r-launcher';
 
 /**
  * Runs `body` in a directory for one run under the runtime root, `parent`. In a sandbox the

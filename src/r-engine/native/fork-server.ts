@@ -10,9 +10,9 @@ import { chown, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Readable } from 'node:stream';
-import { backOffDelay } from '../common/back-off';
-import { LineSplitter } from './output-lines';
-import { REngineUnavailableError } from './r-engine';
+import { backOffDelay } from '../../common/back-off';
+import { LineSplitter } from '../launch/output-lines';
+import { REngineUnavailableError } from '../r-engine';
 import { hostPid } from './fork-processes';
 import { ForkRuns, type ForkRunRequest, type ForkRunStatus } from './fork-runs';
 

@@ -6,9 +6,9 @@ import {
   makeDeepTree,
   makeFifo,
   useHostileTree,
-} from '../../test/support/job-tree-fixtures';
-import { zipFiles } from '../results/result-archive';
-import { zipEntries } from '../../test/support/zip-fixtures';
+} from '../../../test/support/job-tree-fixtures';
+import { zipFiles } from '../../results/result-archive';
+import { zipEntries } from '../../../test/support/zip-fixtures';
 import { JobOutputError } from './job-tree';
 import { bytesUnder, listOutputFiles, type OutputLimits } from './job-tree-listing';
 import { removeTree } from './job-tree-removal';

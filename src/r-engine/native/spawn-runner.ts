@@ -2,15 +2,15 @@ import { type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { traceEnvironment } from '../tracing/tracing';
-import { routeOutput } from './job-progress';
-import { removeTree } from './job-tree-removal';
+import { traceEnvironment } from '../../tracing/tracing';
+import { routeOutput } from '../job-progress';
+import { removeTree } from '../job-tree/job-tree-removal';
 import { libraryDir, type NativeRuntime } from './native-runtime';
-import { LineSplitter } from './output-lines';
-import { REngineUnavailableError, type ScriptRunOutcome, type ScriptRunRequest } from './r-engine';
-import { killProcessGroup } from './r-launcher';
-import { isExecutable } from './r-sandbox';
-import { DRAIN_GRACE_MS, isSpawnFailure, waitForExit, type Exit } from './r-process';
+import { LineSplitter } from '../launch/output-lines';
+import { REngineUnavailableError, type ScriptRunOutcome, type ScriptRunRequest } from '../r-engine';
+import { killProcessGroup } from '../launch/r-launcher';
+import { isExecutable } from '../launch/r-sandbox';
+import { DRAIN_GRACE_MS, isSpawnFailure, waitForExit, type Exit } from '../launch/r-process';
 import {
   closeDescriptor,
   collectReport,
@@ -118,7 +118,7 @@ export class SpawnRunner {
                   this.runtime.launcher.rSource('script-wrapper.R'),
                   request.scriptName,
                   String(limits.cpuSeconds),
-                  this.runtime.launcher.rSource('progress.R'),
+                  this.runtime.launcher.rSource('svc-env.R'),
                   this.runtime.launcher.rSource('run-job.R'),
                   libraryDir(this.runtime, request),
                 ],

@@ -2,8 +2,8 @@ import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { dirname, join, posix, resolve, sep } from 'node:path';
 import type { WebR } from 'webr';
-import type { REngineConfig } from '../config/config-slices';
-import { R_LOG_FILE } from './r-engine';
+import type { REngineConfig } from '../../config/config-slices';
+import { R_LOG_FILE } from '../r-engine';
 
 /** What a run may hand back (R_MAX_FILE_MB, R_MAX_WRITE_MB, ZIP_MAX_ENTRIES). */
 export type WebRLimits = Partial<

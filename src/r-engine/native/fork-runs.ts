@@ -1,5 +1,5 @@
 import { percentDecode } from './run-channel';
-import { REngineUnavailableError } from './r-engine';
+import { REngineUnavailableError } from '../r-engine';
 import { kill, killTree, processTable } from './fork-processes';
 
 /** How a forked job ended, as the fork server saw it. */

@@ -5,7 +5,7 @@ import {
   BLOCKING_TIMEOUT_MS,
   makeDeepTree,
   useHostileTree,
-} from '../../test/support/job-tree-fixtures';
+} from '../../../test/support/job-tree-fixtures';
 import { emptyDirectory, removeTree } from './job-tree-removal';
 
 describe('job tree removal', () => {

@@ -1,10 +1,10 @@
 import { constants as osConstants, availableParallelism } from 'node:os';
-import { bytesUnder, listOutputFiles } from './job-tree-listing';
+import { bytesUnder, listOutputFiles } from '../job-tree/job-tree-listing';
 import type { ForkRunStatus } from './fork-runs';
-import type { RLimits } from './r-launcher';
-import type { NativeRConfig } from './r-location';
-import type { Exit } from './r-process';
-import { REngineUnavailableError, type ScriptRunOutcome } from './r-engine';
+import type { RLimits } from '../launch/r-launcher';
+import type { NativeRConfig } from '../launch/r-location';
+import type { Exit } from '../launch/r-process';
+import { REngineUnavailableError, type ScriptRunOutcome } from '../r-engine';
 
 const MIB = 1024 * 1024;
 

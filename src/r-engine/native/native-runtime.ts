@@ -1,6 +1,6 @@
 import type { PackageLibrary } from './package-library';
-import type { ScriptRunRequest } from './r-engine';
-import type { RLauncher } from './r-launcher';
+import type { ScriptRunRequest } from '../r-engine';
+import type { RLauncher } from '../launch/r-launcher';
 import type { JobLimits } from './run-limits';
 
 export interface EngineLogger {

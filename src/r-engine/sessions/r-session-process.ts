@@ -2,9 +2,9 @@ import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { chownSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { PackageLibrary } from './package-library';
-import type { RLauncher, RLimits } from './r-launcher';
-import { readBoundedLines } from './output-lines';
+import type { PackageLibrary } from '../native/package-library';
+import type { RLauncher, RLimits } from '../launch/r-launcher';
+import { readBoundedLines } from '../launch/output-lines';
 
 /** The R process of a function-call session (RSession): its directory, its start and its console. */
 
@@ -60,7 +60,7 @@ export function spawnSessionR(options: RSessionOptions, dir: string, fifo: strin
       launcher.rSource('session.R'),
       fifo,
       launcher.rSource('call-function.R'),
-      launcher.rSource('progress.R'),
+      launcher.rSource('svc-env.R'),
       String(options.maxAnswerBytes),
     ],
     cwd: dir,

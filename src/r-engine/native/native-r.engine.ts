@@ -3,24 +3,25 @@ import { statSync } from 'node:fs';
 import { chmod, cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { REngineConfig } from '../config/config-slices';
-import type { FunctionCallEngine } from './function-call-engine';
+import type { REngineConfig } from '../../config/config-slices';
+import type { FunctionCallEngine } from '../function-call-engine';
 import { ForkSlots } from './fork-slots';
 import type { EngineLogger, NativeRuntime } from './native-runtime';
 import { PackageLibrary } from './package-library';
-import type { REngine, ScriptRunOutcome, ScriptRunRequest } from './r-engine';
-import { probeSandbox, RLauncher, type SandboxKind } from './r-launcher';
+import type { REngine, ScriptRunOutcome, ScriptRunRequest } from '../r-engine';
+import { probeSandbox, RLauncher, type SandboxKind } from '../launch/r-launcher';
 import {
   chosenRscript,
   effectiveScriptMode,
   findRscript,
   type NativeRConfig,
   type ScriptMode,
-} from './r-location';
-import { evaluateR } from './r-process';
-import type { SandboxProblem } from './r-sandbox';
-import { rSourcePath } from './r-sources';
-import { RSessionPool, type FunctionLibrarySource } from './r-session-pool';
+} from '../launch/r-location';
+import { evaluateR } from '../launch/r-process';
+import type { SandboxProblem } from '../launch/r-sandbox';
+import { rSourcePath } from '../r-sources';
+import type { FunctionLibrarySource } from '../function-library';
+import { RSessionPool } from '../sessions/r-session-pool';
 import { jobLimits, type JobLimits } from './run-limits';
 import { SpawnRunner } from './spawn-runner';
 

@@ -9,7 +9,7 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { join } from 'node:path';
-import { killProcessGroup, type RLauncher } from './r-launcher';
+import { killProcessGroup, type RLauncher } from '../launch/r-launcher';
 
 /** What one install did: R's output (stdout and stderr as they came), whatever the outcome. */
 export interface PackageInstallOutcome {

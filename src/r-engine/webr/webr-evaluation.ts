@@ -2,12 +2,12 @@ import { constants as fsConstants, readFileSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { WebR } from 'webr';
-import type { REngineConfig } from '../config/config-slices';
-import type { FunctionCallOutcome, FunctionCallRequest } from './function-call-engine';
-import { rSourcePath } from './r-sources';
-import { traceEnvironment } from '../tracing/tracing';
-import { routeOutput } from './job-progress';
-import { R_LOG_FILE, type ScriptRunOutcome, type ScriptRunRequest } from './r-engine';
+import type { REngineConfig } from '../../config/config-slices';
+import type { FunctionCallOutcome, FunctionCallRequest } from '../function-call-engine';
+import { rSourcePath } from '../r-sources';
+import { traceEnvironment } from '../../tracing/tracing';
+import { routeOutput } from '../job-progress';
+import { R_LOG_FILE, type ScriptRunOutcome, type ScriptRunRequest } from '../r-engine';
 import {
   copyBack,
   copyIn,
@@ -49,14 +49,14 @@ export const JOBS_DIR = '/jobs';
 /**
  * What runs on a webR instance, once WebREngine gave it the instance and its turn: a script
  * job, or a function call, with the service's R programs (run-job.R, call-function.R,
- * progress.R) and R's output taken from webR's queue as it comes.
+ * svc-env.R) and R's output taken from webR's queue as it comes.
  */
 export class WebREvaluator {
   private runCount = 0;
   /** call-function.R, shared with the native sessions; read once. */
   private callFunctionCode: string | undefined;
-  /** progress.R (svc_progress), shared with native R; read once. */
-  private progressSource: string | undefined;
+  /** svc-env.R (the svc environment: svc_progress), shared with native R; read once. */
+  private svcEnvSource: string | undefined;
   /** run-job.R, the job wrapper native R uses too; read once. */
   private jobSource: string | undefined;
   /** json.R, the JSON codec of exported functions; read once. */
@@ -64,9 +64,14 @@ export class WebREvaluator {
 
   constructor(private readonly config: WebRConfig) {}
 
-  private progressCode(): string {
-    this.progressSource ??= readFileSync(rSourcePath('progress.R'), 'utf8');
-    return this.progressSource;
+  /**
+   * R that attaches the svc environment, as native R's fork server, spawn entry and sessions do
+   * (svc-env.R): a script or function sees the same names on both engines. `isolated` detaches
+   * it after the run.
+   */
+  private attachSvc(): string {
+    this.svcEnvSource ??= readFileSync(rSourcePath('svc-env.R'), 'utf8');
+    return `eval(parse(text = ${rString(this.svcEnvSource)}, keep.source = FALSE))()`;
   }
 
   private jobCode(): string {
@@ -96,11 +101,7 @@ export class WebREvaluator {
     // Nothing is left in the global environment; quit() inside the function ends the instance.
     const code = isolated(`
       svc <- ${this.callFunctionCode}
-      if (!("svc" %in% search())) {
-        progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
-        attach(list(svc_progress = progress$make(progress$printed)), name = "svc",
-               warn.conflicts = FALSE)
-      }
+      ${this.attachSvc()}
       lib <- tryCatch(
         svc$load(${app}, ${vector(files.map((f) => f.name))}, ${vector(files.map((f) => f.content))}),
         error = function(e) conditionMessage(e))
@@ -178,15 +179,14 @@ export class WebREvaluator {
     const traceVariables = Object.entries(traceEnvironment(request.trace ?? null)).map(
       ([name, value]) => `${name} = ${rString(value)}`,
     );
-    // The script gets its own environment and leaves little for the next run (see isolated).
+    // The script runs in the global environment with svc attached, as on native R, and leaves
+    // little for the next run (see isolated).
     const code = isolated(`
       setwd(${rString(vfsDir)})
       ${traceVariables.length > 0 ? `Sys.setenv(${traceVariables.join(', ')})` : ''}
-      progress <- eval(parse(text = ${rString(this.progressCode())}, keep.source = FALSE))
-      svc <- new.env(parent = globalenv())
-      svc$svc_progress <- progress$make(progress$printed)
+      ${this.attachSvc()}
       job <- eval(parse(text = ${rString(this.jobCode())}, keep.source = FALSE))
-      failure <- job$run(${rString(scriptName)}, new.env(parent = svc))
+      failure <- job$run(${rString(scriptName)})
       if (is.null(failure)) character(0) else failure`);
     // R's output is not captured: it reaches webR's output queue line by line as R prints it,
     // and is taken from there while the script runs, so the job's log follows it live. It goes
