@@ -1,0 +1,14 @@
+import { REDIRECT_METADATA } from '@nestjs/common/constants';
+import { controllerOf } from '../../test/support/controller-testing';
+import { RootRedirectController } from './root-redirect.controller';
+
+describe('RootRedirectController', () => {
+  it('sends the root to the upload page with a relative 302', async () => {
+    const controller = await controllerOf(RootRedirectController, []);
+    expect(controller.root()).toBeUndefined();
+    expect(Reflect.getMetadata(REDIRECT_METADATA, RootRedirectController.prototype.root)).toEqual({
+      url: 'svc/',
+      statusCode: 302,
+    });
+  });
+});
