@@ -1,10 +1,6 @@
 import { NodeConfig } from '../config/config-slices';
-import {
-  BASE,
-  controllerOf,
-  fakeRequest,
-  fakeResponse,
-} from '../../test/support/controller-testing';
+import { HttpAnswer } from '../common/http-answer';
+import { BASE, controllerOf, fakeRequest } from '../../test/support/controller-testing';
 import { SoapController } from './soap.controller';
 import { SoapService } from './soap.service';
 import { WsdlService } from './wsdl.service';
@@ -27,41 +23,46 @@ describe('SoapController', () => {
   });
 
   it('answers the WSDL for the public base URL to GET ?wsdl, in any case', () => {
-    const res = fakeResponse();
-    controller.describe(fakeRequest({ path: PATH, query: { WSDL: '' } }), res);
+    const answer = controller.describe(fakeRequest({ path: PATH, query: { WSDL: '' } }));
     expect(wsdl).toHaveBeenCalledWith(BASE);
-    expect(res.written).toEqual({
-      status: 200,
-      headers: { 'content-type': 'text/xml; charset=utf-8' },
-      body: '<definitions/>',
-    });
+    expect(answer).toEqual(
+      new HttpAnswer('<definitions/>', {
+        status: 200,
+        headers: { 'Content-Type': 'text/xml; charset=utf-8' },
+      }),
+    );
   });
 
   it('answers a plain 400, not a fault, to GET without ?wsdl', () => {
-    const res = fakeResponse();
-    controller.describe(fakeRequest({ path: PATH }), res);
+    const answer = controller.describe(fakeRequest({ path: PATH }));
     expect(wsdl).not.toHaveBeenCalled();
-    expect(res.written).toEqual({
-      status: 400,
-      headers: { 'content-type': 'text/plain; charset=utf-8' },
-      body: `GET ${PATH} answers only the WSDL (?wsdl); SOAP requests are POSTed here.\n`,
-    });
+    expect(answer).toEqual(
+      new HttpAnswer(
+        `GET ${PATH} answers only the WSDL (?wsdl); SOAP requests are POSTed here.\n`,
+        {
+          status: 400,
+          headers: { 'Content-Type': 'text/plain; charset=utf-8' },
+        },
+      ),
+    );
   });
 
-  it('hands a POST to SoapService with its response', async () => {
+  it("hands a POST to SoapService with the client's going, and returns its answer", async () => {
     const req = fakeRequest({ method: 'POST', path: PATH });
-    const res = fakeResponse();
-    await controller.process(req, res);
-    expect(process).toHaveBeenCalledWith(req, res);
+    const signal = new AbortController().signal;
+    const answer = new HttpAnswer('envelope');
+    process.mockResolvedValue(answer);
+    expect(await controller.process(req, signal)).toBe(answer);
+    expect(process).toHaveBeenCalledWith(req, signal);
   });
 
   it('answers 405 with Allow to another method', () => {
-    const res = fakeResponse();
-    controller.other(fakeRequest({ method: 'PUT', path: PATH }), res);
-    expect(res.written).toEqual({
-      status: 405,
-      headers: { allow: 'GET, POST', 'content-type': 'text/plain; charset=utf-8' },
-      body: `PUT is not allowed on ${PATH}; allowed: GET, POST (GET with ?wsdl only).\n`,
-    });
+    const answer = controller.other(fakeRequest({ method: 'PUT', path: PATH }));
+    expect(answer).toEqual(
+      new HttpAnswer(`PUT is not allowed on ${PATH}; allowed: GET, POST (GET with ?wsdl only).\n`, {
+        status: 405,
+        headers: { 'Content-Type': 'text/plain; charset=utf-8', Allow: 'GET, POST' },
+      }),
+    );
   });
 });

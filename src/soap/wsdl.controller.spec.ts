@@ -1,11 +1,6 @@
 import { NodeConfig } from '../config/config-slices';
-import {
-  apiErrorOf,
-  BASE,
-  controllerOf,
-  fakeRequest,
-  fakeResponse,
-} from '../../test/support/controller-testing';
+import { HttpAnswer } from '../common/http-answer';
+import { apiErrorOf, BASE, controllerOf, fakeRequest } from '../../test/support/controller-testing';
 import { WsdlController } from './wsdl.controller';
 import { WsdlService } from './wsdl.service';
 
@@ -23,23 +18,20 @@ describe('WsdlController', () => {
 
   it('answers a file for the public base URL as text/xml', () => {
     file.mockReturnValue(Buffer.from('<schema/>'));
-    const res = fakeResponse();
-    controller.file('b.xsd', fakeRequest(), res);
+    const answer = controller.file('b.xsd', fakeRequest());
     expect(file).toHaveBeenCalledWith('b.xsd', BASE);
-    expect(res.written).toEqual({
-      status: 200,
-      headers: { 'content-type': 'text/xml; charset=utf-8' },
-      body: Buffer.from('<schema/>'),
-    });
+    expect(answer).toEqual(
+      new HttpAnswer(Buffer.from('<schema/>'), {
+        headers: { 'Content-Type': 'text/xml; charset=utf-8' },
+      }),
+    );
   });
 
   it('answers 404 naming the files there are', async () => {
     file.mockReturnValue(undefined);
-    expect(await apiErrorOf(() => controller.file('c.xsd', fakeRequest(), fakeResponse()))).toEqual(
-      {
-        status: 404,
-        message: 'No file c.xsd under /svc/wsdl/; the files are: a.wsdl, b.xsd.',
-      },
-    );
+    expect(await apiErrorOf(() => controller.file('c.xsd', fakeRequest()))).toEqual({
+      status: 404,
+      message: 'No file c.xsd under /svc/wsdl/; the files are: a.wsdl, b.xsd.',
+    });
   });
 });
