@@ -1,11 +1,13 @@
 import type { Request } from 'express';
 import { ApiError } from './api-error';
+import { HttpAnswer } from './http-answer';
 import { preferredMediaType } from './negotiation';
 import type { RestFormat } from './representation/rest-representation';
 
 /**
  * The answer formats of tables (usage statistics, the audit trail): XML and the two JSON shapes
- * as every representation, and CSV for spreadsheets.
+ * as every representation, and CSV for spreadsheets. The one CSV writer and the answer's headers
+ * are here; each table renders its XML and JSON itself.
  */
 export type TableFormat = RestFormat | 'csv';
 
@@ -45,4 +47,52 @@ export function tableFormatOf(
     );
   }
   return { format: MEDIA_TYPES[type], type };
+}
+
+/** A table's cell: text (quoted as CSV needs), a number, or nothing (an empty cell). */
+export type TableCell = string | number | null;
+
+/** RFC 4180 quoting; a text cell a spreadsheet would run as a formula gets a leading quote. */
+function csvCell(value: TableCell): string {
+  if (value === null) {
+    return '';
+  }
+  if (typeof value === 'number') {
+    return String(value);
+  }
+  const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}
+
+/** The table as CSV: a header line of `columns`, then a line per row, CRLF after each. */
+export function csvTable<C extends string>(
+  columns: readonly C[],
+  rows: ReadonlyArray<Readonly<Record<C, TableCell>>>,
+): string {
+  const lines = [
+    columns.join(','),
+    ...rows.map((row) => columns.map((column) => csvCell(row[column])).join(',')),
+  ];
+  return `${lines.join('\r\n')}\r\n`;
+}
+
+/**
+ * A table's answer in its chosen `format`: Vary and Content-Type, then `headers`, and as CSV a
+ * download named `csvFileName`.
+ */
+export function tableAnswer(
+  answer: { format: TableFormat; type: string },
+  body: string,
+  csvFileName: string,
+  headers: Readonly<Record<string, string>> = {},
+): HttpAnswer {
+  const all: Record<string, string> = {
+    Vary: 'Accept',
+    'Content-Type': `${answer.type}; charset=utf-8`,
+    ...headers,
+  };
+  if (answer.format === 'csv') {
+    all['Content-Disposition'] = `attachment; filename="${csvFileName}"`;
+  }
+  return new HttpAnswer(body, { headers: all });
 }

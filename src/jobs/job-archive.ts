@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
-import * as yauzl from 'yauzl';
+import { openZip, ZipArchive, ZipEntry, zipEntryName, ZipSource } from '../common/zip-reader';
 import { ApiError } from '../common/api-error';
 import type { ZipLimits } from '../job-core/job-input';
 import type { JobFileContent, JobFileInput } from '../queue/queue.types';
@@ -72,17 +72,6 @@ function quote(name: string): string {
   return JSON.stringify(name);
 }
 
-function entryName(entry: yauzl.Entry): string {
-  // strictFileNames keeps backslashes so that they can be rejected rather than silently turned
-  // into directory separators; the Info-ZIP Unicode path field, if present, is honoured.
-  return yauzl.getFileNameLowLevel(
-    entry.generalPurposeBitFlag,
-    entry.fileNameRaw,
-    entry.extraFields,
-    true,
-  );
-}
-
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -108,35 +97,21 @@ export function isZipUpload(name: string, type: string): boolean {
   return ZIP_MEDIA_TYPES.has(mediaType(type)) || /\.zip$/i.test(name);
 }
 
-/** A ZIP archive in memory, or in a file on disk (read from there, never loaded whole). */
-export type ZipSource = Buffer | { path: string };
-
-async function openZip(zip: ZipSource): Promise<yauzl.ZipFile> {
+async function openUpload(zip: ZipSource): Promise<ZipArchive> {
   const size = Buffer.isBuffer(zip) ? zip.length : (await stat(zip.path)).size;
   if (size === 0) {
     throw ApiError.badRequest('the body is empty: a ZIP archive was expected');
   }
-  // decodeStrings: false so that names are validated here, with messages a client can act on,
-  // instead of yauzl's own terse errors. autoClose: false because entries are read after the
-  // central directory has been walked.
-  const options: yauzl.Options = {
-    lazyEntries: true,
-    validateEntrySizes: true,
-    decodeStrings: false,
-    autoClose: false,
-  };
   try {
-    return Buffer.isBuffer(zip)
-      ? await yauzl.fromBufferPromise(zip, options)
-      : await yauzl.openPromise(zip.path, options);
+    return await openZip(zip);
   } catch (err) {
     throw ApiError.badRequest(`the body is not a ZIP archive (${errorText(err)})`);
   }
 }
 
 /** Check one central directory entry; returns its plain name, or null for junk to skip. */
-function checkEntry(entry: yauzl.Entry, limits: ZipLimits): string | null {
-  const name = entryName(entry);
+function checkEntry(entry: ZipEntry, limits: ZipLimits): string | null {
+  const name = zipEntryName(entry);
   const escape = escapeProblem(name);
   if (escape !== null) {
     throw ApiError.badRequest(`ZIP entry ${quote(name)} is not allowed: ${escape}`);
@@ -195,8 +170,8 @@ function tooBigError(limits: ZipLimits): ApiError {
  * limits true without relying on that.)
  */
 async function readEntry(
-  zipfile: yauzl.ZipFile,
-  entry: yauzl.Entry,
+  zipfile: ZipArchive,
+  entry: ZipEntry,
   name: string,
   inflatedSoFar: number,
   limits: ZipLimits,
@@ -230,8 +205,8 @@ async function readEntry(
  * holding it in memory: the file is written as fast as inflation goes. Returns its size.
  */
 async function spillEntry(
-  zipfile: yauzl.ZipFile,
-  entry: yauzl.Entry,
+  zipfile: ZipArchive,
+  entry: ZipEntry,
   name: string,
   inflatedSoFar: number,
   limits: ZipLimits,
@@ -306,7 +281,7 @@ async function explode(
   limits: ZipLimits,
   spill: SpillOptions | null,
 ): Promise<JobFileInput[]> {
-  const zipfile = await openZip(zip);
+  const zipfile = await openUpload(zip);
   try {
     if (zipfile.entryCount > limits.maxEntries) {
       throw ApiError.payloadTooLarge(
@@ -316,7 +291,7 @@ async function explode(
 
     // First walk the central directory only, so that a bad archive is refused before any
     // inflation work.
-    const accepted: Array<{ name: string; entry: yauzl.Entry }> = [];
+    const accepted: Array<{ name: string; entry: ZipEntry }> = [];
     const seen = new Set<string>();
     let declaredTotal = 0;
     try {

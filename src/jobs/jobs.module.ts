@@ -3,6 +3,7 @@ import { QueueModule } from '../queue/queue.module';
 import { JobCancellationService } from './job-cancellation.service';
 import { JobLogModule } from '../job-log/job-log.module';
 import { JobLogService } from './job-log.service';
+import { JobStatusService } from './job-status.service';
 import { ResultsModule } from '../results/results.module';
 import { JobsService } from './jobs.service';
 import { CallbacksModule } from '../callbacks/callbacks.module';
@@ -21,9 +22,17 @@ import { SubmissionLimits } from './submission-limits';
     FormJobService,
     JobCancellationService,
     JobLogService,
+    JobStatusService,
     SubmissionBucketRepository,
     SubmissionLimits,
   ],
-  exports: [JobsService, FormJobService, JobCancellationService, JobLogService, CallbacksModule],
+  exports: [
+    JobsService,
+    FormJobService,
+    JobCancellationService,
+    JobLogService,
+    JobStatusService,
+    CallbacksModule,
+  ],
 })
 export class JobsModule {}

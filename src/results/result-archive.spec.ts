@@ -5,12 +5,8 @@ import { join } from 'node:path';
 import { explodeZip } from '../jobs/job-archive';
 import type { ZipLimits } from '../job-core/job-input';
 import * as yauzl from 'yauzl';
-import {
-  listZipEntryNames,
-  worthDeflating,
-  zipFiles,
-  zipFilesToBufferOrFile,
-} from './result-archive';
+import { listZipEntryNames } from '../common/zip-reader';
+import { worthDeflating, zipFiles, zipFilesToBufferOrFile } from './result-archive';
 import { makeZip, makeZipWithRawName } from '../../test/support/zip-fixtures';
 
 const LIMITS: ZipLimits = {

@@ -4,7 +4,6 @@ import { lstat, open, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extname } from 'node:path';
-import * as yauzl from 'yauzl';
 import * as yazl from 'yazl';
 
 /**
@@ -246,21 +245,4 @@ async function buildZip(files: ZipSource[]): Promise<BuiltZip> {
   }
   zip.end();
   return { zip, failed, totalBytes };
-}
-
-/** The entry names of a ZIP archive in central directory order, as stored (not validated). */
-export async function listZipEntryNames(zip: Buffer): Promise<string[]> {
-  const zipfile = await yauzl.fromBufferPromise(zip, { lazyEntries: true, decodeStrings: false });
-  const names: string[] = [];
-  for await (const entry of zipfile.eachEntry()) {
-    names.push(
-      yauzl.getFileNameLowLevel(
-        entry.generalPurposeBitFlag,
-        entry.fileNameRaw,
-        entry.extraFields,
-        true,
-      ),
-    );
-  }
-  return names;
 }

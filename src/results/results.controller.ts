@@ -4,7 +4,6 @@ import type { Request, Response } from 'express';
 import { HttpAnswer } from '../common/http-answer';
 import { RendersRepresentations } from '../common/representation.interceptor';
 import { RestApiConfig } from '../config/config-slices';
-import { ApiError } from '../common/api-error';
 import { ApplicationNamePipe, isJobId, JobIdPipe } from '../common/application-name';
 import { formatOf } from '../common/negotiation';
 import { RawData } from '../common/negotiation.guard';
@@ -14,19 +13,9 @@ import { resultListing } from './result-listing';
 import { ResultRepresentation, resultView } from './result-view';
 import { ResultMetadata, ResultRepository } from './result.repository';
 import { JobWaiter } from '../queue/job-waiter.service';
-import { ClientGone, waitMilliseconds } from '../common/wait-parameter';
+import { ClientGone, pagingNumber, waitMilliseconds } from '../common/query-parameters';
 import { sendResultData } from './result-data.response';
 import { malformed, missing } from '../common/missing-resource';
-
-function parsePaging(value: string | undefined, name: string): number | undefined {
-  if (value === undefined) {
-    return undefined;
-  }
-  if (!/^\d{1,9}$/.test(value)) {
-    throw ApiError.badRequest(`${name} must be a non-negative whole number.`);
-  }
-  return Number(value);
-}
 
 @RendersRepresentations()
 @Controller('svc/api/rest')
@@ -53,8 +42,8 @@ export class ResultsController {
     const { format, mediaType } = formatOf(req);
     const listing = await resultListing(this.results, {
       applicationName,
-      limit: parsePaging(limitParam, 'limit'),
-      offset: parsePaging(offsetParam, 'offset') ?? 0,
+      limit: pagingNumber(limitParam, 'limit'),
+      offset: pagingNumber(offsetParam, 'offset') ?? 0,
       links: this.links(req),
       format,
     });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { lookup } from 'mime-types';
-import * as yauzl from 'yauzl';
+import { openZip, ZipArchive, zipEntryName } from '../common/zip-reader';
 import { ResultDataSource, ResultRepository } from '../results/result.repository';
 import { MtomAttachment, newContentId, xopInclude } from './mtom-writer';
 import { SOAP_ENVELOPE_NAMESPACE } from './soap-fault';
@@ -56,7 +56,7 @@ function escapeXml(text: string): string {
  */
 async function zipEntryPayloads(result: StoredResult, tempDir: string): Promise<AnswerPayloads> {
   const directory = await mkdtemp(join(tempDir, 'svc-soap-result-'));
-  let zipfile: yauzl.ZipFile | undefined;
+  let zipfile: ZipArchive | undefined;
   const dispose = async () => {
     zipfile?.close();
     await rm(directory, { recursive: true, force: true });
@@ -64,16 +64,18 @@ async function zipEntryPayloads(result: StoredResult, tempDir: string): Promise<
   try {
     const path = join(directory, 'result.zip');
     await pipeline(result.open(), createWriteStream(path));
-    const opened = await yauzl.openPromise(path, { lazyEntries: true, autoClose: false });
+    const opened = await openZip({ path });
     zipfile = opened;
     const payloads: AnswerPayload[] = [];
     for await (const entry of opened.eachEntry()) {
-      if (entry.fileName.endsWith('/')) {
+      // The result archive's names are ones yazl wrote: relative, forward slashes only.
+      const name = zipEntryName(entry);
+      if (name.endsWith('/')) {
         continue;
       }
-      const contentType = lookup(entry.fileName) || 'application/octet-stream';
+      const contentType = lookup(name) || 'application/octet-stream';
       payloads.push({
-        name: entry.fileName,
+        name,
         contentType,
         attachment: {
           contentId: newContentId(),

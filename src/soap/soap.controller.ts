@@ -1,7 +1,7 @@
 import { All, Controller, Get, HttpStatus, Post, Req, UseFilters } from '@nestjs/common';
 import type { Request } from 'express';
 import { HttpAnswer } from '../common/http-answer';
-import { ClientGone } from '../common/wait-parameter';
+import { ClientGone } from '../common/query-parameters';
 import { RawData } from '../common/negotiation.guard';
 import { publicBaseUrl } from '../common/public-uri';
 import { NodeConfig } from '../config/config-slices';

@@ -5,12 +5,12 @@ import { checkApplicationName } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
 import { RawData } from '../common/negotiation.guard';
 import { renderRepresentation } from '../common/representation/rest-representation';
-import { tableFormatOf } from '../common/table-format';
+import { csvTable, tableAnswer, tableFormatOf } from '../common/table-format';
+import { monthParameter } from '../common/query-parameters';
 import { Access } from '../security/access.decorator';
 import { MonthlyUsage, UsageRepository } from './usage.repository';
 import { UsageStatisticsRepresentation } from './usage-view';
 
-const MONTH = /^(\d{4})-(0[1-9]|1[0-2])$/;
 /** The longest period one request may cover. */
 const MAX_MONTHS = 120;
 /** Without `from`, the twelve months up to `to`. */
@@ -34,30 +34,13 @@ const CSV_COLUMNS: Array<keyof MonthlyUsage> = [
   'bytesOut',
 ];
 
-/** Months are counted as year * 12 + month - 1. */
-function monthIndex(value: string, name: string): number {
-  const match = MONTH.exec(value);
-  if (!match) {
-    throw ApiError.badRequest(`${name} must be a month, YYYY-MM (got "${value.slice(0, 40)}").`);
-  }
-  return Number(match[1]) * 12 + Number(match[2]) - 1;
-}
-
+/** Months are counted as year * 12 + month - 1 (`monthParameter`). */
 function monthText(index: number): string {
   return `${Math.floor(index / 12)}-${String((index % 12) + 1).padStart(2, '0')}`;
 }
 
 function monthStart(index: number): Date {
   return new Date(Date.UTC(Math.floor(index / 12), index % 12, 1));
-}
-
-function csvOf(months: MonthlyUsage[]): string {
-  const lines = [CSV_COLUMNS.join(',')];
-  for (const usage of months) {
-    // Application names are letters, digits and underscores: nothing to quote.
-    lines.push(CSV_COLUMNS.map((column) => String(usage[column] ?? '')).join(','));
-  }
-  return `${lines.join('\r\n')}\r\n`;
 }
 
 /**
@@ -80,9 +63,8 @@ export class UsageStatisticsController {
   ): Promise<HttpAnswer> {
     const answer = tableFormatOf(req, typeof format === 'string' ? format : undefined);
     const now = new Date();
-    const last =
-      typeof to === 'string' ? monthIndex(to, 'to') : now.getUTCFullYear() * 12 + now.getUTCMonth();
-    const first = typeof from === 'string' ? monthIndex(from, 'from') : last - DEFAULT_MONTHS + 1;
+    const last = monthParameter(to, 'to') ?? now.getUTCFullYear() * 12 + now.getUTCMonth();
+    const first = monthParameter(from, 'from') ?? last - DEFAULT_MONTHS + 1;
     if (first > last) {
       throw ApiError.badRequest(`from (${monthText(first)}) is after to (${monthText(last)}).`);
     }
@@ -97,19 +79,17 @@ export class UsageStatisticsController {
           ? checkApplicationName(application, 'The application parameter')
           : null,
     });
-    const headers = { Vary: 'Accept', 'Content-Type': `${answer.type}; charset=utf-8` };
-    if (answer.format === 'csv') {
-      return new HttpAnswer(csvOf(months), {
-        headers: {
-          ...headers,
-          'Content-Disposition': `attachment; filename="usage-${monthText(first)}-${monthText(last)}.csv"`,
-        },
-      });
-    }
-    const statistics = { from: monthText(first), to: monthText(last), months };
-    return new HttpAnswer(
-      renderRepresentation(new UsageStatisticsRepresentation(statistics), answer.format),
-      { headers },
-    );
+    const body =
+      answer.format === 'csv'
+        ? csvTable(CSV_COLUMNS, months)
+        : renderRepresentation(
+            new UsageStatisticsRepresentation({
+              from: monthText(first),
+              to: monthText(last),
+              months,
+            }),
+            answer.format,
+          );
+    return tableAnswer(answer, body, `usage-${monthText(first)}-${monthText(last)}.csv`);
   }
 }

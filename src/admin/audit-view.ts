@@ -1,0 +1,67 @@
+import { create } from 'xmlbuilder2';
+import { csvTable, TableFormat } from '../common/table-format';
+import type { AuditEventEntity } from '../audit/audit-event.entity';
+
+/** The columns of an audit event, in the order of its CSV and its XML element's children. */
+const COLUMNS = [
+  'id',
+  'time',
+  'principal',
+  'authMethod',
+  'clientAddress',
+  'requestId',
+  'action',
+  'application',
+  'jobId',
+  'outcome',
+  'details',
+] as const;
+
+type EventView = Record<(typeof COLUMNS)[number], string | null>;
+
+function viewOf(event: AuditEventEntity): EventView {
+  return {
+    id: String(event.id),
+    time: new Date(event.time).toISOString(),
+    principal: event.principal,
+    authMethod: event.authMethod,
+    clientAddress: event.clientAddress,
+    requestId: event.requestId,
+    action: event.action,
+    application: event.applicationName,
+    jobId: event.jobId,
+    outcome: event.outcome,
+    details: event.details === null ? null : JSON.stringify(event.details),
+  };
+}
+
+/** A page of the audit trail as CSV (a spreadsheet's download), JSON or XML. */
+export function renderAuditEvents(
+  rows: AuditEventEntity[],
+  more: boolean,
+  format: TableFormat,
+): string {
+  const events = rows.map(viewOf);
+  if (format === 'csv') {
+    return csvTable(COLUMNS, events);
+  }
+  if (format === 'json' || format === 'mapped-json') {
+    // One shape for both: the trail's JSON has always been plain (a list is an array).
+    return JSON.stringify({ auditEvents: events, more });
+  }
+  const root = create({
+    version: '1.0',
+    encoding: 'UTF-8',
+    invalidCharReplacement: '\uFFFD',
+  }).ele('urn:svc:rest:types', 'auditEvents', { more: String(more) });
+  for (const event of events) {
+    const element = root.ele('auditEvent');
+    for (const column of COLUMNS) {
+      const value = event[column];
+      if (value !== null) {
+        element.ele(column).txt(value);
+      }
+    }
+  }
+  return root.end({ prettyPrint: false });
+}
