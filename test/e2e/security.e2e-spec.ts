@@ -20,6 +20,7 @@ import { spawnService } from '../support/service-process';
 import {
   createTestDatabase,
   startTestService,
+  storedJobRows,
   TestDatabase,
   testEnvironment,
   TestService,
@@ -463,9 +464,11 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
   });
 
   it('403 says why a submission is refused; 400 for a bad application name comes after authentication', async () => {
+    const before = await storedJobRows(running.service);
     const refused = await postJob(base, fixture.credentials.userByRole, 'calls');
     expect(refused.status).toBe(403);
     expect(parseXml(refused.text).error.message).toContain('scriptSubmissionAllowed');
+    expect(await storedJobRows(running.service)).toEqual(before);
     const badName = await postJob(base, fixture.credentials.userByRole, 'no-such/app');
     expect(badName.status).toBe(400);
   });
@@ -480,9 +483,12 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
     const anonymous = await form('anonymous', 'scripts');
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get('www-authenticate')).toMatch(/^(Basic|Bearer) realm="svc"/);
+    const before = await storedJobRows(running.service);
     const refused = await form('userByRole', 'calls');
     expect(refused.status).toBe(403);
     expect(parseXml(refused.text).error.message).toContain('scriptSubmissionAllowed');
+    // Refused before anything of it is kept: no job, no file, no byte of the upload.
+    expect(await storedJobRows(running.service)).toEqual(before);
   });
 
   it('POST /process answers with the function’s string, or says why it is refused', async () => {

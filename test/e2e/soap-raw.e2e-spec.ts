@@ -13,7 +13,7 @@ import {
   processMethod,
   TYPES_NS,
 } from '../support/soap-client';
-import { startTestService, TestService } from '../support/test-service';
+import { startTestService, storedJobRows, TestService } from '../support/test-service';
 import { makeZip } from '../support/zip-fixtures';
 
 const JSON_CALL = {
@@ -273,8 +273,11 @@ describe('SOAP Process access control (AUTH_MODE=basic)', () => {
     const script = jobEnvelope('demo', [
       { name: 'a.R', contentType: 'text/plain', data: 'x <- 1' },
     ]);
+    const before = await storedJobRows(service);
     const denied = await postSoap(service.url, script, undefined, undefined, headers);
     expect(await expectFault(denied, 'Client')).toMatch(/script/i);
+    // Refused before anything of it is kept: no job, no file, no byte of its payload.
+    expect(await storedJobRows(service)).toEqual(before);
   });
 
   it('a generated client with nestjs-soap basic auth sends the credentials and gets its result', async () => {

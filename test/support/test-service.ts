@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { startService, RunningService } from '../../src/bootstrap';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
@@ -181,4 +182,22 @@ export async function waitFor<T>(
     }
     await sleep(100);
   }
+}
+
+/** What a running service has stored of jobs: rows of jobs, of their files and of the files' bytes. */
+export interface StoredJobRows {
+  jobs: number;
+  files: number;
+  chunks: number;
+}
+
+/** Counts what `service` stores of jobs, to show that a refused submission stored nothing. */
+export async function storedJobRows(service: RunningService): Promise<StoredJobRows> {
+  const [row] = await service.app
+    .get(DataSource)
+    .query<{ jobs: number; files: number; chunks: number }[]>(
+      `SELECT (SELECT count(*)::int FROM job) AS jobs, (SELECT count(*)::int FROM job_file) AS files,
+            (SELECT count(*)::int FROM job_file_chunk) AS chunks`,
+    );
+  return { jobs: row.jobs, files: row.files, chunks: row.chunks };
 }
