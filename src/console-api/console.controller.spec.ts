@@ -122,9 +122,7 @@ describe('ConsoleController', () => {
       expect.objectContaining({ application: 'demo', states: ['QUEUED', 'RUNNING'] }),
       100,
     );
-    const error = await apiErrorOf(() =>
-      controller.cancel(asAlice(), { state: 'FAILED' }),
-    );
+    const error = await apiErrorOf(() => controller.cancel(asAlice(), { state: 'FAILED' }));
     expect(error).toEqual({ status: 400, message: 'state must be one of QUEUED, RUNNING.' });
   });
 
