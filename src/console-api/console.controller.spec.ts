@@ -99,6 +99,10 @@ describe('ConsoleController', () => {
     [{ kind: 'mail_reply' }, 'kind must be one of script, xml, json.'],
     [{ limit: '500' }, 'limit must be a whole number from 1 to 200.'],
     [{ cursor: 'bm90IGEgY3Vyc29y' }, 'cursor must be the value of next'],
+    [
+      { cursor: cursorOf({ at: '2026-02-30T00:00:00.000000Z', id: JOB_ID }) },
+      'cursor must be the value of next',
+    ],
     [{ principal: 'bob' }, 'principal must be <kind>:<name>, e.g. user:alice.'],
   ])('answers 400 for %j without asking the service', async (query, message) => {
     const error = await apiErrorOf(() => controller.list(asAlice(), query));

@@ -89,6 +89,7 @@ describe('ConsoleService', () => {
           provide: ApplicationsDirectory,
           useValue: {
             list: jest.fn().mockResolvedValue([{ application: 'demo' }, { application: 'other' }]),
+            namedOrCatalogued: jest.fn().mockResolvedValue(['other']),
           },
         },
         { provide: JobAdminRepository, useValue: jobs },

@@ -1,3 +1,4 @@
+import type { ConsoleJob } from '../../src/console-api/console-view';
 import { ALICE, BOB, ROOT, basicUsersEnvironment } from '../support/admin-auth';
 import { Answer, postZip, request, REST } from '../support/rest-client';
 import { SseEvent, SseReader } from '../support/sse-client';
@@ -10,22 +11,8 @@ const QUICK = 'writeLines("done", "done.txt")\n';
 /** Fails with what its input file says: run again, it fails again the same way. */
 const FAILING = 'stop(paste("bad input:", readLines("data.txt")))\n';
 
-interface Job {
-  jobId: string;
-  applicationName: string;
-  kind: string;
-  source: string;
-  state: string;
-  outcome: string;
-  submittedAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-  submittedBy: string | null;
-  attempts: number;
-  lostRuns: number;
-  cancelledBy: string | null;
-  links: { status: string; log: string; result: string | null; console: string };
-}
+/** A job as the console's API answers it. */
+type Job = ConsoleJob;
 
 interface Page {
   jobs: Job[];
