@@ -96,10 +96,11 @@ async function nextEvent(reader: SseReader, ms: number): Promise<SseEvent | null
     if (left <= 0) {
       return null;
     }
+    let timer: NodeJS.Timeout | undefined;
     const event = await Promise.race([
       reader.next(),
-      new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), left)),
-    ]);
+      new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), left))),
+    ]).finally(() => clearTimeout(timer));
     if (event === 'timeout' || event === null) {
       return null;
     }
@@ -129,7 +130,6 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
         other: { userPrincipals: ['bob'], scriptSubmissionAllowed: true },
       })),
       SCRIPT_SLOTS: '1',
-      HEARTBEAT_SECONDS: '1',
       AUTH_MAX_FAILURES: '1000',
     });
     base = service.url;
