@@ -1,14 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { errorResult, resultData } from '../../src/job-core/job-result';
-import { loadConfig } from '../../src/config/app-config';
-import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { JobAdminRepository, JobFilter } from '../../src/queue/job-admin.repository';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { WorkerNodesRepository } from '../../src/queue/worker-nodes.repository';
-import { openDatabaseForCli } from '../../src/storage/database-options';
 import { NodeIdentity } from '../../src/storage/node-identity';
-import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
+import { openMigratedDatabase } from '../support/migrated-database';
 
 const ALL: JobFilter = {
   applications: null,
@@ -22,27 +19,20 @@ const ALL: JobFilter = {
 
 /** The operator console's statements on job and worker_node against a real database. */
 describe('the console statements (JobAdminRepository, WorkerNodesRepository)', () => {
-  let database: TestDatabase;
   let dataSource: DataSource;
-  let close: () => Promise<void>;
+  let drop: () => Promise<void>;
   let queue: QueueRepository;
   let jobs: JobAdminRepository;
   const node = new NodeIdentity();
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    ({ dataSource, close } = await openDatabaseForCli(
-      loadConfig(testEnvironment(database)),
-      DATABASE_SCHEMA,
-    ));
-    await dataSource.runMigrations();
+    ({ dataSource, drop } = await openMigratedDatabase());
     queue = new QueueRepository(dataSource, node);
     jobs = new JobAdminRepository(dataSource, node);
   });
 
   afterAll(async () => {
-    await close();
-    await database.drop();
+    await drop();
   });
 
   beforeEach(async () => {
