@@ -125,6 +125,32 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     expect(again?.attempts).toBe(2);
   });
 
+  it('gives a retried job with a callback a new callback with its new result', async () => {
+    const id = randomUUID();
+    await queue.enqueue({
+      id,
+      applicationName: 'demo',
+      kind: 'script',
+      meta: {},
+      source: 'rest',
+      submittedAt: new Date(),
+      files: [{ name: 'job.R', content: Buffer.from('stop("no")') }],
+      callback: { url: 'https://hooks.example.com/done', linksBase: 'https://svc.example.com' },
+    });
+    const callbacks = async (): Promise<unknown[]> => [
+      ...(await dataSource.query<unknown[]>('SELECT state FROM job_callback WHERE job_id = $1', [
+        id,
+      ])),
+      ...(await dataSource.query<unknown[]>('SELECT kind FROM job WHERE callback_of = $1', [id])),
+    ];
+    await runToEnd(id, false);
+    expect(await callbacks()).toEqual([{ state: 'pending' }, { kind: 'callback' }]);
+    expect(await jobs.retry('demo', id, null)).toEqual({ outcome: 'retried' });
+    expect(await callbacks()).toEqual([]);
+    await runToEnd(id, false);
+    expect(await callbacks()).toEqual([{ state: 'pending' }, { kind: 'callback' }]);
+  });
+
   it('pages newest first without repeats, under filters, within the applications given', async () => {
     const t0 = Date.parse('2026-11-02T10:00:00Z');
     const ids: string[] = [];
