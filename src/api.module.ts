@@ -17,6 +17,8 @@ import { AccessGuard } from './security/access.guard';
 import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
 import { AdminModule } from './admin/admin.module';
+import { ConsoleApiModule } from './console-api/console-api.module';
+import { ConsoleController } from './console-api/console.controller';
 import { AdminController } from './admin/admin.controller';
 import { ApiKeysController } from './admin/api-keys.controller';
 import { ApplicationsController } from './admin/applications.controller';
@@ -45,6 +47,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     ResultsModule,
     QueueModule,
     AdminModule,
+    ConsoleApiModule,
     ApiKeysModule,
     WebSessionModule,
     SystemModule,
@@ -71,6 +74,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     ApiKeysController,
     ApplicationsController,
     AuditController,
+    ConsoleController,
     PackagesController,
     SchedulesController,
     SystemController,
