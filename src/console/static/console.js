@@ -403,6 +403,36 @@
     location.hash = `#/${parts.map(encodeURIComponent).join('/')}${search ? `?${search}` : ''}`;
   }
 
+  /** A filter form: its values (times as ISO 8601) become the view's hash query. */
+  function routeOnSubmit(form, viewName, names) {
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const next = new URLSearchParams();
+      const data = new FormData(form);
+      for (const name of names) {
+        let value = String(data.get(name) || '').trim();
+        if (name === 'from' || name === 'to') {
+          value = isoOfLocal(value);
+        }
+        if (value) {
+          next.set(name, value);
+        }
+      }
+      go([viewName], next);
+    });
+  }
+
+  /** The filters of `names` present in the hash query. */
+  function filtersOf(query, names) {
+    const params = new URLSearchParams();
+    for (const name of names) {
+      if (query.get(name)) {
+        params.set(name, query.get(name));
+      }
+    }
+    return params;
+  }
+
   /** Runs `load` into `box`, showing the service's message when it fails. */
   async function fill(box, load) {
     try {
@@ -765,21 +795,7 @@
       ),
       el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Show jobs' })),
     );
-    form.addEventListener('submit', (event) => {
-      event.preventDefault();
-      const next = new URLSearchParams();
-      const data = new FormData(form);
-      for (const name of JOB_FILTERS) {
-        let value = String(data.get(name) || '').trim();
-        if (name === 'from' || name === 'to') {
-          value = isoOfLocal(value);
-        }
-        if (value) {
-          next.set(name, value);
-        }
-      }
-      go(['jobs'], next);
-    });
+    routeOnSubmit(form, 'jobs', JOB_FILTERS);
     const note = el('div', { class: 'notes' });
     const list = el('div', {}, 'Loading…');
     const pager = el('div', { class: 'pager' });
@@ -792,15 +808,7 @@
     );
     const element = el('div', {}, form, bulk, note, list, pager);
 
-    function filterQuery() {
-      const params = new URLSearchParams();
-      for (const name of JOB_FILTERS) {
-        if (query.get(name)) {
-          params.set(name, query.get(name));
-        }
-      }
-      return params;
-    }
+    const filterQuery = () => filtersOf(query, JOB_FILTERS);
 
     async function cancelMatching() {
       const body = {};
@@ -1545,27 +1553,6 @@
   // ---- Audit trail ---------------------------------------------------------------------------
 
   const AUDIT_FILTERS = ['from', 'to', 'principal', 'application', 'action'];
-  const AUDIT_ACTIONS = [
-    'job.submitted',
-    'job.cancelled',
-    'job.retried',
-    'result.deleted',
-    'catalog.changed',
-    'package.installed',
-    'package.removed',
-    'apiKey.created',
-    'apiKey.revoked',
-    'application.changed',
-    'authentication.failed',
-    'signed.in',
-    'signed.out',
-    'mail.refused',
-    'schedule.created',
-    'schedule.changed',
-    'schedule.paused',
-    'schedule.resumed',
-    'schedule.deleted',
-  ];
 
   function auditView(query) {
     if (!me.globalAdmin) {
@@ -1600,35 +1587,16 @@
       field(
         'auditAction',
         'Action',
-        select(
-          'action',
-          [['', 'Any'], ...AUDIT_ACTIONS.map((a) => [a, a])],
-          query.get('action') || '',
-        ),
+        el('input', {
+          name: 'action',
+          value: query.get('action') || '',
+          placeholder: 'job.retried',
+        }),
       ),
       el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Show' })),
     );
-    form.addEventListener('submit', (event) => {
-      event.preventDefault();
-      const next = new URLSearchParams();
-      const data = new FormData(form);
-      for (const name of AUDIT_FILTERS) {
-        let value = String(data.get(name) || '').trim();
-        if (name === 'from' || name === 'to') {
-          value = isoOfLocal(value);
-        }
-        if (value) {
-          next.set(name, value);
-        }
-      }
-      go(['audit'], next);
-    });
-    const filters = new URLSearchParams();
-    for (const name of AUDIT_FILTERS) {
-      if (query.get(name)) {
-        filters.set(name, query.get(name));
-      }
-    }
+    routeOnSubmit(form, 'audit', AUDIT_FILTERS);
+    const filters = filtersOf(query, AUDIT_FILTERS);
     const offset = Number(query.get('offset')) || 0;
     const csv = new URLSearchParams(filters);
     csv.set('format', 'csv');
@@ -1704,6 +1672,34 @@
     return picker;
   }
 
+  /** The upload form of a per-application view; `send` runs on submit. */
+  function uploadForm(label, send, fields) {
+    const form = el(
+      'form',
+      { class: 'filters', 'aria-label': label },
+      fields,
+      el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Upload' })),
+    );
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      send();
+    });
+    return form;
+  }
+
+  /** A per-application view of files (packages, catalog): picker, heading, upload, list. */
+  function fileView(viewName, app, title, upload, note, list) {
+    return el(
+      'div',
+      {},
+      applicationPicker(viewName, app),
+      el('h2', { text: title }),
+      upload,
+      note,
+      list,
+    );
+  }
+
   function packagesView(query) {
     const app = query.get('application') || me.applications[0] || '';
     const note = el('div', {});
@@ -1714,25 +1710,10 @@
       accept: '.tar.gz,application/gzip',
       required: true,
     });
-    const upload = el(
-      'form',
-      { class: 'filters', 'aria-label': `Upload an R package to ${app}` },
+    const upload = uploadForm(`Upload an R package to ${app}`, () => void send(), [
       field('packageFile', 'Source package (name_version.tar.gz)', fileInput),
-      el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Upload' })),
-    );
-    upload.addEventListener('submit', (event) => {
-      event.preventDefault();
-      void send();
-    });
-    const element = el(
-      'div',
-      {},
-      applicationPicker('packages', app),
-      el('h2', { text: `Packages of ${app}` }),
-      upload,
-      note,
-      list,
-    );
+    ]);
+    const element = fileView('packages', app, `Packages of ${app}`, upload, note, list);
     async function send() {
       const file = fileInput.files[0];
       const match = file && /^([A-Za-z][A-Za-z0-9.]*[A-Za-z0-9])_[^_]+\.tar\.gz$/.exec(file.name);
@@ -1822,9 +1803,7 @@
     const note = el('div', {});
     const list = el('div', {}, 'Loading…');
     const fileInput = el('input', { type: 'file', name: 'file', required: true });
-    const upload = el(
-      'form',
-      { class: 'filters', 'aria-label': `Upload a catalog file to ${app}` },
+    const upload = uploadForm(`Upload a catalog file to ${app}`, () => void send(), [
       field(
         'catalogSection',
         'Section',
@@ -1835,21 +1814,8 @@
         ),
       ),
       field('catalogFile', 'File', fileInput),
-      el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Upload' })),
-    );
-    upload.addEventListener('submit', (event) => {
-      event.preventDefault();
-      void send();
-    });
-    const element = el(
-      'div',
-      {},
-      applicationPicker('catalog', app),
-      el('h2', { text: `Catalog of ${app}` }),
-      upload,
-      note,
-      list,
-    );
+    ]);
+    const element = fileView('catalog', app, `Catalog of ${app}`, upload, note, list);
     const fileUrl = (section, name) =>
       `${ADMIN}/catalog/${encodeURIComponent(section)}/${encodeURIComponent(name)}`;
     async function send() {
