@@ -45,7 +45,7 @@
         element.setAttribute(name, String(value));
       }
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child !== null && child !== undefined && child !== false) {
         element.append(child);
       }
@@ -385,6 +385,7 @@
       view.replaceChildren(message(`The console has no view ${name}.`, 'error'));
     }
     heading.textContent = title;
+    $('liveState').hidden = !(current && current.live);
     document.title = `${title} · svc console`;
     if (current) {
       view.replaceChildren(current.element);
@@ -464,9 +465,9 @@
    * value breaks the line. Its text alternative says the latest and the largest values.
    */
   function lineChart(id, title, times, series, format) {
-    const width = 640;
+    const width = 420;
     const height = 220;
-    const left = 64;
+    const left = 60;
     const right = 12;
     const top = 12;
     const bottom = 30;
@@ -483,13 +484,17 @@
         svg('text', { x: left - 6, y: y(value) + 4, 'text-anchor': 'end' }, format(value)),
       );
     }
-    for (const i of [0, Math.floor(n / 2), n]) {
+    for (const [i, anchor] of [
+      [0, 'start'],
+      [Math.floor(n / 2), 'middle'],
+      [n, 'end'],
+    ]) {
       if (times[i]) {
         const label = new Date(times[i]).toLocaleTimeString([], {
           hour: '2-digit',
           minute: '2-digit',
         });
-        parts.push(svg('text', { x: x(i), y: height - 8, 'text-anchor': 'middle' }, label));
+        parts.push(svg('text', { x: x(i), y: height - 8, 'text-anchor': anchor }, label));
       }
     }
     series.forEach((s, index) => {
@@ -877,7 +882,7 @@
                 formatDuration(between(job.submittedAt, job.startedAt)),
                 formatDuration(between(job.startedAt, job.finishedAt)),
                 job.submittedBy || '–',
-                jobActions(job, (text, kind) => setMessage(note, text, kind), refresh),
+                jobActionCell(job, (text, kind) => setMessage(note, text, kind), refresh),
               ],
               { 'data-job-id': job.jobId, 'data-outcome': job.outcome },
             ),
@@ -899,6 +904,12 @@
     return { element, refresh, live: true };
   }
 
+  /** A job's buttons in its row of the list, or a dash. */
+  function jobActionCell(job, say, after) {
+    const buttons = jobActions(job, say, after);
+    return buttons.length ? el('span', { class: 'row-actions' }, buttons) : '–';
+  }
+
   /** Cancel (queued, running), retry (failed): the buttons of a job, in the list and its page. */
   function jobActions(job, say, after) {
     const label = `job ${job.jobId}`;
@@ -916,7 +927,7 @@
         button('Retry', () => void retryJob(job, say, after), { 'aria-label': `Retry ${label}` }),
       );
     }
-    return buttons.length ? el('span', { class: 'row-actions' }, buttons) : '–';
+    return buttons;
   }
 
   async function cancelJob(job, say, after) {
