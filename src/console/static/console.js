@@ -280,7 +280,9 @@
       return;
     }
     if (answer.response.status === 403) {
-      const who = (answer.body && answer.body.principal) || (session && session.principal);
+      // The service's message names the caller: "user:bob is not an admin of any application."
+      const named = /^(\S+) is not an admin of any application/.exec(problem(answer));
+      const who = (named && named[1]) || (session && session.principal);
       $('accountName').textContent = who ? `Signed in as ${who}` : '';
       showGate(
         who
