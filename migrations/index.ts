@@ -22,6 +22,7 @@ import { CallbackJobs1795760000000 } from './1795760000000-CallbackJobs';
 import { WidenPrincipalColumns1795765000000 } from './1795765000000-WidenPrincipalColumns';
 import { AddScheduleAuthors1795770500000 } from './1795770500000-AddScheduleAuthors';
 import { MailReplyJobs1795780000000 } from './1795780000000-MailReplyJobs';
+import { ConsoleJobsAndWorkers1795790000000 } from './1795790000000-ConsoleJobsAndWorkers';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -48,4 +49,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   WidenPrincipalColumns1795765000000,
   AddScheduleAuthors1795770500000,
   MailReplyJobs1795780000000,
+  ConsoleJobsAndWorkers1795790000000,
 ];

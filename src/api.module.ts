@@ -18,6 +18,8 @@ import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
 import { ConsoleModule } from './console/console.module';
 import { AdminModule } from './admin/admin.module';
+import { ConsoleApiModule } from './console-api/console-api.module';
+import { ConsoleController } from './console-api/console.controller';
 import { AdminController } from './admin/admin.controller';
 import { ApiKeysController } from './admin/api-keys.controller';
 import { ApplicationsController } from './admin/applications.controller';
@@ -46,6 +48,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     ResultsModule,
     QueueModule,
     AdminModule,
+    ConsoleApiModule,
     ApiKeysModule,
     WebSessionModule,
     SystemModule,
@@ -73,6 +76,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     ApiKeysController,
     ApplicationsController,
     AuditController,
+    ConsoleController,
     PackagesController,
     SchedulesController,
     SystemController,

@@ -13,6 +13,7 @@ import { RPackageEntity } from './packages/r-package.entity';
 import { JobFileChunkEntity } from './queue/job-file-chunk.entity';
 import { JobFileEntity } from './queue/job-file.entity';
 import { JobEntity } from './queue/job.entity';
+import { WorkerNodeEntity } from './queue/worker-node.entity';
 import { ResultChunkEntity } from './results/result-chunk.entity';
 import { ResultEntity } from './results/result.entity';
 import { JobUsageEntity } from './usage/job-usage.entity';
@@ -46,6 +47,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     ApplicationSettingsEntity,
     AuditEventEntity,
     WebSessionEntity,
+    WorkerNodeEntity,
   ],
   migrations: MIGRATIONS,
 };

@@ -1,6 +1,7 @@
 import { create } from 'xmlbuilder2';
 import { csvTable, TableFormat } from '../common/table-format';
 import type { AuditEventEntity } from '../audit/audit-event.entity';
+import { consoleJobUri } from '../common/public-uri';
 
 /** The columns of an audit event, in the order of its CSV and its XML element's children. */
 const COLUMNS = [
@@ -13,13 +14,17 @@ const COLUMNS = [
   'action',
   'application',
   'jobId',
+  'jobUri',
   'outcome',
   'details',
 ] as const;
 
 type EventView = Record<(typeof COLUMNS)[number], string | null>;
 
-function viewOf(event: AuditEventEntity): EventView {
+/** The XML element's children: rest-data.xsd's auditEvent, which has no jobUri. */
+const XML_COLUMNS = COLUMNS.filter((column) => column !== 'jobUri');
+
+function viewOf(event: AuditEventEntity, base: string): EventView {
   return {
     id: String(event.id),
     time: new Date(event.time).toISOString(),
@@ -30,18 +35,26 @@ function viewOf(event: AuditEventEntity): EventView {
     action: event.action,
     application: event.applicationName,
     jobId: event.jobId,
+    jobUri:
+      event.jobId === null || event.applicationName === null
+        ? null
+        : consoleJobUri(base, event.applicationName, event.jobId),
     outcome: event.outcome,
     details: event.details === null ? null : JSON.stringify(event.details),
   };
 }
 
-/** A page of the audit trail as CSV (a spreadsheet's download), JSON or XML. */
+/**
+ * A page of the audit trail as CSV (a spreadsheet's download), JSON or XML; `base` the public
+ * base URL of the rows' links to their jobs in the console (`jobUri`, JSON and CSV).
+ */
 export function renderAuditEvents(
   rows: AuditEventEntity[],
   more: boolean,
   format: TableFormat,
+  base: string,
 ): string {
-  const events = rows.map(viewOf);
+  const events = rows.map((row) => viewOf(row, base));
   if (format === 'csv') {
     return csvTable(COLUMNS, events);
   }
@@ -56,7 +69,7 @@ export function renderAuditEvents(
   }).ele('urn:svc:rest:types', 'auditEvents', { more: String(more) });
   for (const event of events) {
     const element = root.ele('auditEvent');
-    for (const column of COLUMNS) {
+    for (const column of XML_COLUMNS) {
       const value = event[column];
       if (value !== null) {
         element.ele(column).txt(value);

@@ -1,7 +1,8 @@
 import { AuditService } from '../audit/audit.service';
 import type { AuditEventEntity } from '../audit/audit-event.entity';
 import { HttpAnswer } from '../common/http-answer';
-import { apiErrorOf, controllerOf, fakeRequest } from '../../test/support/controller-testing';
+import { NodeConfig } from '../config/config-slices';
+import { apiErrorOf, BASE, controllerOf, fakeRequest } from '../../test/support/controller-testing';
 import { AuditController } from './audit.controller';
 
 function event(id: number, principal: string): AuditEventEntity {
@@ -28,6 +29,7 @@ describe('AuditController', () => {
     list = jest.fn().mockResolvedValue([]);
     controller = await controllerOf(AuditController, [
       { provide: AuditService, useValue: { list } },
+      { provide: NodeConfig, useValue: { publicBaseUrl: BASE } },
     ]);
   });
 
@@ -83,9 +85,21 @@ describe('AuditController', () => {
     expect(answer.headers['Content-Disposition']).toBe('attachment; filename="audit.csv"');
     expect(answer.headers['Content-Type']).toBe('text/csv; charset=utf-8');
     expect(answer.body).toBe(
-      'id,time,principal,authMethod,clientAddress,requestId,action,application,jobId,outcome,details\r\n' +
-        `7,2026-11-02T10:00:00.000Z,'=cmd,basic,10.0.0.1,r7,job.submitted,app,,success,"{""size"":1}"\r\n`,
+      'id,time,principal,authMethod,clientAddress,requestId,action,application,jobId,jobUri,outcome,details\r\n' +
+        `7,2026-11-02T10:00:00.000Z,'=cmd,basic,10.0.0.1,r7,job.submitted,app,,,success,"{""size"":1}"\r\n`,
     );
+  });
+
+  it("links a row about a job to the job's page in the console (JSON and CSV, not XML)", async () => {
+    const jobId = '5b1e0c52-7d3e-4b8a-9c21-0e5f4d3b2a10';
+    list.mockResolvedValue([{ ...event(8, 'alice'), jobId }]);
+    const json = JSON.parse((await get({ format: 'json' })).body as string) as {
+      auditEvents: Array<{ jobUri: string | null }>;
+    };
+    expect(json.auditEvents[0].jobUri).toBe(`${BASE}/svc/console/#/jobs/app/${jobId}`);
+    const csv = (await get({ format: 'csv' })).body as string;
+    expect(csv).toContain(`,app,${jobId},${BASE}/svc/console/#/jobs/app/${jobId},success,`);
+    expect((await get({})).body).not.toContain('jobUri');
   });
 
   it.each([

@@ -2,6 +2,8 @@ import { Controller, Get, Header, Query, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { checkApplicationName } from '../common/application-name';
 import { HttpAnswer } from '../common/http-answer';
+import { publicBaseUrl } from '../common/public-uri';
+import { NodeConfig } from '../config/config-slices';
 import { RawData } from '../common/negotiation.guard';
 import {
   choiceParameter,
@@ -21,7 +23,10 @@ const MAX_OFFSET = 1_000_000;
 /** The audit trail (docs/api.md#audit-trail): global admins; XML, JSON or CSV. */
 @Controller('svc/api/rest/admin/audit')
 export class AuditController {
-  constructor(private readonly audit: AuditService) {}
+  constructor(
+    private readonly audit: AuditService,
+    private readonly node: NodeConfig,
+  ) {}
 
   @Get()
   @Access('globalAdmin')
@@ -60,7 +65,12 @@ export class AuditController {
       next.set('offset', String(filter.offset + filter.limit));
       headers.Link = `<${req.path}?${next.toString()}>; rel="next"`;
     }
-    const body = renderAuditEvents(rows.slice(0, filter.limit), more, answer.format);
+    const body = renderAuditEvents(
+      rows.slice(0, filter.limit),
+      more,
+      answer.format,
+      publicBaseUrl(req, this.node.publicBaseUrl),
+    );
     return tableAnswer(answer, body, 'audit.csv', headers);
   }
 }

@@ -11,6 +11,7 @@ import { outsideRequests } from '../common/outside-requests';
 export const AUDIT_ACTIONS = [
   'job.submitted',
   'job.cancelled',
+  'job.retried',
   'result.deleted',
   'catalog.changed',
   'package.installed',

@@ -47,6 +47,14 @@ export function publicBaseUrl(req: Request, configured: string | null): string {
   return `${scheme}://${forwardedHost && HOST.test(forwardedHost) ? forwardedHost : host}`;
 }
 
+/**
+ * A job's page in the operator console: THE link to a job everywhere (the console's API, the
+ * upload page, the audit trail's jobUri).
+ */
+export function consoleJobUri(base: string, applicationName: string, jobId: string): string {
+  return `${base}/svc/console/#/jobs/${applicationName}/${jobId}`;
+}
+
 /** Absolute links of the REST resources. */
 export class RestLinks {
   constructor(private readonly base: string) {}

@@ -80,6 +80,11 @@ export interface IntakePart {
 export type SubmissionCaller =
   { kind: 'request'; principal: Principal | null } | { kind: 'service' };
 
+/** Who a job records as its submitter: a request's principal; null for the service or anonymous. */
+function submitterOf(caller: SubmissionCaller): string | null {
+  return caller.kind === 'request' ? (caller.principal?.id ?? null) : null;
+}
+
 /** A job as a front end hands it to the intake. */
 export interface Submission {
   applicationName: string;
@@ -249,11 +254,7 @@ export class JobsService {
       }
       priority = this.limits.priorityOf(applicationName, submission.priority);
       await this.checkReceivedSize(parts, size);
-      await this.limits.admit(
-        applicationName,
-        caller.kind === 'request' ? (caller.principal?.id ?? null) : null,
-        submission.transaction,
-      );
+      await this.limits.admit(applicationName, submitterOf(caller), submission.transaction);
     } catch (error) {
       // A body still arriving is read and dropped, so that the client gets the answer.
       for (const part of parts) {
@@ -283,6 +284,7 @@ export class JobsService {
         transaction: submission.transaction,
         priority,
         actor: submission.actor,
+        submittedBy: submitterOf(submission.caller),
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
@@ -459,6 +461,7 @@ export class JobsService {
       transaction: submission.transaction,
       priority,
       actor: submission.actor,
+      submittedBy: submitterOf(submission.caller),
     });
   }
 

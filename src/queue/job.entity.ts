@@ -19,6 +19,10 @@ import { jobSourceOf, type JobKind, type JobSource, type JobState } from './queu
 @Index('job_mail_reply_claim_idx', ['runAfter'], {
   where: `state = 'QUEUED' AND kind = 'mail_reply'`,
 })
+// The admin list reads R jobs newest first (submitted_at DESC, id DESC: migration
+// ConsoleJobsAndWorkers), as do the console's overview and event stream; descending, so the
+// migration owns it too.
+@Index('job_admin_list_idx', { synchronize: false })
 // Deleting a job deletes its callback job (the foreign key's cascade looks them up here).
 @Index('job_callback_of_idx', ['callbackOf'], { where: 'callback_of IS NOT NULL' })
 export class JobEntity {
@@ -44,6 +48,14 @@ export class JobEntity {
   source!: JobSource;
 
   @Column({ name: 'submitted_at', type: 'timestamptz' }) submittedAt!: Date;
+
+  /**
+   * Who submitted it: the caller's principal with its kind (user:alice); null for a job the
+   * service made (a schedule's run, a drop directory's file, a mailbox's message) or an
+   * anonymous caller's.
+   */
+  @Column({ name: 'submitted_by', type: 'varchar', length: 300, nullable: true })
+  submittedBy!: string | null;
 
   /** Not claimed before this time (retry back-off). */
   @Column({ name: 'run_after', type: 'timestamptz' }) runAfter!: Date;

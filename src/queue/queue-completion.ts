@@ -58,7 +58,8 @@ function callbackQueuedNotice(channel: string, sender: string): string {
 }
 
 /**
- * Stores the job's one result, marks the job DONE, deletes its input files and notifies
+ * Stores the job's one result, marks the job DONE, deletes its input files (a failed job keeps
+ * them, so that an admin can retry it) and notifies
  * `svc_result_ready` (delivered at commit) in ONE statement, if `owner` (when given) still
  * holds the lease: atomic without an explicit transaction, one round trip instead of five.
  * All parts see the same snapshot; the result and file CTEs act only on the row the guarded
@@ -97,9 +98,10 @@ export async function completeInOne(
      usage AS (
        ${usageInsert("CASE WHEN $3::boolean THEN 'succeeded' ELSE 'failed' END", '$10::int', '$7')}),
      ${QUEUE_CALLBACK_CTE},
-     -- The input files are not needed once the job has its result.
+     -- The input files are not needed once the job has succeeded; a failed job keeps them for
+     -- a retry (they go with the job, by the foreign key's cascade).
      inputs_removed AS (
-       DELETE FROM job_file WHERE job_id IN (SELECT id FROM done))
+       DELETE FROM job_file WHERE $3 AND job_id IN (SELECT id FROM done))
      SELECT pg_notify($9, $11::text || done.id::text), ${callbackQueuedNotice('$12', '$11')} FROM done`,
     [
       jobId,
@@ -181,7 +183,9 @@ export async function completeChunked(
         sender,
       ],
     );
-    await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
+    if (result.success) {
+      await manager.query('DELETE FROM job_file WHERE job_id = $1', [jobId]);
+    }
     await manager.query('SELECT pg_notify($1, $2)', [RESULT_READY_CHANNEL, sender + jobId]);
     return true;
   });

@@ -52,8 +52,8 @@ export async function insertJob(
   await manager.query(
     `WITH new_job AS (
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
-                        callback_url, callback_links_base, traceparent, tracestate)
-       VALUES ($1, $2, $3, 'QUEUED', $15, $4, $5, $6, $6, 0, $10, $11, $13, $14)
+                        callback_url, callback_links_base, traceparent, tracestate, submitted_by)
+       VALUES ($1, $2, $3, 'QUEUED', $15, $4, $5, $6, $6, 0, $10, $11, $13, $14, $17)
        RETURNING id, application_name),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
      new_files AS (
@@ -78,6 +78,7 @@ export async function insertJob(
       tracestate,
       job.priority ?? 0,
       job.audit ?? null,
+      job.submittedBy ?? null,
     ],
   );
 }

@@ -1,11 +1,13 @@
 import { Injectable, Module, OnModuleInit, Optional } from '@nestjs/common';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackJobsRepository } from './callback-jobs.repository';
+import { JobAdminRepository } from './job-admin.repository';
 import { JobRecordsRepository } from './job-records.repository';
 import { JobWaiter } from './job-waiter.service';
 import { MailReplyJobsRepository } from './mail-reply-jobs.repository';
 import { QueueNotifier } from './queue-notifier.service';
 import { QueueRepository } from './queue.repository';
+import { WorkerNodesRepository } from './worker-nodes.repository';
 
 /** Gives the metrics registry the queue's depth and backlog to read at scrape time. */
 @Injectable()
@@ -31,6 +33,8 @@ class QueueMetrics implements OnModuleInit {
   providers: [
     QueueRepository,
     JobRecordsRepository,
+    JobAdminRepository,
+    WorkerNodesRepository,
     CallbackJobsRepository,
     MailReplyJobsRepository,
     QueueNotifier,
@@ -40,6 +44,8 @@ class QueueMetrics implements OnModuleInit {
   exports: [
     QueueRepository,
     JobRecordsRepository,
+    JobAdminRepository,
+    WorkerNodesRepository,
     CallbackJobsRepository,
     MailReplyJobsRepository,
     QueueNotifier,

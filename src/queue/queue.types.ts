@@ -114,6 +114,8 @@ export interface NewJobRow {
   callback?: JobCallbackTarget | null;
   /** The audit row of the submission (auditRowJson), written by the same statement; null: none. */
   audit?: string | null;
+  /** The submitting caller's principal id (user:alice); null: the service, or anonymous. */
+  submittedBy?: string | null;
 }
 
 export interface ClaimedJob {

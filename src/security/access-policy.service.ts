@@ -19,6 +19,7 @@ export type AccessQuestion =
   | { rule: 'readResults'; application: string }
   | { rule: 'cancelJob'; application: string }
   | { rule: 'applicationAdmin'; application: string }
+  | { rule: 'anyAdmin' }
   | { rule: 'globalAdmin' };
 
 /**
@@ -76,6 +77,9 @@ export class AccessPolicyService {
     }
     if (question.rule === 'applicationAdmin') {
       return this.decideAdmin(principal, question.application);
+    }
+    if (question.rule === 'anyAdmin') {
+      return this.decideAnyAdmin(principal);
     }
     if (this.settings.authMode === 'none') {
       return ALLOW;
@@ -135,6 +139,40 @@ export class AccessPolicyService {
       return forbid(`${principal.id} is not an admin of application ${application}.`);
     }
     return forbid(`${principal.id} is not a global admin.`);
+  }
+
+  /**
+   * The applications whose admins (adminPrincipals/adminRoles, as configured or stored at run
+   * time) include the principal, sorted; a global admin's are given by the caller (every known
+   * application), so this is for the others.
+   */
+  administeredApplications(principal: Principal): string[] {
+    if (this.settings.authMode === 'none') {
+      return [];
+    }
+    return Object.keys(this.settings.applicationSecurity)
+      .filter((application) => {
+        const rules = this.rulesOf(application);
+        return this.matches(principal, rules.adminPrincipals, rules.adminRoles);
+      })
+      .sort();
+  }
+
+  /** A global admin, or an admin of at least one application (the operator console). */
+  private decideAnyAdmin(principal: Principal | null): AccessDecision {
+    const anyApplicationAdmin = Object.keys(this.settings.applicationSecurity).some((application) =>
+      this.adminConfigured(application),
+    );
+    if (!anyApplicationAdmin && !this.adminConfigured(null)) {
+      return forbid(NO_ADMIN_MESSAGE);
+    }
+    if (principal === null) {
+      return { outcome: 'authenticate' };
+    }
+    if (this.isGlobalAdmin(principal) || this.administeredApplications(principal).length > 0) {
+      return ALLOW;
+    }
+    return forbid(`${principal.id} is not an admin of any application.`);
   }
 
   /** Whether anyone at all could pass an admin rule, so a 403 can say how to fix it. */

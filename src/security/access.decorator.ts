@@ -13,6 +13,8 @@ import { SetMetadata } from '@nestjs/common';
  * - `cancelJob`: cancel a job of the application in the path: its admins, and its users who
  *   may submit jobs to it (script or function call); anyone else sees a 404, as for results.
  * - `applicationAdmin`: an admin of the application named by `X-SVC-Application-Name`.
+ * - `anyAdmin`: a global admin or an admin of any application (the operator console; what each
+ *   may see within it is the console's to limit to the applications they administer).
  * - `globalAdmin`: a global admin (system-wide configuration).
  * - `usageStatistics`: an admin of the application named by the `application` query parameter,
  *   or a global admin when it names none (every application's figures).
@@ -24,6 +26,7 @@ export type AccessRule =
   | 'readResults'
   | 'cancelJob'
   | 'applicationAdmin'
+  | 'anyAdmin'
   | 'globalAdmin'
   | 'usageStatistics';
 

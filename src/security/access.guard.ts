@@ -53,7 +53,10 @@ export class AccessGuard implements CanActivate {
       return true;
     }
     const isAdminRule =
-      rule === 'applicationAdmin' || rule === 'globalAdmin' || rule === 'usageStatistics';
+      rule === 'applicationAdmin' ||
+      rule === 'anyAdmin' ||
+      rule === 'globalAdmin' ||
+      rule === 'usageStatistics';
     if (this.config.authMode === 'none' && !isAdminRule) {
       // Open to all (SPEC §10): nothing to check, and the usual order of 406/400 answers stays.
       return true;
@@ -86,6 +89,7 @@ export class AccessGuard implements CanActivate {
   ): AccessQuestion {
     switch (rule) {
       case 'globalAdmin':
+      case 'anyAdmin':
         return { rule };
       case 'usageStatistics': {
         const application = (req.query as Record<string, unknown>).application;

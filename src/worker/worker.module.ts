@@ -14,6 +14,7 @@ import { REngineModule } from '../r-engine/r-engine.module';
 import { QueueModule } from '../queue/queue.module';
 import { JOB_EXECUTOR } from '../queue/queue.types';
 import { WorkerService } from './worker.service';
+import { WorkerNodeHeartbeat } from './worker-node-heartbeat.service';
 
 /**
  * What a worker node adds: the R engine, the job executor, the claim loop, and the delivery of
@@ -36,6 +37,8 @@ import { WorkerService } from './worker.service';
     JobKindExecutor,
     { provide: JOB_EXECUTOR, useExisting: JobKindExecutor },
     WorkerService,
+    // The node's row in worker_node, for the console's list of workers.
+    WorkerNodeHeartbeat,
     // Callbacks are delivered where jobs run, as callback jobs: API nodes only store and show them.
     CallbackJobExecutor,
     // E-mail replies likewise, as mail-reply jobs (where SMTP_URL is set).

@@ -217,6 +217,15 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return [...this.running.keys()];
   }
 
+  /** The node's R slots (delivery slots left out) and how many of them run a job now. */
+  get rSlots(): { slots: number; busy: number } {
+    const pools = this.pools.filter((pool) => pool.delivery === undefined);
+    return {
+      slots: pools.reduce((sum, pool) => sum + pool.size, 0),
+      busy: pools.reduce((sum, pool) => sum + pool.running.size, 0),
+    };
+  }
+
   private async fill(): Promise<void> {
     this.filling = true;
     try {

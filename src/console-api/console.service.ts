@@ -1,0 +1,292 @@
+import { HttpStatus, Injectable, Optional } from '@nestjs/common';
+import { ApiError } from '../common/api-error';
+import { missing } from '../common/missing-resource';
+import { QueueConfig } from '../config/config-slices';
+import { auditRowJson } from '../audit/audit.repository';
+import { AuditService } from '../audit/audit.service';
+import { ApplicationsDirectory } from '../admin/applications-directory.service';
+import { JobCancellationService } from '../jobs/job-cancellation.service';
+import {
+  AdminJobRow,
+  JobAdminRepository,
+  JobFilter,
+  JobPosition,
+  OverviewBucketRow,
+} from '../queue/job-admin.repository';
+import { QueueNotifier } from '../queue/queue-notifier.service';
+import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
+import { AccessPolicyService } from '../security/access-policy.service';
+import type { Principal } from '../security/principal';
+import { consoleJob, ConsoleJob } from './console-view';
+import { cursorOf, RequestedJobs } from './job-filter';
+import { JobEventsService } from './job-events.service';
+
+/** Who the caller is to the console. */
+export interface ConsoleCaller {
+  principal: string;
+  globalAdmin: boolean;
+  /** The applications they administer (a global admin: every known one). */
+  applications: string[];
+}
+
+export interface JobPage {
+  jobs: ConsoleJob[];
+  /** The next page's cursor; null on the last page. */
+  next: string | null;
+}
+
+export interface BulkCancel {
+  cancelled: number;
+  jobIds: string[];
+  more: boolean;
+}
+
+interface Series {
+  bucketSeconds: number;
+  buckets: Array<{
+    at: string;
+    waitP50Ms: number | null;
+    waitP95Ms: number | null;
+    runP50Ms: number | null;
+    runP95Ms: number | null;
+    started: number;
+    finished: number;
+    queueDepth: number;
+  }>;
+}
+
+export interface Overview {
+  generatedAt: string;
+  applications: Array<{
+    application: string;
+    queued: number;
+    running: number;
+    succeededLastHour: number;
+    failedLastHour: number;
+  }>;
+  series: { hour: Series; day: Series };
+  workers: Array<{
+    node: string;
+    role: string;
+    rEngine: string;
+    slots: number;
+    busy: number;
+    free: number;
+    heartbeatAt: string;
+    stale: boolean;
+  }>;
+}
+
+/** A worker is stale after this many heartbeats missed. */
+const STALE_HEARTBEATS = 3;
+
+/**
+ * The operator console's API (docs/api.md#the-operator-console): who may see which
+ * applications' jobs, the jobs under filters, a job retried or many cancelled, the overview.
+ * A global admin sees every application, an application admin those they administer; every
+ * question is narrowed to them here, whatever the request names.
+ */
+@Injectable()
+export class ConsoleService {
+  constructor(
+    private readonly policy: AccessPolicyService,
+    private readonly directory: ApplicationsDirectory,
+    private readonly jobs: JobAdminRepository,
+    private readonly workers: WorkerNodesRepository,
+    private readonly cancellation: JobCancellationService,
+    private readonly notifier: QueueNotifier,
+    private readonly events: JobEventsService,
+    private readonly queueConfig: QueueConfig,
+    @Optional() private readonly audit?: AuditService,
+  ) {}
+
+  async caller(principal: Principal): Promise<ConsoleCaller> {
+    const globalAdmin = this.policy.isGlobalAdmin(principal);
+    return {
+      principal: principal.id,
+      globalAdmin,
+      applications: globalAdmin
+        ? (await this.directory.list()).map((entry) => entry.application)
+        : this.policy.administeredApplications(principal),
+    };
+  }
+
+  /** The applications the principal may see; null: every one (a global admin). */
+  visibleApplications(principal: Principal): string[] | null {
+    return this.policy.isGlobalAdmin(principal)
+      ? null
+      : this.policy.administeredApplications(principal);
+  }
+
+  async list(
+    principal: Principal,
+    requested: RequestedJobs,
+    limit: number,
+    after: JobPosition | null,
+    base: string,
+  ): Promise<JobPage> {
+    const rows = await this.jobs.list(this.filterFor(principal, requested), limit + 1, after);
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      jobs: page.map((row) => consoleJob(base, row)),
+      next: rows.length > limit ? cursorOf({ at: last.position_at, id: last.id }) : null,
+    };
+  }
+
+  /** One job; 404 when it does not exist or the principal may not see its application. */
+  async job(
+    principal: Principal,
+    applicationName: string,
+    jobId: string,
+    base: string,
+  ): Promise<ConsoleJob> {
+    return consoleJob(base, await this.visibleJob(principal, applicationName, jobId));
+  }
+
+  /** Queues a failed job again (202); 409 for one that did not fail, 404 as for job(). */
+  async retry(
+    principal: Principal,
+    applicationName: string,
+    jobId: string,
+    base: string,
+  ): Promise<ConsoleJob> {
+    const job = await this.visibleJob(principal, applicationName, jobId);
+    const done = await this.jobs.retry(
+      applicationName,
+      jobId,
+      this.audit ? auditRowJson(this.audit.rowOf({ action: 'job.retried' })) : null,
+    );
+    if (done.outcome === 'unknown') {
+      throw missing.job(applicationName, jobId);
+    }
+    if (done.outcome === 'refused') {
+      throw new ApiError(HttpStatus.CONFLICT, refusal(jobId, done.reason));
+    }
+    // This node's workers at once; the others through the statement's NOTIFY.
+    this.notifier.jobQueued(job.kind);
+    this.events.changed(applicationName);
+    return this.job(principal, applicationName, jobId, base);
+  }
+
+  /**
+   * Cancels up to `limit` queued or running jobs under the filter, newest first, each as
+   * DELETE /jobs/{app}/{id} does (audited one by one); `more`: further jobs matched.
+   */
+  async cancel(principal: Principal, requested: RequestedJobs, limit: number): Promise<BulkCancel> {
+    const filter = this.filterFor(principal, requested);
+    const rows = await this.jobs.unfinished(filter, limit + 1);
+    const jobIds: string[] = [];
+    for (const row of rows.slice(0, limit)) {
+      const outcome = await this.cancellation.cancel(row.application_name, row.id, principal.id);
+      if (outcome === 'stopped' || outcome === 'stopping') {
+        jobIds.push(row.id);
+      }
+    }
+    return { cancelled: jobIds.length, jobIds, more: rows.length > limit };
+  }
+
+  async overview(principal: Principal): Promise<Overview> {
+    const visible = this.visibleApplications(principal);
+    const [known, counts, hour, day, workers] = await Promise.all([
+      visible ?? this.directory.list().then((entries) => entries.map((e) => e.application)),
+      this.jobs.overviewApplications(visible),
+      this.jobs.overviewSeries(visible, 60, 60),
+      this.jobs.overviewSeries(visible, 900, 96),
+      this.workers.list(),
+    ]);
+    const countsOf = new Map(counts.map((row) => [row.application_name, row]));
+    const names = [...new Set([...known, ...countsOf.keys()])].sort();
+    const staleMs = STALE_HEARTBEATS * this.queueConfig.heartbeatSeconds * 1000;
+    return {
+      generatedAt: new Date().toISOString(),
+      applications: names.map((application) => {
+        const row = countsOf.get(application);
+        return {
+          application,
+          queued: row?.queued ?? 0,
+          running: row?.running ?? 0,
+          succeededLastHour: row?.succeeded_last_hour ?? 0,
+          failedLastHour: row?.failed_last_hour ?? 0,
+        };
+      }),
+      series: { hour: seriesOf(60, hour), day: seriesOf(900, day) },
+      workers: workers.nodes.map((node) => ({
+        node: node.nodeId,
+        role: node.role,
+        rEngine: node.rEngine,
+        slots: node.slots,
+        busy: node.busy,
+        free: Math.max(0, node.slots - node.busy),
+        heartbeatAt: new Date(node.heartbeatAt).toISOString(),
+        stale: workers.now.getTime() - new Date(node.heartbeatAt).getTime() > staleMs,
+      })),
+    };
+  }
+
+  /**
+   * The filter of a request narrowed to what the principal may see: an application admin who
+   * names an application not theirs gets a 403.
+   */
+  private filterFor(principal: Principal, requested: RequestedJobs): JobFilter {
+    const visible = this.visibleApplications(principal);
+    const { application, ...rest } = requested;
+    if (application !== null && visible !== null && !visible.includes(application)) {
+      throw new ApiError(
+        HttpStatus.FORBIDDEN,
+        `${principal.id} is not an admin of application ${application}.`,
+      );
+    }
+    return { ...rest, applications: application !== null ? [application] : visible };
+  }
+
+  private async visibleJob(
+    principal: Principal,
+    applicationName: string,
+    jobId: string,
+  ): Promise<AdminJobRow> {
+    const visible = this.visibleApplications(principal);
+    const row =
+      visible === null || visible.includes(applicationName)
+        ? await this.jobs.findOne(applicationName, jobId)
+        : null;
+    if (row === null) {
+      throw missing.job(applicationName, jobId);
+    }
+    return row;
+  }
+}
+
+function seriesOf(bucketSeconds: number, rows: OverviewBucketRow[]): Series {
+  const ms = (value: number | null): number | null => (value === null ? null : Math.round(value));
+  return {
+    bucketSeconds,
+    buckets: rows.map((row) => ({
+      at: new Date(row.at).toISOString(),
+      waitP50Ms: ms(row.wait_p50),
+      waitP95Ms: ms(row.wait_p95),
+      runP50Ms: ms(row.run_p50),
+      runP95Ms: ms(row.run_p95),
+      started: row.started,
+      finished: row.finished,
+      queueDepth: row.queue_depth,
+    })),
+  };
+}
+
+function refusal(
+  jobId: string,
+  reason: 'queued' | 'running' | 'succeeded' | 'cancelled' | 'no-inputs',
+): string {
+  switch (reason) {
+    case 'queued':
+    case 'running':
+      return `Job ${jobId} is ${reason.toUpperCase()}: only a failed job can be retried.`;
+    case 'succeeded':
+      return `Job ${jobId} succeeded: only a failed job can be retried.`;
+    case 'cancelled':
+      return `Job ${jobId} was cancelled: only a failed job can be retried; submit it again instead.`;
+    case 'no-inputs':
+      return `Job ${jobId} failed before its input files were kept for a retry: submit it again instead.`;
+  }
+}

@@ -1,0 +1,31 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+/**
+ * A running worker node as its heartbeat describes it (WorkerNodeHeartbeat of the worker module
+ * writes it every few seconds and deletes it when the node stops): what the console shows of
+ * the workers. A row whose heartbeat is old is a node that died.
+ */
+@Entity({ name: 'worker_node' })
+export class WorkerNodeEntity {
+  @PrimaryColumn({
+    name: 'node_id',
+    type: 'varchar',
+    length: 128,
+    primaryKeyConstraintName: 'worker_node_pk',
+  })
+  nodeId!: string;
+
+  /** ROLE of the node: worker or all. */
+  @Column({ type: 'varchar', length: 16 }) role!: string;
+
+  /** R_ENGINE: native or webr. */
+  @Column({ name: 'r_engine', type: 'varchar', length: 16 }) rEngine!: string;
+
+  /** Its R slots (script, function-call and per-application slots). */
+  @Column({ type: 'int' }) slots!: number;
+
+  /** Of those, how many run a job now. */
+  @Column({ type: 'int' }) busy!: number;
+
+  @Column({ name: 'heartbeat_at', type: 'timestamptz' }) heartbeatAt!: Date;
+}

@@ -1,0 +1,65 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { WorkerNodeEntity } from './worker-node.entity';
+
+/** What a worker node reports with each heartbeat. */
+export type WorkerNodeReport = Omit<WorkerNodeEntity, 'heartbeatAt'>;
+
+/**
+ * The `worker_node` table: each worker's heartbeat (written by the worker module's
+ * WorkerNodeHeartbeat), read by the console's overview.
+ */
+@Injectable()
+export class WorkerNodesRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Records the node's heartbeat now (one upsert). */
+  async beat(report: WorkerNodeReport): Promise<void> {
+    await this.dataSource.query(
+      `INSERT INTO worker_node (node_id, role, r_engine, slots, busy, heartbeat_at)
+       VALUES ($1, $2, $3, $4, $5, now())
+       ON CONFLICT (node_id) DO UPDATE SET role = excluded.role, r_engine = excluded.r_engine,
+              slots = excluded.slots, busy = excluded.busy, heartbeat_at = excluded.heartbeat_at`,
+      [report.nodeId, report.role, report.rEngine, report.slots, report.busy],
+    );
+  }
+
+  /** Forgets the node (it stops). */
+  async remove(nodeId: string): Promise<void> {
+    await this.dataSource.query('DELETE FROM worker_node WHERE node_id = $1', [nodeId]);
+  }
+
+  /**
+   * Every node with a row, by id, with the database's time (heartbeats and staleness are measured
+   * on the database's clock, which every node shares). Rows of nodes silent for an hour go first.
+   */
+  async list(): Promise<{ nodes: WorkerNodeEntity[]; now: Date }> {
+    await this.dataSource.query(
+      "DELETE FROM worker_node WHERE heartbeat_at < now() - interval '1 hour'",
+    );
+    const rows = await this.dataSource.query<
+      Array<{
+        node_id: string;
+        role: string;
+        r_engine: string;
+        slots: number;
+        busy: number;
+        heartbeat_at: Date;
+        now: Date;
+      }>
+    >('SELECT *, now() AS now FROM worker_node ORDER BY node_id');
+    const now = rows[0]?.now ?? new Date();
+    return {
+      now,
+      nodes: rows.map((row) => ({
+        nodeId: row.node_id,
+        role: row.role,
+        rEngine: row.r_engine,
+        slots: row.slots,
+        busy: row.busy,
+        heartbeatAt: row.heartbeat_at,
+      })),
+    };
+  }
+}
