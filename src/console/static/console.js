@@ -966,6 +966,7 @@
     const logBox = el('pre', {
       id: 'jobLog',
       class: 'log',
+      role: 'log',
       tabindex: '0',
       'aria-label': 'What R printed',
     });
@@ -1042,7 +1043,7 @@
       facts.replaceChildren(jobFacts(job));
       facts.dataset.outcome = job.outcome;
       actions.replaceChildren(
-        jobActions(job, (text, kind) => setMessage(note, text, kind), refresh),
+        ...jobActions(job, (text, kind) => setMessage(note, text, kind), refresh),
       );
       if (job.outcome === 'succeeded' || job.outcome === 'failed' || job.outcome === 'cancelled') {
         actions.append(
@@ -1108,6 +1109,7 @@
           el('pre', {
             id: 'jobFailure',
             class: 'failure',
+            role: 'region',
             tabindex: '0',
             'aria-label': 'What went wrong',
             text,
