@@ -464,9 +464,10 @@
 
   /**
    * A line chart as a picture: `series` [{ name, values }] over `times` (ISO strings); a null
-   * value breaks the line. Its text alternative says the latest and the largest values.
+   * value breaks the line; `whole`: the values are counts. Its text alternative says the latest
+   * and the largest values.
    */
-  function lineChart(id, title, times, series, format) {
+  function lineChart(id, title, times, series, format, whole) {
     const width = 420;
     const height = 220;
     const left = 60;
@@ -474,7 +475,9 @@
     const top = 12;
     const bottom = 30;
     const all = series.flatMap((s) => s.values).filter((v) => v !== null && v !== undefined);
-    const max = Math.max(1, ...all);
+    const highest = Math.max(1, ...all);
+    // A count's ticks are whole numbers: its axis ends at a multiple of the four steps.
+    const max = whole ? Math.max(4, Math.ceil(highest / 4) * 4) : highest;
     const n = Math.max(times.length - 1, 1);
     const x = (i) => left + ((width - left - right) * i) / n;
     const y = (v) => top + (height - top - bottom) * (1 - v / max);
@@ -689,6 +692,7 @@
           times,
           [{ name: 'jobs queued', values: pick('queueDepth') }],
           (v) => String(Math.round(v)),
+          true,
         ),
       );
       const workerHeaders = ['Node', 'Role', 'R engine', 'Slots', 'Last heartbeat'];
