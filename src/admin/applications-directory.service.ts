@@ -50,6 +50,19 @@ export class ApplicationsDirectory {
     }));
   }
 
+  /**
+   * The applications known from the catalog and the stored or configured settings, sorted,
+   * without reading the jobs (for a view whose statements already find the applications that
+   * have recent jobs).
+   */
+  async namedOrCatalogued(): Promise<string[]> {
+    const [catalogued, named] = await Promise.all([
+      this.catalog.listApplications(),
+      this.settings.namedApplications(),
+    ]);
+    return [...new Set([...catalogued, ...named.stored, ...named.configured])].sort();
+  }
+
   /** Whether the application is known in any of those ways. */
   async exists(application: string): Promise<boolean> {
     const named = await this.settings.namedApplications();

@@ -24,6 +24,8 @@ const RAW_CONTROLLERS = [
   'ApiKeysController',
   'ApplicationsController',
   'AuditController',
+  // The operator console's plain JSON, and its event stream.
+  'ConsoleController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

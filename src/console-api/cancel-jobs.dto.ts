@@ -1,3 +1,4 @@
+import { applyDecorators } from '@nestjs/common';
 import { ValidateIf } from 'class-validator';
 import { JsonObject, Satisfies, unknownFields, WholeSatisfies } from '../common/dto-validation';
 
@@ -5,9 +6,13 @@ const FIELDS = ['application', 'state', 'kind', 'source', 'principal', 'from', '
 export const CANCEL_MAX_LIMIT = 1000;
 export const CANCEL_DEFAULT_LIMIT = 100;
 
-const text = (name: string) =>
-  Satisfies((value) =>
-    typeof value === 'string' ? undefined : `${name}: must be a string when given`,
+/** An optional field that must be a string when given (its reader in job-filter.ts checks the rest). */
+const optionalText = (name: string): PropertyDecorator =>
+  applyDecorators(
+    ValidateIf((dto: Record<string, unknown>) => dto[name] !== undefined),
+    Satisfies((value) =>
+      typeof value === 'string' ? undefined : `${name}: must be a string when given`,
+    ),
   );
 
 /**
@@ -22,33 +27,19 @@ const text = (name: string) =>
     : `${unknown.slice(0, 64)}: unknown field (known: ${FIELDS.join(', ')})`;
 })
 export class CancelJobsDto {
-  @ValidateIf((dto: CancelJobsDto) => dto.application !== undefined)
-  @text('application')
-  application?: string;
+  @optionalText('application') application?: string;
 
-  @ValidateIf((dto: CancelJobsDto) => dto.state !== undefined)
-  @text('state')
-  state?: string;
+  @optionalText('state') state?: string;
 
-  @ValidateIf((dto: CancelJobsDto) => dto.kind !== undefined)
-  @text('kind')
-  kind?: string;
+  @optionalText('kind') kind?: string;
 
-  @ValidateIf((dto: CancelJobsDto) => dto.source !== undefined)
-  @text('source')
-  source?: string;
+  @optionalText('source') source?: string;
 
-  @ValidateIf((dto: CancelJobsDto) => dto.principal !== undefined)
-  @text('principal')
-  principal?: string;
+  @optionalText('principal') principal?: string;
 
-  @ValidateIf((dto: CancelJobsDto) => dto.from !== undefined)
-  @text('from')
-  from?: string;
+  @optionalText('from') from?: string;
 
-  @ValidateIf((dto: CancelJobsDto) => dto.to !== undefined)
-  @text('to')
-  to?: string;
+  @optionalText('to') to?: string;
 
   @ValidateIf((dto: CancelJobsDto) => dto.limit !== undefined)
   @Satisfies((value) =>

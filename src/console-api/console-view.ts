@@ -71,7 +71,8 @@ export function consoleJob(base: string, row: AdminJobRow): ConsoleJob {
     links: {
       status: `${base}${REST_PREFIX}/jobs/${path}`,
       log: `${base}${REST_PREFIX}/jobs/${path}/log`,
-      result: row.state === 'DONE' ? `${base}${REST_PREFIX}/result/${path}` : null,
+      result:
+        row.result_type === null ? null : `${base}${REST_PREFIX}/result/${path}.${row.result_type}`,
       console: consoleJobUri(base, row.application_name, row.id),
     },
   };

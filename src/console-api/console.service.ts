@@ -189,7 +189,8 @@ export class ConsoleService {
   async overview(principal: Principal): Promise<Overview> {
     const visible = this.visibleApplications(principal);
     const [known, counts, hour, day, workers] = await Promise.all([
-      visible ?? this.directory.list().then((entries) => entries.map((e) => e.application)),
+      // A global admin's: those named or in the catalog, and those with jobs in the window.
+      visible ?? this.directory.namedOrCatalogued(),
       this.jobs.overviewApplications(visible),
       this.jobs.overviewSeries(visible, 60, 60),
       this.jobs.overviewSeries(visible, 900, 96),

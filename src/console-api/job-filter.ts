@@ -77,7 +77,13 @@ export function positionOf(value: unknown): JobPosition | null {
     return null;
   }
   const match = POSITION.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (match === null || Number.isNaN(Date.parse(match[1]))) {
+  // A time as this service writes it: one the calendar has (no 30 February, no 24:00).
+  const time = match === null ? NaN : Date.parse(match[1]);
+  if (
+    match === null ||
+    Number.isNaN(time) ||
+    new Date(time).toISOString().slice(0, 19) !== match[1].slice(0, 19)
+  ) {
     throw ApiError.badRequest(
       'cursor must be the value of next from the previous page, as it was given.',
     );

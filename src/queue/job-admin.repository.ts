@@ -67,6 +67,8 @@ export interface AdminJobRow {
   progress_fraction: number | null;
   progress_message: string | null;
   success: boolean | null;
+  /** The result's type (its data's extension); null before it has one. */
+  result_type: string | null;
   /** The submission time to the microsecond, for the next page's position. */
   position_at: string;
 }
@@ -101,6 +103,7 @@ export interface OverviewApplicationRow {
 const JOB_COLUMNS = `j.id, j.application_name, j.kind, j.source, j.state, j.priority, j.submitted_at,
   j.started_at, j.finished_at, j.submitted_by, j.attempts, j.lost_runs, j.last_error,
   j.cancelled_by, j.cancelled_at, j.meta, j.progress_fraction, j.progress_message, r.success,
+  r.type AS result_type,
   to_char(j.submitted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at`;
 
 /** The SQL condition of each console state on `j` (the job) and `r` (its result). */
@@ -118,24 +121,21 @@ const STATE_CONDITION: Record<ConsoleState, string> = {
  * waits of jobs that queued before it), and the older ones still queued or running (each state
  * on its partial index). Bounded by time, not by the table. `$1`: the applications or null.
  */
+const OVERVIEW_COLUMNS = `j.application_name, j.state, j.submitted_at, j.started_at, j.finished_at,
+         j.cancelled_at`;
+const OF_APPLICATIONS = '($1::varchar[] IS NULL OR j.application_name = ANY($1::varchar[]))';
 const OVERVIEW_JOBS = `
-  SELECT j.application_name, j.state, j.submitted_at, j.started_at, j.finished_at,
-         j.cancelled_at, r.success
+  SELECT ${OVERVIEW_COLUMNS}, r.success
     FROM job j LEFT JOIN result r ON r.job_id = j.id
-   WHERE ${rJob('j.kind')} AND j.submitted_at >= now() - interval '2 days'
-     AND ($1::varchar[] IS NULL OR j.application_name = ANY($1::varchar[]))
-  UNION ALL
-  SELECT j.application_name, j.state, j.submitted_at, j.started_at, j.finished_at,
-         j.cancelled_at, NULL
-    FROM job j
-   WHERE j.state = 'QUEUED' AND ${rJob('j.kind')} AND j.submitted_at < now() - interval '2 days'
-     AND ($1::varchar[] IS NULL OR j.application_name = ANY($1::varchar[]))
-  UNION ALL
-  SELECT j.application_name, j.state, j.submitted_at, j.started_at, j.finished_at,
-         j.cancelled_at, NULL
-    FROM job j
-   WHERE j.state = 'RUNNING' AND ${rJob('j.kind')} AND j.submitted_at < now() - interval '2 days'
-     AND ($1::varchar[] IS NULL OR j.application_name = ANY($1::varchar[]))`;
+   WHERE ${rJob('j.kind')} AND j.submitted_at >= now() - interval '2 days' AND ${OF_APPLICATIONS}
+  ${['QUEUED', 'RUNNING']
+    .map(
+      (state) => `UNION ALL
+  SELECT ${OVERVIEW_COLUMNS}, NULL FROM job j
+   WHERE j.state = '${state}' AND ${rJob('j.kind')} AND j.submitted_at < now() - interval '2 days'
+     AND ${OF_APPLICATIONS}`,
+    )
+    .join('\n  ')}`;
 
 /** A filter as SQL conditions on `j` and `r`, its values appended to `params`. */
 function conditionsOf(filter: JobFilter, params: unknown[]): string[] {

@@ -297,4 +297,49 @@ describe('AccessPolicyService', () => {
       'hide',
     );
   });
+
+  describe('anyAdmin (the operator console)', () => {
+    it('lets in global admins and the admins of any application, by name or role', () => {
+      const p = policy();
+      expect(p.decide(principal('gina'), { rule: 'anyAdmin' }).outcome).toBe('allow');
+      expect(p.decide(principal('adam'), { rule: 'anyAdmin' }).outcome).toBe('allow');
+      expect(p.decide(principal('x', ['app-admin']), { rule: 'anyAdmin' }).outcome).toBe('allow');
+    });
+
+    it('forbids a user of applications, asks an anonymous caller to authenticate', () => {
+      const p = policy();
+      expect(p.decide(principal('ursula'), { rule: 'anyAdmin' })).toEqual({
+        outcome: 'forbid',
+        message: 'user:ursula is not an admin of any application.',
+      });
+      expect(p.decide(null, { rule: 'anyAdmin' }).outcome).toBe('authenticate');
+    });
+
+    it('says how to configure an admin when nobody could be one', () => {
+      const none = policy({
+        adminUser: null,
+        globalAdmins: {},
+        applicationSecurity: { lab: { userPrincipals: ['ursula'] } },
+      });
+      expect(none.decide(principal('ursula'), { rule: 'anyAdmin' })).toEqual({
+        outcome: 'forbid',
+        message: NO_ADMIN_MESSAGE,
+      });
+    });
+
+    it('lists the applications a principal administers, as the rules read now', () => {
+      const security: Record<string, ApplicationSecurity> = {
+        lab: { adminPrincipals: ['adam'] },
+        ops: { adminRoles: ['app-admin'] },
+        open: { userPrincipals: ['adam'] },
+      };
+      const p = policy({ applicationSecurity: security });
+      expect(p.administeredApplications(principal('adam', ['app-admin']))).toEqual(['lab', 'ops']);
+      expect(p.administeredApplications(principal('ursula'))).toEqual([]);
+      // Rights stored at run time replace the map's entries in place: read on each call.
+      security.open = { adminPrincipals: ['adam'] };
+      expect(p.administeredApplications(principal('adam'))).toEqual(['lab', 'open']);
+      expect(policy({ authMode: 'none' }).administeredApplications(principal('adam'))).toEqual([]);
+    });
+  });
 });

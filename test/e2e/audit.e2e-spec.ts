@@ -112,6 +112,7 @@ describe('the audit trail', () => {
         clientAddress: expect.stringMatching(/127\.0\.0\.1$/),
         requestId: 'audit-submit-1',
         application: 'demo',
+        jobUri: `${service.url}/svc/console/#/jobs/demo/${jobId}`,
         outcome: 'success',
         details: expect.stringContaining('"source":"rest"'),
       }),
@@ -310,12 +311,12 @@ describe('the audit trail', () => {
     const lines = (await csv.text()).trimEnd().split('\r\n');
     const json = (await events(service.url, 'limit=1000')).auditEvents;
     expect(lines[0]).toBe(
-      'id,time,principal,authMethod,clientAddress,requestId,action,application,jobId,outcome,details',
+      'id,time,principal,authMethod,clientAddress,requestId,action,application,jobId,jobUri,outcome,details',
     );
     expect(lines).toHaveLength(json.length + 1);
     const failed = json.find((e) => e.action === 'authentication.failed');
     expect(lines[1]).toBe(
-      `${failed?.id},${failed?.time},,,${failed?.clientAddress},,authentication.failed,,,failure,"{""count"":2}"`,
+      `${failed?.id},${failed?.time},,,${failed?.clientAddress},,authentication.failed,,,,failure,"{""count"":2}"`,
     );
     const xml = await fetch(`${service.url}${AUDIT}?limit=1000&format=xml`, { headers: ROOT });
     expect(xml.status).toBe(200);

@@ -697,6 +697,57 @@ describe('the OpenAPI document against the running service', () => {
     ).toBe(406);
   });
 
+  it("answers the operator console's routes as documented", async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION, ...PLAIN_ACCEPT };
+    const json = { ...admin, 'Content-Type': 'application/json' };
+    expect((await call('GET', '/admin/me', '/admin/me', { headers: admin })).status).toBe(200);
+    expect((await call('GET', '/admin/me', '/admin/me', { headers: PLAIN_ACCEPT })).status).toBe(
+      401,
+    );
+    const failed = await submit('stop("documented failure")');
+    await waitFor(async () => (await stateOf(failed)) === 'DONE', 60000, 'the failure');
+    const list = '/admin/jobs';
+    for (const [query, status] of [
+      ['?state=FAILED&limit=1', 200],
+      ['?application=demo&kind=script&source=rest', 200],
+      ['?state=LOST', 400],
+    ] as const) {
+      expect((await call('GET', list, `${list}${query}`, { headers: admin })).status).toBe(status);
+    }
+    const one = '/admin/jobs/{app}/{jobId}';
+    const unknown = randomUUID();
+    expect((await call('GET', one, `${list}/demo/${failed}`, { headers: admin })).status).toBe(200);
+    expect((await call('GET', one, `${list}/demo/${unknown}`, { headers: admin })).status).toBe(
+      404,
+    );
+    expect((await call('GET', one, `${list}/demo/not-a-job`, { headers: admin })).status).toBe(400);
+    const retry = '/admin/jobs/{app}/{jobId}/retry';
+    const post = { method: 'POST', headers: admin };
+    expect((await call('POST', retry, `${list}/demo/${failed}/retry`, post)).status).toBe(202);
+    expect((await call('POST', retry, `${list}/demo/${failed}/retry`, post)).status).toBe(409);
+    expect((await call('POST', retry, `${list}/demo/${unknown}/retry`, post)).status).toBe(404);
+    expect((await call('POST', retry, `${list}/demo/x/retry`, post)).status).toBe(400);
+    await waitFor(async () => (await stateOf(failed)) === 'DONE', 60000, 'the retried failure');
+    const cancel = '/admin/jobs/cancel';
+    for (const [body, status] of [
+      [{ application: 'demo', state: 'QUEUED', limit: 1 }, 200],
+      [{ limit: 0 }, 400],
+    ] as const) {
+      const answer = await call('POST', cancel, cancel, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify(body),
+      });
+      expect(answer.status).toBe(status);
+    }
+    expect(
+      (await call('GET', '/admin/overview', '/admin/overview', { headers: admin })).status,
+    ).toBe(200);
+    expect((await call('GET', '/admin/events', '/admin/events', { headers: admin })).status).toBe(
+      406,
+    );
+  });
+
   it('answers health and node information', async () => {
     const check = await call('GET', '/system/health/check', '/system/health/check');
     expect([check.status, check.text]).toEqual([200, 'OK']);

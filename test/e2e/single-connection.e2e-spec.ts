@@ -92,7 +92,7 @@ describe('one connection: every writing feature at once', () => {
     rmSync(dropRoot, { recursive: true, force: true });
   });
 
-  it('answers every request while schedules, limits, keys, settings, audit, callbacks, result e-mail, R packages and the drop directory write', async () => {
+  it('answers every request while schedules, limits, keys, settings, audit, callbacks, result e-mail, R packages, the drop directory and the console write', async () => {
     const url = service.url;
     const admin = { Authorization: ADMIN_AUTHORIZATION };
     const app = { 'X-SVC-Application-Name': 'demo' };
@@ -293,6 +293,49 @@ describe('one connection: every writing feature at once', () => {
       });
     };
 
+    // The operator console: a failed job retried (one statement) and run again, a bulk cancel
+    // (one cancel at a time), the overview and the list.
+    const operatorConsole = async (): Promise<void> => {
+      const failing = await makeZip([{ name: 'job.R', content: 'stop("on purpose")' }]);
+      const answer = expectStatus(
+        'failing job',
+        await watched('failing job', () => postZip(url, failing, { ...app, ...JSON_ACCEPT })),
+        202,
+      );
+      const { jobId, resultUri } = tokenOf(answer);
+      await watched('result of the failing job', () => waitForResult(resultUri, JSON_ACCEPT));
+      const plain = { ...admin, Accept: 'application/json' };
+      expectStatus(
+        'retry',
+        await watched('POST retry', () =>
+          request(`${url}${REST}/admin/jobs/demo/${jobId}/retry`, {
+            method: 'POST',
+            headers: plain,
+          }),
+        ),
+        202,
+      );
+      await watched('result of the retried job', () => waitForResult(resultUri, JSON_ACCEPT));
+      expectStatus(
+        'bulk cancel',
+        await watched('POST bulk cancel', () =>
+          request(`${url}${REST}/admin/jobs/cancel`, {
+            method: 'POST',
+            headers: { ...plain, 'Content-Type': 'application/json' },
+            body: JSON.stringify({ application: 'nobody_uses_this', limit: 10 }),
+          }),
+        ),
+        200,
+      );
+      for (const path of ['/admin/overview', '/admin/jobs?state=FAILED']) {
+        expectStatus(
+          path,
+          await watched(`GET ${path}`, () => request(`${url}${REST}${path}`, { headers: plain })),
+          200,
+        );
+      }
+    };
+
     const audit = async (): Promise<void> => {
       for (let i = 0; i < 5; i++) {
         expectStatus(
@@ -324,6 +367,7 @@ describe('one connection: every writing feature at once', () => {
       dropped(),
       packages(),
       audit(),
+      operatorConsole(),
     ]);
     // The schedule's runs owed their results by e-mail (mail_reply rows in the run's transaction).
     await watched('result e-mail sent', async () => {

@@ -1,0 +1,238 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { errorResult, resultData } from '../../src/job-core/job-result';
+import { JobAdminRepository, JobFilter } from '../../src/queue/job-admin.repository';
+import { QueueRepository } from '../../src/queue/queue.repository';
+import { WorkerNodesRepository } from '../../src/queue/worker-nodes.repository';
+import { NodeIdentity } from '../../src/storage/node-identity';
+import { openMigratedDatabase } from '../support/migrated-database';
+
+const ALL: JobFilter = {
+  applications: null,
+  states: [],
+  kind: null,
+  source: null,
+  principal: null,
+  from: null,
+  to: null,
+};
+
+/** The operator console's statements on job and worker_node against a real database. */
+describe('the console statements (JobAdminRepository, WorkerNodesRepository)', () => {
+  let dataSource: DataSource;
+  let drop: () => Promise<void>;
+  let queue: QueueRepository;
+  let jobs: JobAdminRepository;
+  const node = new NodeIdentity();
+
+  beforeAll(async () => {
+    ({ dataSource, drop } = await openMigratedDatabase());
+    queue = new QueueRepository(dataSource, node);
+    jobs = new JobAdminRepository(dataSource, node);
+  });
+
+  afterAll(async () => {
+    await drop();
+  });
+
+  beforeEach(async () => {
+    await dataSource.query('DELETE FROM job');
+  });
+
+  async function submit(
+    applicationName = 'demo',
+    submittedAt = new Date(),
+    submittedBy: string | null = 'user:bob',
+  ): Promise<string> {
+    const id = randomUUID();
+    await queue.enqueue({
+      id,
+      applicationName,
+      kind: 'script',
+      meta: {},
+      source: 'rest',
+      submittedAt,
+      submittedBy,
+      files: [{ name: 'job.R', content: Buffer.from('stop("no")') }],
+    });
+    return id;
+  }
+
+  async function inputs(id: string): Promise<number> {
+    const rows = await dataSource.query<Array<{ n: number }>>(
+      'SELECT count(*)::int AS n FROM job_file WHERE job_id = $1',
+      [id],
+    );
+    return rows[0].n;
+  }
+
+  async function runToEnd(id: string, success: boolean): Promise<void> {
+    await queue.claim('w1', 10, 30, null);
+    const result = success
+      ? resultData(true, 'txt', 'text/plain', Buffer.from('ok'))
+      : errorResult({ id, applicationName: 'demo', submittedAt: new Date() }, 'R failed');
+    expect(await queue.complete(id, 'w1', result)).toBe(true);
+  }
+
+  it('records who submitted a job, and keeps a failed job its input files until it goes', async () => {
+    const failed = await submit();
+    const succeeded = await submit('demo', new Date(), null);
+    await runToEnd(failed, false);
+    await runToEnd(succeeded, true);
+    expect(await inputs(failed)).toBe(1);
+    expect(await inputs(succeeded)).toBe(0);
+    expect((await jobs.findOne('demo', failed))?.submitted_by).toBe('user:bob');
+    expect((await jobs.findOne('demo', succeeded))?.submitted_by).toBeNull();
+    // Retention deletes the job with its result, and its files with it.
+    await dataSource.query("UPDATE result SET result_time = now() - interval '2 hours'");
+    expect(await queue.deleteExpiredResults(1)).toBe(2);
+    expect(await inputs(failed)).toBe(0);
+  });
+
+  it('retries only a failed job that kept its inputs: queued again, result gone, attempts kept', async () => {
+    const failed = await submit();
+    await runToEnd(failed, false);
+    const succeeded = await submit();
+    await runToEnd(succeeded, true);
+    const queued = await submit();
+    expect(await jobs.retry('demo', queued, null)).toEqual({
+      outcome: 'refused',
+      reason: 'queued',
+    });
+    expect(await jobs.retry('demo', succeeded, null)).toEqual({
+      outcome: 'refused',
+      reason: 'succeeded',
+    });
+    expect(await jobs.retry('other', failed, null)).toEqual({ outcome: 'unknown' });
+    expect(await jobs.retry('demo', failed, null)).toEqual({ outcome: 'retried' });
+    expect(await jobs.findOne('demo', failed)).toMatchObject({
+      state: 'QUEUED',
+      started_at: null,
+      finished_at: null,
+      attempts: 1,
+      lost_runs: 0,
+      success: null,
+      result_type: null,
+    });
+    expect(await jobs.retry('demo', failed, null)).toEqual({
+      outcome: 'refused',
+      reason: 'queued',
+    });
+    // It is claimed again, with its file, and counts its second attempt.
+    const claimed = await queue.claim('w1', 10, 30, null);
+    const again = claimed.find((job) => job.id === failed);
+    expect(again?.files.map((file) => file.name)).toEqual(['job.R']);
+    expect(again?.attempts).toBe(2);
+  });
+
+  it('gives a retried job with a callback a new callback with its new result', async () => {
+    const id = randomUUID();
+    await queue.enqueue({
+      id,
+      applicationName: 'demo',
+      kind: 'script',
+      meta: {},
+      source: 'rest',
+      submittedAt: new Date(),
+      files: [{ name: 'job.R', content: Buffer.from('stop("no")') }],
+      callback: { url: 'https://hooks.example.com/done', linksBase: 'https://svc.example.com' },
+    });
+    const callbacks = async (): Promise<unknown[]> => [
+      ...(await dataSource.query<unknown[]>('SELECT state FROM job_callback WHERE job_id = $1', [
+        id,
+      ])),
+      ...(await dataSource.query<unknown[]>('SELECT kind FROM job WHERE callback_of = $1', [id])),
+    ];
+    await runToEnd(id, false);
+    expect(await callbacks()).toEqual([{ state: 'pending' }, { kind: 'callback' }]);
+    expect(await jobs.retry('demo', id, null)).toEqual({ outcome: 'retried' });
+    expect(await callbacks()).toEqual([]);
+    await runToEnd(id, false);
+    expect(await callbacks()).toEqual([{ state: 'pending' }, { kind: 'callback' }]);
+  });
+
+  it('pages newest first without repeats, under filters, within the applications given', async () => {
+    const t0 = Date.parse('2026-11-02T10:00:00Z');
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      // Two jobs share each submission time: the id breaks the tie.
+      ids.push(await submit('demo', new Date(t0 + Math.floor(i / 2) * 1000)));
+    }
+    const other = await submit('other', new Date(t0 + 5000), 'user:carol');
+    const seen: string[] = [];
+    let after = null;
+    for (;;) {
+      const page = await jobs.list({ ...ALL, applications: ['demo'] }, 2, after);
+      seen.push(...page.map((row) => row.id));
+      if (page.length < 2) {
+        break;
+      }
+      const last = page[page.length - 1];
+      after = { at: last.position_at, id: last.id };
+    }
+    expect(seen).toHaveLength(5);
+    expect(new Set(seen)).toEqual(new Set(ids));
+    const times = seen.map((id) => ids.indexOf(id)).map((i) => Math.floor(i / 2));
+    expect(times).toEqual([...times].sort().reverse());
+    expect(
+      (await jobs.list({ ...ALL, principal: 'user:carol' }, 10, null)).map((r) => r.id),
+    ).toEqual([other]);
+    expect(
+      await jobs.list({ ...ALL, applications: ['demo'], principal: 'user:carol' }, 10, null),
+    ).toEqual([]);
+    const window = { ...ALL, from: new Date(t0 + 1000), to: new Date(t0 + 2000) };
+    expect(new Set((await jobs.list(window, 10, null)).map((r) => r.id))).toEqual(
+      new Set(ids.slice(2, 4)),
+    );
+    expect(await jobs.unfinished({ ...ALL, applications: ['other'] }, 10)).toEqual([
+      { id: other, application_name: 'other' },
+    ]);
+  });
+
+  it('counts the queue at each bucket end, and the waits and runs of the jobs in a bucket', async () => {
+    // Three jobs submitted 30 min ago; one started 20 min ago and ended 10 min ago.
+    const ids = [await submit(), await submit(), await submit()];
+    await dataSource.query(
+      "UPDATE job SET submitted_at = now() - interval '30 minutes' WHERE id = ANY($1::uuid[])",
+      [ids],
+    );
+    await dataSource.query(
+      `UPDATE job SET state = 'DONE', started_at = now() - interval '20 minutes',
+              finished_at = now() - interval '10 minutes' WHERE id = $1`,
+      [ids[0]],
+    );
+    const buckets = await jobs.overviewSeries(['demo'], 60, 60);
+    expect(buckets).toHaveLength(60);
+    const depthAt = (minutesAgo: number): number => buckets[59 - minutesAgo].queue_depth;
+    expect(depthAt(35)).toBe(0);
+    expect(depthAt(25)).toBe(3);
+    expect(depthAt(15)).toBe(2);
+    expect(depthAt(0)).toBe(2);
+    expect(buckets.reduce((sum, b) => sum + b.started, 0)).toBe(1);
+    const started = buckets.find((b) => b.started === 1)!;
+    expect(started.wait_p50).toBeCloseTo(10 * 60 * 1000, -3);
+    const finished = buckets.find((b) => b.finished === 1)!;
+    expect(finished.run_p95).toBeCloseTo(10 * 60 * 1000, -3);
+    expect(await jobs.overviewSeries(['other'], 900, 96)).toHaveLength(96);
+    expect(await jobs.overviewApplications(null)).toEqual([
+      {
+        application_name: 'demo',
+        queued: 2,
+        running: 0,
+        succeeded_last_hour: 0,
+        failed_last_hour: 0,
+      },
+    ]);
+  });
+
+  it('keeps one heartbeat row per worker node, forgotten when it stops', async () => {
+    const nodes = new WorkerNodesRepository(dataSource);
+    const report = { nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 1 };
+    await nodes.beat(report);
+    await nodes.beat({ ...report, busy: 3 });
+    const { nodes: rows } = await nodes.list();
+    expect(rows).toEqual([{ ...report, busy: 3, heartbeatAt: expect.any(Date) as Date }]);
+    await nodes.remove('n1');
+    expect((await nodes.list()).nodes).toEqual([]);
+  });
+});

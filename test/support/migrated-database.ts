@@ -1,0 +1,25 @@
+import type { DataSource } from 'typeorm';
+import { loadConfig } from '../../src/config/app-config';
+import { DATABASE_SCHEMA } from '../../src/database-schema';
+import { openDatabaseForCli } from '../../src/storage/database-options';
+import { createTestDatabase, testEnvironment } from './test-service';
+
+/** A fresh test database with every migration run, for a spec of statements; `drop` ends it. */
+export async function openMigratedDatabase(): Promise<{
+  dataSource: DataSource;
+  drop: () => Promise<void>;
+}> {
+  const database = await createTestDatabase();
+  const { dataSource, close } = await openDatabaseForCli(
+    loadConfig(testEnvironment(database)),
+    DATABASE_SCHEMA,
+  );
+  await dataSource.runMigrations();
+  return {
+    dataSource,
+    drop: async () => {
+      await close();
+      await database.drop();
+    },
+  };
+}
