@@ -2,7 +2,7 @@ import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'bin/**', 'data/**', 'coverage/**', '*.js', '*.mjs', 'test/**/*.mjs', 'scripts/*.mjs', 'src/upload/static/**', 'src/openapi/static/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'bin/**', 'data/**', 'coverage/**', '*.js', '*.mjs', 'test/**/*.mjs', 'scripts/*.mjs', 'src/upload/static/**', 'src/console/static/**', 'src/openapi/static/**'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

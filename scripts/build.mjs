@@ -35,6 +35,7 @@ const inputs = [
 const copies = [
   ['src/r-engine/r', 'dist/src/r-engine/r'],
   ['src/upload/static', 'dist/src/upload/static'],
+  ['src/console/static', 'dist/src/console/static'],
   ['src/openapi/static', 'dist/src/openapi/static'],
   ['src/openapi/openapi.yaml', 'dist/src/openapi/openapi.yaml'],
 ];

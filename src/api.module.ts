@@ -16,6 +16,7 @@ import { ProcessModule } from './process/process.module';
 import { AccessGuard } from './security/access.guard';
 import { SecurityModule } from './security/security.module';
 import { UploadModule } from './upload/upload.module';
+import { ConsoleModule } from './console/console.module';
 import { AdminModule } from './admin/admin.module';
 import { ConsoleApiModule } from './console-api/console-api.module';
 import { ConsoleController } from './console-api/console.controller';
@@ -52,6 +53,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     WebSessionModule,
     SystemModule,
     UploadModule,
+    ConsoleModule,
     SecurityModule,
     ProcessModule,
     FunctionsModule,

@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Browser, chromium } from 'playwright-core';
+import { Browser } from 'playwright-core';
+import { launchChromium } from '../support/browser';
 import { PAGE_CONTENT_SECURITY_POLICY } from '../../src/common/static-page';
 import { request, REST } from '../support/rest-client';
 import { startTestService, TestService } from '../support/test-service';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** Screenshots land here (CI keeps test-artifacts/); look at them after a change to the page. */
 const ARTIFACTS = resolve(__dirname, '../../test-artifacts');
 
@@ -80,15 +80,7 @@ describe('the API page', () => {
     let browser: Browser;
 
     beforeAll(async () => {
-      if (!existsSync(CHROMIUM)) {
-        throw new Error(
-          `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`,
-        );
-      }
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-      });
+      browser = await launchChromium();
     });
     afterAll(async () => {
       // The browser is a child of this process: close it before the service's leak check.

@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { randomBytes } from 'node:crypto';
-import { Browser, chromium } from 'playwright-core';
+import { Browser } from 'playwright-core';
+import { launchChromium } from '../support/browser';
 import { TEST_AUDIENCE, TestOidcProvider, signingKey } from '../support/oidc-provider';
 import { REST, request } from '../support/rest-client';
 import {
@@ -11,7 +12,6 @@ import {
 } from '../support/service-process';
 import { createTestDatabase, testEnvironment, type TestDatabase } from '../support/test-service';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** Long enough for a job on webR; a wait ends as soon as its condition holds. */
 const JOB_WAIT_MS = 90_000;
 
@@ -73,10 +73,7 @@ describe('the upload page signs in with the identity provider (AUTH_MODE=oidc)',
       },
       180_000,
     );
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   }, 240_000);
   afterAll(async () => {
     await browser?.close();

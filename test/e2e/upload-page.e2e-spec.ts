@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { Browser, BrowserContext, Page } from 'playwright-core';
 import { explodeZip } from '../../src/jobs/job-archive';
+import { axeViolations, expectPageFiles, launchChromium, violationText } from '../support/browser';
 import { parseXml, request, REST, waitForResult } from '../support/rest-client';
 import { spawnService } from '../support/service-process';
 import {
@@ -15,8 +16,6 @@ import {
 
 /** Screenshots land here (CI keeps test-artifacts/); look at them after a change to the page. */
 const ARTIFACTS = resolve(__dirname, '../../test-artifacts');
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** Long enough for a job on webR; a wait ends as soon as its condition holds. */
 const JOB_WAIT_MS = 90000;
 
@@ -60,24 +59,11 @@ const WATCH_STATES = `(() => {
   }).observe(panel, { attributes: true, attributeFilter: ['data-state'] });
 })()`;
 
-interface AxeViolation {
-  id: string;
-  impact: string;
-  help: string;
-  nodes: Array<{ target: string[] }>;
-}
-
 /** axe-core's WCAG A/AA rules on the page as it is now; returns the violations, briefly. */
 async function accessibilityViolations(page: Page): Promise<string[]> {
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate<AxeViolation[]>(
-    `axe.run(document, { runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] })
-       .then((r) => r.violations)`,
-  );
-  return violations.map(
-    (v) =>
-      `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
-  );
+  return (
+    await axeViolations(page, ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'])
+  ).map(violationText);
 }
 
 async function screenshot(page: Page, name: string): Promise<void> {
@@ -97,16 +83,7 @@ describe('the upload page in Chromium (SPEC §6)', () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     service = await startTestService();
     base = service.url;
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`,
-      );
-    }
-    // launch() gives the browser a new, empty profile of its own.
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     // The browser is a child of this process: close it before the service's leak check.
@@ -115,24 +92,14 @@ describe('the upload page in Chromium (SPEC §6)', () => {
   });
 
   it('serves the page and its files itself, with nothing from another origin', async () => {
-    for (const [path, type] of [
+    await expectPageFiles(base, [
       ['/svc/', 'text/html'],
       ['/svc', 'text/html'],
       ['/svc/index.html', 'text/html'],
       ['/svc/app.js', 'text/javascript'],
       ['/svc/app.css', 'text/css'],
       ['/svc/vendor/fflate.js', 'text/javascript'],
-    ]) {
-      // A browser's Accept, and one the REST API would refuse: the page ignores Accept.
-      const answer = await request(`${base}${path}`, { headers: { Accept: 'text/html' } });
-      expect([path, answer.status, answer.headers.get('content-type')]).toEqual([
-        path,
-        200,
-        `${type}; charset=utf-8`,
-      ]);
-      expect(answer.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
-      expect(answer.text).not.toMatch(/(src|href)="(https?:)?\/\//);
-    }
+    ]);
   });
 
   describe('with JavaScript', () => {
@@ -454,7 +421,18 @@ describe('the built service (npm start)', () => {
       try {
         const port = new URL(node.url).port;
         expect(node.output()).toContain(`Upload page: http://localhost:${port}/svc/`);
-        for (const path of ['/svc/', '/svc/app.js', '/svc/app.css', '/svc/vendor/fflate.js']) {
+        // The upload page's files, those it shares with the console, and the console's.
+        for (const path of [
+          '/svc/',
+          '/svc/app.js',
+          '/svc/app.css',
+          '/svc/vendor/fflate.js',
+          '/svc/page-base.css',
+          '/svc/result-preview.js',
+          '/svc/console/',
+          '/svc/console/console.js',
+          '/svc/console/console.css',
+        ]) {
           expect([path, (await request(`${node.url}${path}`)).status]).toEqual([path, 200]);
         }
       } finally {
