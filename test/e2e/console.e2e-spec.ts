@@ -160,7 +160,7 @@ describe('the operator console in Chromium', () => {
       const gate = page.locator('#view .message.error');
       await gate.waitFor();
       expect(await textOf(gate)).toMatch(
-        /signed in as user:bob, who is not an admin of any application/,
+        /The console is for admins: user:bob is not an admin of any application/,
       );
       expect(await page.locator('#nav').isHidden()).toBe(true);
       await screenshot(page, 'not-an-admin');

@@ -280,15 +280,10 @@
       return;
     }
     if (answer.response.status === 403) {
-      // The service's message names the caller: "user:bob is not an admin of any application."
-      const named = /^(\S+) is not an admin of any application/.exec(problem(answer));
-      const who = (named && named[1]) || (session && session.principal);
-      $('accountName').textContent = who ? `Signed in as ${who}` : '';
-      showGate(
-        who
-          ? `You are signed in as ${who}, who is not an admin of any application.`
-          : `You are signed in, but not as an admin of any application (${problem(answer)})`,
-      );
+      // The service's own words name the caller and say why ("user:bob is not an admin of any
+      // application."); the page adds only what the console is for.
+      $('accountName').textContent = session && session.principal ? `Signed in as ${session.principal}` : '';
+      showGate(`The console is for admins: ${problem(answer)}`);
       return;
     }
     if (!answer.response.ok || !answer.body) {
