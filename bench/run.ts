@@ -26,7 +26,7 @@ import { DEFAULT_MAIN, PROJECT_ROOT, ServiceNode } from './service-node';
 import { optionInt, Spread, spread, round } from './stats';
 import { BatchModeRun, batchModeRun, freshRscriptCeiling, warmSessionCpuMs } from './batch.bench';
 import { SubmissionMeasurement, submissionRun } from './submission.bench';
-import { CallMeasurement, processBench } from './process.bench';
+import { CallMeasurement, processBench, ProcessServer } from './process.bench';
 import { pairedSingleJobs, printSandbox, sandboxBench } from './sandbox.bench';
 import { LargeJobRun, largeJobRun } from './large-job.bench';
 import { SoapRoundTripRun, soapRoundTripRun, SoapShape } from './soap-roundtrip.bench';
@@ -405,15 +405,18 @@ function printProcess(calls: CallMeasurement[]) {
       `${overWarm <= 1 ? 'met' : 'NOT met'}`,
   );
   // An exported function's call against /process's of the same R work, in the same run.
-  const functionCost = [1, 16].map((connections) => {
-    const direct = find('svc /process', connections);
-    const exported = find('svc /functions', connections);
-    const ratio =
-      direct && exported && exported.requestsPerSecond > 0
-        ? direct.requestsPerSecond / exported.requestsPerSecond
-        : NaN;
-    return { connections, ratio };
-  });
+  // /process's req/s over another server's at each concurrency, in the same run.
+  const processOver = (server: ProcessServer, concurrencies: number[]) =>
+    concurrencies.map((connections) => {
+      const direct = find('svc /process', connections);
+      const other = find(server, connections);
+      const ratio =
+        direct && other && other.requestsPerSecond > 0
+          ? direct.requestsPerSecond / other.requestsPerSecond
+          : NaN;
+      return { connections, ratio };
+    });
+  const functionCost = processOver('svc /functions', [1, 16]);
   const functionsMet = functionCost.every(({ ratio }) => ratio <= 1.2);
   log(
     `Target: an exported function's call costs <= 1.2x a /process call (req/s of /process over ` +
@@ -421,15 +424,7 @@ function printProcess(calls: CallMeasurement[]) {
       `${functionsMet ? 'met' : 'NOT met'}`,
   );
   // RestRserve at 1, 4 and 16 connections, the same R function in the same run.
-  const restRserve = [1, 4, 16].map((connections) => {
-    const direct = find('svc /process', connections);
-    const peer = find('RestRserve keep-alive', connections);
-    const ratio =
-      direct && peer && peer.requestsPerSecond > 0
-        ? direct.requestsPerSecond / peer.requestsPerSecond
-        : NaN;
-    return { connections, ratio };
-  });
+  const restRserve = processOver('RestRserve keep-alive', [1, 4, 16]);
   const restRserveMet = restRserve.every(({ ratio }) => ratio >= 1.5);
   log(
     `Target: /process >= 1.5x RestRserve's req/s at concurrency 1, 4 and 16: ` +
