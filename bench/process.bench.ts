@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
 import { processTimes } from './cpu-usage';
 import { PROJECT_ROOT, ServiceNode } from './service-node';
+import { fetchResult, JOBS_PATH, rootAttributes } from './rest-client';
 import { Distribution, distribution } from './stats';
 
 export const COMBN_CALL = '{"RFunction":"combn","n":5,"k":2}';
@@ -28,7 +29,8 @@ export type ProcessServer =
   | 'svc /functions'
   | 'plumber keep-alive'
   | 'plumber Connection: close'
-  | 'RestRserve keep-alive';
+  | 'RestRserve keep-alive'
+  | 'svc function-call job';
 
 /** Where bench/restrserve-library.sh installs RestRserve (a private R library). */
 export const RESTRSERVE_LIBRARY =
@@ -229,6 +231,52 @@ async function measureInTurn(
   return measurements;
 }
 
+/** Function-call jobs measured one after the other (submit, then the result's wait). */
+const FUNCTION_CALL_JOBS = 200;
+
+/**
+ * Function-call jobs through the queue, one at a time: `POST /jobs` with the JSON call, then
+ * `GET …/results/{app}/{id}?wait=30` until it answers 200; the time from sending the POST to that
+ * answer, per job. The server CPU is the node's and its R sessions' per job.
+ */
+async function functionCallJobs(node: ServiceNode, log: (line: string) => void) {
+  const latencies: number[] = [];
+  const cpuBefore = treeCpuMs(node.pid);
+  const started = Date.now();
+  for (let i = 0; i < FUNCTION_CALL_JOBS; i += 1) {
+    const sent = performance.now();
+    const response = await fetch(`${node.url}${JOBS_PATH}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-SVC-Application-Name': 'demo' },
+      body: COMBN_CALL,
+    });
+    const text = await response.text();
+    if (response.status !== 202) {
+      throw new Error(`a function-call job was answered ${response.status}: ${text.slice(0, 300)}`);
+    }
+    const { resultUri } = rootAttributes(text, 'jobToken');
+    while (!(await fetchResult(`${resultUri}?wait=30`))) {
+      // not stored within the wait: ask again
+    }
+    latencies.push(performance.now() - sent);
+  }
+  const elapsedS = (Date.now() - started) / 1000;
+  const measurement: CallMeasurement = {
+    server: 'svc function-call job',
+    connections: 1,
+    durationS: elapsedS,
+    requestsPerSecond: FUNCTION_CALL_JOBS / elapsedS,
+    failures: 0,
+    latencyMs: distribution(latencies),
+    serverCpuPerCallMs: (treeCpuMs(node.pid) - cpuBefore) / FUNCTION_CALL_JOBS,
+  };
+  log(
+    `svc function-call job, one at a time: p50 ${measurement.latencyMs.p50.toFixed(2)} ms, ` +
+      `p99 ${measurement.latencyMs.p99.toFixed(2)} ms (POST /jobs sent -> result answered)`,
+  );
+  return measurement;
+}
+
 /** The demo application's function library, put straight into the (empty) catalog table. */
 async function loadDemoFunctions(database: BenchDatabase): Promise<void> {
   for (const name of readdirSync(FUNCTIONS_DIR)) {
@@ -377,8 +425,9 @@ export async function processBench(
       body: COMBINATIONS_ARGUMENTS,
       cpuMs: () => treeCpuMs(node.pid),
     };
+    const jobs = await functionCallJobs(node, options.log);
     if (options.withPlumber === false) {
-      return await measureInTurn([svc, functions], options);
+      return [...(await measureInTurn([svc, functions], options)), jobs];
     }
     const peers: RServer[] = [];
     try {
@@ -416,7 +465,7 @@ export async function processBench(
           `RestRserve skipped: not installed in ${RESTRSERVE_LIBRARY} (bench/restrserve-library.sh builds it)`,
         );
       }
-      return await measureInTurn(targets, options);
+      return [...(await measureInTurn(targets, options)), jobs];
     } finally {
       for (const peer of peers) {
         await peer.stop();
