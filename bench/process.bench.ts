@@ -3,10 +3,13 @@
  * beside a plumber API (Debian's r-cran-plumber) serving the same R function from the same files.
  * plumber is measured twice: with keep-alive (as clients use it) and with `Connection: close`,
  * because its keep-alive answers can wait about 40 ms on Nagle's algorithm and delayed ACKs.
+ * RestRserve (on Rserve, a forked R process per connection) serves the same function beside them
+ * when it is installed in RESTRSERVE_LIBRARY (built by bench/restrserve-library.sh); otherwise
+ * it is skipped with a message.
  */
 import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { Agent, request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -14,14 +17,24 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
 import { processTimes } from './cpu-usage';
 import { PROJECT_ROOT, ServiceNode } from './service-node';
+import { fetchResult, JOBS_PATH, rootAttributes } from './rest-client';
 import { Distribution, distribution } from './stats';
 
 export const COMBN_CALL = '{"RFunction":"combn","n":5,"k":2}';
 const FUNCTIONS_DIR = join(PROJECT_ROOT, 'catalog', 'demo', 'R_FUNCTIONS');
-const PLUMBER_START_TIMEOUT_MS = 60_000;
+const R_SERVER_START_TIMEOUT_MS = 60_000;
 
 export type ProcessServer =
-  'svc /process' | 'svc /functions' | 'plumber keep-alive' | 'plumber Connection: close';
+  | 'svc /process'
+  | 'svc /functions'
+  | 'plumber keep-alive'
+  | 'plumber Connection: close'
+  | 'RestRserve keep-alive'
+  | 'svc function-call job';
+
+/** Where bench/restrserve-library.sh installs RestRserve (a private R library). */
+export const RESTRSERVE_LIBRARY =
+  process.env.RESTRSERVE_LIBRARY ?? join(homedir(), '.cache', 'svc-bench', 'R-library');
 
 /** The same combn(5, 2) through the demo's exported `combinations` (docs/functions.md). */
 export const COMBINATIONS_ARGUMENTS = '{"n":5,"k":2}';
@@ -218,6 +231,52 @@ async function measureInTurn(
   return measurements;
 }
 
+/** Function-call jobs measured one after the other (submit, then the result's wait). */
+const FUNCTION_CALL_JOBS = 200;
+
+/**
+ * Function-call jobs through the queue, one at a time: `POST /jobs` with the JSON call, then
+ * `GET …/results/{app}/{id}?wait=30` until it answers 200; the time from sending the POST to that
+ * answer, per job. The server CPU is the node's and its R sessions' per job.
+ */
+async function functionCallJobs(node: ServiceNode, log: (line: string) => void) {
+  const latencies: number[] = [];
+  const cpuBefore = treeCpuMs(node.pid);
+  const started = Date.now();
+  for (let i = 0; i < FUNCTION_CALL_JOBS; i += 1) {
+    const sent = performance.now();
+    const response = await fetch(`${node.url}${JOBS_PATH}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-SVC-Application-Name': 'demo' },
+      body: COMBN_CALL,
+    });
+    const text = await response.text();
+    if (response.status !== 202) {
+      throw new Error(`a function-call job was answered ${response.status}: ${text.slice(0, 300)}`);
+    }
+    const { resultUri } = rootAttributes(text, 'jobToken');
+    while (!(await fetchResult(`${resultUri}?wait=30`))) {
+      // not stored within the wait: ask again
+    }
+    latencies.push(performance.now() - sent);
+  }
+  const elapsedS = (Date.now() - started) / 1000;
+  const measurement: CallMeasurement = {
+    server: 'svc function-call job',
+    connections: 1,
+    durationS: elapsedS,
+    requestsPerSecond: FUNCTION_CALL_JOBS / elapsedS,
+    failures: 0,
+    latencyMs: distribution(latencies),
+    serverCpuPerCallMs: (treeCpuMs(node.pid) - cpuBefore) / FUNCTION_CALL_JOBS,
+  };
+  log(
+    `svc function-call job, one at a time: p50 ${measurement.latencyMs.p50.toFixed(2)} ms, ` +
+      `p99 ${measurement.latencyMs.p99.toFixed(2)} ms (POST /jobs sent -> result answered)`,
+  );
+  return measurement;
+}
+
 /** The demo application's function library, put straight into the (empty) catalog table. */
 async function loadDemoFunctions(database: BenchDatabase): Promise<void> {
   for (const name of readdirSync(FUNCTIONS_DIR)) {
@@ -241,30 +300,71 @@ function freeLoopbackPort(): Promise<number> {
   });
 }
 
+/** An R HTTP server of the demo's R_FUNCTIONS serving svcJsonService at /process. */
+interface RServer {
+  url: string;
+  pid: number;
+  stop: () => Promise<void>;
+}
+
+const SOURCE_FUNCTIONS = `for (f in list.files(${JSON.stringify(FUNCTIONS_DIR)}, pattern = "[.][Rr]$", full.names = TRUE)) source(f)`;
+
 /** A plumber API on a loopback port that sources the demo's R_FUNCTIONS and serves svcJsonService. */
-async function startPlumber(): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-plumber-'));
+function plumberApi(dir: string, port: number): string[] {
   const api = join(dir, 'api.R');
   writeFileSync(
     api,
     [
-      `for (f in list.files(${JSON.stringify(FUNCTIONS_DIR)}, pattern = "[.][Rr]$", full.names = TRUE)) source(f)`,
+      SOURCE_FUNCTIONS,
       '#* @post /process',
       '#* @serializer contentType list(type = "application/json")',
       'function(req) svcJsonService(req$postBody)',
       '',
     ].join('\n'),
   );
-  const port = await freeLoopbackPort();
-  const child: ChildProcess = spawn(
-    'Rscript',
+  return [
+    '-e',
+    `plumber::pr_run(plumber::pr(${JSON.stringify(api)}), host = "127.0.0.1", port = ${port}, docs = FALSE)`,
+  ];
+}
+
+/**
+ * A RestRserve application with the same function: no middleware, so the body reaches
+ * svcJsonService as the client sent it and its JSON answer leaves as it is.
+ */
+function restRserveApi(dir: string, port: number): string[] {
+  const api = join(dir, 'api.R');
+  writeFileSync(
+    api,
     [
-      '--no-init-file',
-      '-e',
-      `plumber::pr_run(plumber::pr(${JSON.stringify(api)}), host = "127.0.0.1", port = ${port}, docs = FALSE)`,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+      `.libPaths(c(${JSON.stringify(RESTRSERVE_LIBRARY)}, .libPaths()))`,
+      SOURCE_FUNCTIONS,
+      'app <- RestRserve::Application$new(middleware = list())',
+      'app$add_post("/process", function(.req, .res) {',
+      '  .res$set_content_type("application/json")',
+      '  .res$set_body(svcJsonService(rawToChar(.req$body)))',
+      '})',
+      `RestRserve::BackendRserve$new()$start(app, http_port = ${port})`,
+      '',
+    ].join('\n'),
   );
+  return [api];
+}
+
+/** Whether RestRserve is installed where the bench looks for it (RESTRSERVE_LIBRARY). */
+export function restRserveInstalled(): boolean {
+  return existsSync(join(RESTRSERVE_LIBRARY, 'RestRserve', 'DESCRIPTION'));
+}
+
+async function startRServer(
+  name: string,
+  script: (dir: string, port: number) => string[],
+): Promise<RServer> {
+  const dir = mkdtempSync(join(tmpdir(), `svc-bench-${name}-`));
+  const port = await freeLoopbackPort();
+  const child: ChildProcess = spawn('Rscript', ['--no-init-file', ...script(dir, port)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -275,7 +375,7 @@ async function startPlumber(): Promise<{ url: string; pid: number; stop: () => P
     await exited;
     rmSync(dir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + PLUMBER_START_TIMEOUT_MS;
+  const deadline = Date.now() + R_SERVER_START_TIMEOUT_MS;
   for (;;) {
     const up = await fetch(url, { method: 'POST', body: COMBN_CALL }).then(
       async (response) => {
@@ -289,7 +389,7 @@ async function startPlumber(): Promise<{ url: string; pid: number; stop: () => P
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();
-      throw new Error(`plumber did not start:\n${output}`);
+      throw new Error(`${name} did not start:\n${output}`);
     }
     await sleep(200);
   }
@@ -325,32 +425,51 @@ export async function processBench(
       body: COMBINATIONS_ARGUMENTS,
       cpuMs: () => treeCpuMs(node.pid),
     };
+    const jobs = await functionCallJobs(node, options.log);
     if (options.withPlumber === false) {
-      return await measureInTurn([svc, functions], options);
+      return [...(await measureInTurn([svc, functions], options)), jobs];
     }
-    const plumber = await startPlumber();
+    const peers: RServer[] = [];
     try {
-      return await measureInTurn(
-        [
-          svc,
-          functions,
-          {
-            server: 'plumber keep-alive',
-            url: plumber.url,
-            headers: {},
-            cpuMs: () => treeCpuMs(plumber.pid),
-          },
-          {
-            server: 'plumber Connection: close',
-            url: plumber.url,
-            headers: { Connection: 'close' },
-            cpuMs: () => treeCpuMs(plumber.pid),
-          },
-        ],
-        options,
-      );
+      const plumber = await startRServer('plumber', plumberApi);
+      peers.push(plumber);
+      const targets: Target[] = [
+        svc,
+        functions,
+        {
+          server: 'plumber keep-alive',
+          url: plumber.url,
+          headers: {},
+          cpuMs: () => treeCpuMs(plumber.pid),
+        },
+        {
+          server: 'plumber Connection: close',
+          url: plumber.url,
+          headers: { Connection: 'close' },
+          cpuMs: () => treeCpuMs(plumber.pid),
+        },
+      ];
+      if (restRserveInstalled()) {
+        const restRserve = await startRServer('RestRserve', restRserveApi);
+        peers.push(restRserve);
+        // Rserve forks a process per connection: the CPU counted is the parent's and the live
+        // children's (those of connections that ended are not).
+        targets.push({
+          server: 'RestRserve keep-alive',
+          url: restRserve.url,
+          headers: {},
+          cpuMs: () => treeCpuMs(restRserve.pid),
+        });
+      } else {
+        options.log(
+          `RestRserve skipped: not installed in ${RESTRSERVE_LIBRARY} (bench/restrserve-library.sh builds it)`,
+        );
+      }
+      return [...(await measureInTurn(targets, options)), jobs];
     } finally {
-      await plumber.stop();
+      for (const peer of peers) {
+        await peer.stop();
+      }
     }
   } finally {
     await node.stop();

@@ -21,6 +21,9 @@ export async function deleteExpiredUsage(dataSource: DataSource, days: number): 
  * Deletes results (and their jobs, logs and everything else stored with them) past their
  * application's retention: `hours` per application where given, else `defaultHours`; 0 keeps
  * results until deleted. At most 1000 per call (the supervisor calls it again on its next pass).
+ * Each part reads only results already due, oldest first, from an index: an application with a
+ * rule of its own by (application_name, result_time), the others by result_time. A pass that
+ * finds nothing due reads nothing, however many results are kept (docs/queue.md#large-tables).
  */
 export async function deleteExpiredResults(
   dataSource: DataSource,
@@ -32,11 +35,17 @@ export async function deleteExpiredResults(
     `WITH rule AS (
        SELECT * FROM unnest($2::varchar[], $3::int[]) AS r(application_name, hours))
      DELETE FROM job WHERE id IN (
-       SELECT result.job_id FROM result
-         JOIN job ON job.id = result.job_id
-         LEFT JOIN rule ON rule.application_name = job.application_name
-        WHERE COALESCE(rule.hours, $1) > 0
-          AND result.result_time < now() - make_interval(hours => COALESCE(rule.hours, $1))
+       SELECT job_id FROM (
+         (SELECT own.job_id FROM rule CROSS JOIN LATERAL (
+            SELECT result.job_id FROM result
+             WHERE result.application_name = rule.application_name AND rule.hours > 0
+               AND result.result_time < now() - make_interval(hours => rule.hours)
+             ORDER BY result.result_time LIMIT 1000) AS own)
+         UNION ALL
+         (SELECT result.job_id FROM result
+           WHERE $1 > 0 AND result.result_time < now() - make_interval(hours => $1)
+             AND result.application_name <> ALL ($2::varchar[])
+           ORDER BY result.result_time LIMIT 1000)) AS due
         LIMIT 1000)
      RETURNING id`,
     [defaultHours, applications, applications.map((app) => hoursByApplication[app])],

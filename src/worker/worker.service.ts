@@ -92,7 +92,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private stopping = false;
   private filling = false;
   private refillRequested = false;
-  /** Kinds that queued notifications announced since the last claim round; all after a poll, a finished job or a full claim. */
+  /** Kinds that queued notifications announced since the last claim round; all after a poll; a full pool's own after its claim. */
   private wanted: Set<JobKind> | 'all' = 'all';
   private timers: NodeJS.Timeout[] = [];
 
@@ -190,6 +190,17 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     if (this.stopping) {
       return;
     }
+    this.want(kind);
+    if (this.filling) {
+      this.refillRequested = true;
+      return;
+    }
+    // Woken by a submitting request: the claims and runs are not that request's.
+    outsideRequests(() => void this.fill());
+  }
+
+  /** Adds kinds to those the next claim round looks for; undefined: every kind. */
+  private want(kind?: JobKind | readonly JobKind[]): void {
     if (kind === undefined) {
       this.wanted = 'all';
     } else if (this.wanted !== 'all') {
@@ -197,12 +208,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         this.wanted.add(each);
       }
     }
-    if (this.filling) {
-      this.refillRequested = true;
-      return;
-    }
-    // Woken by a submitting request: the claims and runs are not that request's.
-    outsideRequests(() => void this.fill());
   }
 
   private stopEndedElsewhere(jobId: string): void {
@@ -263,10 +268,13 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           if (jobs.length > 0 && !first.delivery) {
             this.notifier.jobsStarted(jobs.map((job) => job.id));
           }
-          // A pool that got all it asked for may find more.
-          if (open.some((pool) => (claimed.get(pool) ?? 0) > 0 && free(pool) === 0)) {
-            this.refillRequested = true;
-            this.wanted = 'all';
+          // A pool that got all it asked for may find more of its kinds; the other pools need
+          // not look again (a delivery pool's claim per R job otherwise).
+          for (const pool of open) {
+            if ((claimed.get(pool) ?? 0) > 0 && free(pool) === 0) {
+              this.refillRequested = true;
+              this.want(pool.kinds ?? undefined);
+            }
           }
         }
       } while (
