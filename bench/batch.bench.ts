@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
+import { printProfileWindow, profileClockUs } from './cpu-profile';
 import { cpuBetween, cpuSnapshot, loadAverage, processTimes } from './cpu-usage';
 import { RSCRIPT } from './end-to-end.bench';
 import { PDF_SCRIPT } from './job-archives';
@@ -209,6 +210,8 @@ export interface BatchModeOptions {
   track: (node: ServiceNode | null) => void;
   /** More environment for the node (R_SANDBOX for the sandbox comparison). */
   env?: Record<string, string>;
+  /** Profile the node's Node process (--cpu-prof) over the batch and print where its CPU went. */
+  profile?: boolean;
 }
 
 /** One mode, one run: a fresh ROLE=all node, single jobs on the idle node, then the batch. */
@@ -217,13 +220,16 @@ export async function batchModeRun(
   options: BatchModeOptions,
 ): Promise<BatchModeRun> {
   await database.empty();
+  const profileDir = options.profile ? mkdtempSync(join(tmpdir(), 'svc-bench-prof-')) : null;
   const node = await ServiceNode.start({
     role: 'all',
     databaseUrl: database.url,
     scriptSlots: options.scriptSlots,
     main: options.main,
     env: { R_SCRIPT_MODE: options.mode, LOG_LEVEL: 'warn', ...options.env },
+    execArgv: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : undefined,
   });
+  const batchWindowUs = { from: 0, to: 0 };
   options.track(node);
   try {
     for (let i = 0; i < 3; i += 1) {
@@ -252,6 +258,7 @@ export async function batchModeRun(
     const livingBefore = livingRMs();
     const loadAverageAtStart = loadAverage()[0];
     const before = cpuSnapshot(node.pid, await database.backendPids());
+    batchWindowUs.from = profileClockUs();
     const firstSentMark = performance.now();
     const firstSentAt = Date.now();
     const submitted = await Promise.all(
@@ -267,6 +274,7 @@ export async function batchModeRun(
     }
     const resultRequestsPerJob = (resultRequests - requestsBefore) / options.batchJobs;
     const after = cpuSnapshot(node.pid, await database.backendPids());
+    batchWindowUs.to = profileClockUs();
     const livingAfter = livingRMs();
     const memoryAfterBatch = memoryOf(node.pid);
     const latencies: number[] = [];
@@ -309,5 +317,18 @@ export async function batchModeRun(
   } finally {
     await node.stop();
     options.track(null);
+    if (profileDir) {
+      printProfileWindow(
+        profileDir,
+        batchWindowUs,
+        {
+          units: options.batchJobs,
+          unit: 'job',
+          title: `a batch of ${options.batchJobs} script jobs (${options.mode})`,
+        },
+        options.log,
+      );
+      rmSync(profileDir, { recursive: true, force: true });
+    }
   }
 }

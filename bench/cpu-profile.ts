@@ -1,5 +1,8 @@
 /** Reads a V8 .cpuprofile (node --cpu-prof) and sums self time by package and by function. */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { table } from './report';
+import { round } from './stats';
 
 interface ProfileNode {
   id: number;
@@ -134,4 +137,79 @@ export function summariseProfile(path: string, fromUs: number, toUs: number): Pr
     topFunctions: top(byFunction, busyMs, 20),
     svcInclusive: top(inclusive, busyMs, 20),
   };
+}
+
+/**
+ * A profile's summary as text: self time by package (share of the busy time and ms per unit of
+ * work: an acknowledgement, a job), what sits anywhere on the stack, the hottest functions and
+ * our own functions with what they call.
+ */
+export function printProfileSummary(
+  summary: ProfileSummary,
+  units: number,
+  unit: string,
+  log: (line: string) => void,
+): void {
+  const inclusive = new Map(summary.byPackageInclusive.map((share) => [share.name, share.percent]));
+  log(
+    table(
+      ['package', 'self %', `self ms/${unit}`, 'inclusive %'],
+      summary.byPackage.map((share) => [
+        share.name,
+        String(round(share.percent, 1)),
+        String(round(share.ms / units, 3)),
+        String(round(inclusive.get(share.name) ?? Number.NaN, 1)),
+      ]),
+    ),
+  );
+  log('\nInclusive (anywhere on the stack), % of busy time:');
+  log(
+    '  ' +
+      summary.byPackageInclusive
+        .filter((share) => share.percent < 99.5)
+        .slice(0, 15)
+        .map((share) => `${share.name} ${round(share.percent, 1)}`)
+        .join(', '),
+  );
+  log('\nFunctions, self time (% of busy time):');
+  for (const share of summary.topFunctions.slice(0, 12)) {
+    log(`  ${round(share.percent, 1).toString().padStart(5)}  ${share.name}`);
+  }
+  log(`\nOur functions, inclusive time (% of busy time, ms/${unit}):`);
+  for (const share of summary.svcInclusive.slice(0, 12)) {
+    log(
+      `  ${round(share.percent, 1).toString().padStart(5)}  ${round(share.ms / units, 3)
+        .toString()
+        .padStart(7)}  ${share.name}`,
+    );
+  }
+}
+
+/** Now, on the clock a V8 profile's timestamps use (microseconds). */
+export function profileClockUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/**
+ * The profile a node wrote into `dir` as it exited (--cpu-prof --cpu-prof-dir), counted over the
+ * window of the work measured only, printed with `title` and per unit of that work.
+ */
+export function printProfileWindow(
+  dir: string,
+  windowUs: { from: number; to: number },
+  work: { units: number; unit: string; title: string },
+  log: (line: string) => void,
+): void {
+  const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'));
+  if (!file || windowUs.to === 0) {
+    log(`No CPU profile of ${work.title}: the node wrote none, or the work did not run.`);
+    return;
+  }
+  const summary = summariseProfile(join(dir, file), windowUs.from, windowUs.to);
+  log(
+    `\nCPU profile of the svc node's Node process (not its R processes) over ${work.title}` +
+      `${summary.windowed ? '' : ' (the whole run: the window was not in the profile)'}: ` +
+      `${round(summary.busyMs / work.units, 2)} ms busy per ${work.unit}`,
+  );
+  printProfileSummary(summary, work.units, work.unit, log);
 }

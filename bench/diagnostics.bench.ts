@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchDatabase } from './bench-database';
-import { ProfileSummary, summariseProfile } from './cpu-profile';
+import { printProfileSummary, ProfileSummary, summariseProfile } from './cpu-profile';
 import { ProbeResult } from './database-probe';
 import { MessageCounts, PgMessageCounter } from './pg-message-counter';
 import { heading, table } from './report';
@@ -161,36 +161,6 @@ export function printDiagnostics(
       `\nCPU profile of a ROLE=api node at concurrency ${profile.connections} ` +
         `(${round(profile.load.acksPerSecond, 0)} acks/s while profiled; self time by package, % of busy time):`,
     );
-    const inclusive = new Map(
-      profile.summary.byPackageInclusive.map((share) => [share.name, share.percent]),
-    );
-    log(
-      table(
-        ['package', 'self %', 'self ms/ack', 'inclusive %'],
-        profile.summary.byPackage.map((share) => [
-          share.name,
-          String(round(share.percent, 1)),
-          String(round(share.ms / profile.load.acknowledged, 3)),
-          String(round(inclusive.get(share.name) ?? Number.NaN, 1)),
-        ]),
-      ),
-    );
-    log('\nInclusive (anywhere on the stack), % of busy time:');
-    log(
-      '  ' +
-        profile.summary.byPackageInclusive
-          .filter((share) => share.percent < 99.5)
-          .slice(0, 15)
-          .map((share) => `${share.name} ${round(share.percent, 1)}`)
-          .join(', '),
-    );
-    log('\nFunctions, self time (% of busy time):');
-    for (const share of profile.summary.topFunctions.slice(0, 12)) {
-      log(`  ${round(share.percent, 1).toString().padStart(5)}  ${share.name}`);
-    }
-    log('\nOur functions, inclusive time (% of busy time):');
-    for (const share of profile.summary.svcInclusive.slice(0, 12)) {
-      log(`  ${round(share.percent, 1).toString().padStart(5)}  ${share.name}`);
-    }
+    printProfileSummary(profile.summary, profile.load.acknowledged, 'ack', log);
   }
 }

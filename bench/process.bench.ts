@@ -15,6 +15,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchDatabase } from './bench-database';
+import { printProfileWindow, profileClockUs } from './cpu-profile';
 import { processTimes } from './cpu-usage';
 import { PROJECT_ROOT, ServiceNode } from './service-node';
 import { fetchResult, JOBS_PATH, rootAttributes } from './rest-client';
@@ -64,6 +65,11 @@ export interface ProcessBenchOptions {
   env?: Record<string, string>;
   /** Measure plumber beside svc (default true). */
   withPlumber?: boolean;
+  /**
+   * Profile the svc node's Node process (--cpu-prof) while it runs the function-call jobs one at
+   * a time, and print where its CPU went per job.
+   */
+  profile?: boolean;
 }
 
 /** One POST; resolves with the status and the time to the last byte of the answer, in ms. */
@@ -401,13 +407,16 @@ export async function processBench(
   options: ProcessBenchOptions,
 ): Promise<CallMeasurement[]> {
   await database.empty();
+  const profileDir = options.profile ? mkdtempSync(join(tmpdir(), 'svc-bench-prof-')) : null;
   const node = await ServiceNode.start({
     role: 'all',
     databaseUrl: database.url,
     scriptSlots: 2,
     main: options.main,
     env: { FUNCTION_SESSIONS: String(options.sessions), LOG_LEVEL: 'warn', ...options.env },
+    execArgv: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : undefined,
   });
+  const jobsWindowUs = { from: 0, to: 0 };
   options.track(node);
   try {
     await loadDemoFunctions(database);
@@ -425,7 +434,9 @@ export async function processBench(
       body: COMBINATIONS_ARGUMENTS,
       cpuMs: () => treeCpuMs(node.pid),
     };
+    jobsWindowUs.from = profileClockUs();
     const jobs = await functionCallJobs(node, options.log);
+    jobsWindowUs.to = profileClockUs();
     if (options.withPlumber === false) {
       return [...(await measureInTurn([svc, functions], options)), jobs];
     }
@@ -473,5 +484,18 @@ export async function processBench(
     }
   } finally {
     await node.stop();
+    if (profileDir) {
+      printProfileWindow(
+        profileDir,
+        jobsWindowUs,
+        {
+          units: FUNCTION_CALL_JOBS,
+          unit: 'job',
+          title: `${FUNCTION_CALL_JOBS} function-call jobs, one at a time`,
+        },
+        options.log,
+      );
+      rmSync(profileDir, { recursive: true, force: true });
+    }
   }
 }

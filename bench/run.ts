@@ -6,7 +6,8 @@
  * Options (npm run bench -- --runs 1 --duration 3): --runs, --duration, --warm-up,
  * --concurrency 1,16,64, --sequential, --batch, --rscript-runs, --slots, --poll-ms,
  * --probe-duration, --only submission,e2e,diagnostics,process,batch,sandbox,large,soap,fair,tables, --large-mib (also the
- * SOAP payload), --soap-shapes zip,files, --profile, --service <main.js of another
+ * SOAP payload), --soap-shapes zip,files, --profile (diagnostics: the API node under load;
+ * process: the node over the function-call jobs; batch: the node over each batch), --service <main.js of another
  * build> (to compare builds; default this checkout's dist/src/main.js), --fair-a-jobs 2000,
  * --fair-b-jobs 20, --fair-capped-jobs 40, --fair-job-ms 250 (the fair-share section),
  * --tables-finished 1000000, --tables-queued 100000, --tables-jobs 200 (the large-table section,
@@ -779,6 +780,7 @@ async function main(): Promise<void> {
               scriptSlots: options.scriptSlots,
               main: options.main,
               zip: pdf,
+              profile: options.profile,
               log,
               track,
             }),
@@ -815,6 +817,7 @@ async function main(): Promise<void> {
         warmUpS: options.warmUpS,
         sessions: 2,
         main: options.main,
+        profile: options.profile,
         log,
         track,
       });
