@@ -447,6 +447,11 @@ describe('the operator console in Chromium', () => {
       await page.locator('tr[data-application="demo"]').waitFor();
       expect(await page.locator('tr[data-application="other"]').count()).toBe(0);
       await screenshot(page, 'application-admin');
+      // The global admins' views are not offered; their addresses say whose they are.
+      for (const globalView of ['keys', 'settings', 'audit']) {
+        expect(await page.locator(`#nav a[data-view="${globalView}"]`).isVisible()).toBe(false);
+      }
+      expect(await page.locator('#nav a[data-view="schedules"]').isVisible()).toBe(true);
       await open(page, '#/keys', 'API keys');
       expect(await textOf(page.locator('#view'))).toBe(
         'Only global admins manage API keys; you administer demo.',

@@ -293,6 +293,11 @@
     me = answer.body;
     $('accountName').textContent =
       `Signed in as ${me.principal}${me.globalAdmin ? ' (global admin)' : ''}`;
+    // Keys, settings and the audit trail are global admins' alone: others are not offered them
+    // (their addresses still say so).
+    for (const link of document.querySelectorAll('#nav a[data-global-admin]')) {
+      link.parentElement.hidden = !me.globalAdmin;
+    }
     $('nav').hidden = false;
     window.addEventListener('hashchange', route);
     listen();
