@@ -23,6 +23,7 @@ import { WidenPrincipalColumns1795765000000 } from './1795765000000-WidenPrincip
 import { AddScheduleAuthors1795770500000 } from './1795770500000-AddScheduleAuthors';
 import { MailReplyJobs1795780000000 } from './1795780000000-MailReplyJobs';
 import { ConsoleJobsAndWorkers1795790000000 } from './1795790000000-ConsoleJobsAndWorkers';
+import { QueuedKindIndex1795800000000 } from './1795800000000-QueuedKindIndex';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -50,4 +51,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddScheduleAuthors1795770500000,
   MailReplyJobs1795780000000,
   ConsoleJobsAndWorkers1795790000000,
+  QueuedKindIndex1795800000000,
 ];

@@ -489,12 +489,13 @@ export class JobsService {
           ),
         )
       : null;
-    const queued = await this.queue.enqueue(row, {
+    const outcome = await this.queue.enqueue(row, {
       transaction,
       maxQueued: this.limits.maxQueuedOf(job.applicationName),
+      startHere: true,
     });
-    if (queued !== null) {
-      throw this.limits.queueFull(job.applicationName, queued);
+    if (!outcome.stored) {
+      throw this.limits.queueFull(job.applicationName, outcome.queued);
     }
     const submitted: SubmittedJob = {
       jobId: row.id,
@@ -504,17 +505,20 @@ export class JobsService {
       source: job.source,
     };
     if (transaction === undefined) {
-      this.announce(submitted);
+      this.announce(submitted, outcome.startedHere);
     }
     return submitted;
   }
 
   /**
    * Wakes this node's workers and counts the job, once it is committed: done by `submit` itself,
-   * by the caller for a job stored in an outer transaction.
+   * by the caller for a job stored in an outer transaction. A job that started here at once
+   * (`startedHere`) wakes nobody: no worker needs to claim it.
    */
-  announce(job: SubmittedJob): void {
-    this.notifier.jobQueued(job.kind);
+  announce(job: SubmittedJob, startedHere = false): void {
+    if (!startedHere) {
+      this.notifier.jobQueued(job.kind);
+    }
     this.metrics?.jobSubmitted(job.applicationName, job.source);
   }
 }

@@ -23,6 +23,11 @@ import { jobSourceOf, type JobKind, type JobSource, type JobState } from './queu
 // ConsoleJobsAndWorkers), as do the console's overview and event stream; descending, so the
 // migration owns it too.
 @Index('job_admin_list_idx', { synchronize: false })
+// A submission that could start at once in a free slot asks whether any R job of its slot's
+// kinds is queued and due (queue-intake.ts; migration QueuedKindIndex).
+@Index('job_queued_kind_idx', ['kind', 'runAfter'], {
+  where: `state = 'QUEUED' AND kind IN ('script', 'xml', 'json')`,
+})
 // Deleting a job deletes its callback job (the foreign key's cascade looks them up here).
 @Index('job_callback_of_idx', ['callbackOf'], { where: 'callback_of IS NOT NULL' })
 export class JobEntity {

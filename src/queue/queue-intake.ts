@@ -5,7 +5,7 @@
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { readFile, stat } from 'node:fs/promises';
 import { EntityManager } from 'typeorm';
-import { JobFileContent, JobFileInput, JobFilePath, NewJobRow } from './queue.types';
+import { ClaimedJob, JobFileContent, JobFileInput, JobFilePath, NewJobRow } from './queue.types';
 import {
   BLOB_INLINE_MAX_BYTES,
   filePieces,
@@ -14,7 +14,9 @@ import {
 } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 import { TraceCarrier } from '../tracing/tracing';
-import { JOB_QUEUED_CHANNEL } from './queue-channels';
+import { JOB_QUEUED_CHANNEL, JOB_STARTED_CHANNEL } from './queue-channels';
+import type { HeldSlot } from './direct-starts';
+import { rJob } from './queue-reads';
 
 export function isContent(file: JobFileInput): file is JobFileContent {
   return 'content' in file;
@@ -26,7 +28,16 @@ export interface EnqueueOptions {
   transaction?: EntityManager;
   /** The application's maxQueuedJobs: the job is stored only while fewer are queued. */
   maxQueued?: number | null;
+  /**
+   * Start it in a free slot of this node's worker when nothing queued goes first (DirectStarts):
+   * for a job stored in its own statement, whose commit is the statement's.
+   */
+  startHere?: boolean;
 }
+
+/** A job stored (queued, or started in a slot of this node), or refused under maxQueuedJobs. */
+export type EnqueueOutcome =
+  { stored: true; startedHere: boolean } | { stored: false; queued: number };
 
 /** A file on disk small enough to be inline is read here, so that it takes the fast path. */
 export async function inlineIfSmall(file: JobFileInput): Promise<JobFileInput> {
@@ -39,28 +50,53 @@ export async function inlineIfSmall(file: JobFileInput): Promise<JobFileInput> {
 /** The longest tracestate stored; a longer one (W3C allows dropping it) is not. */
 const TRACESTATE_MAX_LENGTH = 512;
 
-/** The job row, its inline files and the wake-up notification, in one statement. */
+function storedTracestate(trace: TraceCarrier | null): string | null {
+  return trace?.tracestate && trace.tracestate.length <= TRACESTATE_MAX_LENGTH
+    ? trace.tracestate
+    : null;
+}
+
+/**
+ * The job row, its inline files and its notification, in one statement. With `held` (a free
+ * slot of this node's worker), the job is stored RUNNING under the slot's lease, its first
+ * attempt begun, when no job of the slot's kinds is queued and due: the claim would have taken
+ * this one next, since nothing else waits. It then notifies JOB_STARTED_CHANNEL, as a claim does;
+ * otherwise it is QUEUED and notifies JOB_QUEUED_CHANNEL. Returns whether it was started.
+ */
 export async function insertJob(
   manager: EntityManager,
   job: NewJobRow,
   files: JobFileContent[],
   sender: string,
   trace: TraceCarrier | null,
-): Promise<void> {
-  const tracestate =
-    trace?.tracestate && trace.tracestate.length <= TRACESTATE_MAX_LENGTH ? trace.tracestate : null;
-  await manager.query(
-    `WITH new_job AS (
+  held: HeldSlot | null = null,
+): Promise<boolean> {
+  const tracestate = storedTracestate(trace);
+  const raw: unknown = await manager.query(
+    `WITH start_here AS (
+       -- One descent of job_queued_kind_idx per kind; FALSE without a held slot.
+       SELECT $18::varchar IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM job
+                 WHERE state = 'QUEUED' AND ${rJob()} AND kind = ANY ($20::varchar[]) AND run_after <= now()) AS yes),
+     new_job AS (
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
-                        callback_url, callback_links_base, traceparent, tracestate, submitted_by)
-       VALUES ($1, $2, $3, 'QUEUED', $15, $4, $5, $6, $6, 0, $10, $11, $13, $14, $17)
-       RETURNING id, application_name),
+                        callback_url, callback_links_base, traceparent, tracestate, submitted_by,
+                        started_at, lease_owner, lease_expires_at)
+       SELECT $1, $2, $3, CASE WHEN s.yes THEN 'RUNNING' ELSE 'QUEUED' END, $15, $4, $5, $6, $6,
+              CASE WHEN s.yes THEN 1 ELSE 0 END, $10, $11, $13, $14, $17,
+              CASE WHEN s.yes THEN now() END, CASE WHEN s.yes THEN $18::varchar END,
+              CASE WHEN s.yes THEN now() + make_interval(secs => $19::int) END
+         FROM start_here s
+       RETURNING id, application_name, state),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
          FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
-     SELECT pg_notify($9, $12::text || $3) FROM new_job`,
+     SELECT new_job.state,
+            CASE WHEN new_job.state = 'RUNNING' THEN pg_notify($21, $12::text || new_job.id::text)
+                 ELSE pg_notify($9, $12::text || $3) END AS notified
+       FROM new_job`,
     [
       job.id,
       job.applicationName,
@@ -79,8 +115,33 @@ export async function insertJob(
       job.priority ?? 0,
       job.audit ?? null,
       job.submittedBy ?? null,
+      held?.owner ?? null,
+      held?.leaseSeconds ?? 0,
+      held?.kinds ?? [],
+      JOB_STARTED_CHANNEL,
     ],
   );
+  return rowsOf<{ state: string }>(raw)[0]?.state === 'RUNNING';
+}
+
+/** The job as a claim would have returned it, for a job insertJob started in a held slot. */
+export function startedJob(
+  job: NewJobRow,
+  files: JobFileContent[],
+  trace: TraceCarrier | null,
+): ClaimedJob {
+  return {
+    id: job.id,
+    applicationName: job.applicationName,
+    kind: job.kind,
+    meta: job.meta,
+    submittedAt: job.submittedAt,
+    attempts: 1,
+    source: job.source,
+    hasCallback: Boolean(job.callback?.url),
+    trace: trace ? { traceparent: trace.traceparent, tracestate: storedTracestate(trace) } : null,
+    files: files.map((file) => ({ name: file.name, content: file.content, chunked: null })),
+  };
 }
 
 export async function insertChunkedFile(

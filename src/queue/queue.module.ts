@@ -1,6 +1,7 @@
 import { Injectable, Module, OnModuleInit, Optional } from '@nestjs/common';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackJobsRepository } from './callback-jobs.repository';
+import { DirectStarts } from './direct-starts';
 import { JobAdminRepository } from './job-admin.repository';
 import { JobRecordsRepository } from './job-records.repository';
 import { JobWaiter } from './job-waiter.service';
@@ -39,6 +40,7 @@ class QueueMetrics implements OnModuleInit {
     MailReplyJobsRepository,
     QueueNotifier,
     JobWaiter,
+    DirectStarts,
     QueueMetrics,
   ],
   exports: [
@@ -50,6 +52,7 @@ class QueueMetrics implements OnModuleInit {
     MailReplyJobsRepository,
     QueueNotifier,
     JobWaiter,
+    DirectStarts,
   ],
 })
 export class QueueModule {}

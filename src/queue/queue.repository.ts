@@ -47,11 +47,14 @@ import { activeTraceCarrier, inSpan, TraceCarrier, tracingEnabled } from '../tra
 import { JOB_STARTED_CHANNEL } from './queue-channels';
 import {
   EnqueueOptions,
+  EnqueueOutcome,
   inlineIfSmall,
   insertChunkedFile,
   insertJob,
   isContent,
+  startedJob,
 } from './queue-intake';
+import { DirectStarts } from './direct-starts';
 import { CLAIM_SQL, ClaimRow, NO_CLAIM_POLICIES, runClaim } from './queue-claim';
 import { cancel, complete } from './queue-completion';
 import { heartbeat, recoverExpiredLeases, release, retryLater } from './queue-leases';
@@ -75,6 +78,7 @@ export class QueueRepository implements OnModuleDestroy {
     @InjectDataSource() private readonly dataSource: DataSource,
     node: NodeIdentity,
     @Optional() config?: DatabaseConfig,
+    @Optional() private readonly directStarts?: DirectStarts,
   ) {
     this.sender = notificationPrefix(node.id);
     this.claimConnection =
@@ -99,14 +103,16 @@ export class QueueRepository implements OnModuleDestroy {
    *
    * With `maxQueued` (the application's maxQueuedJobs), admission and insert are one decision
    * across nodes: the transaction takes the application's advisory lock, counts the jobs queued
-   * and stores the job only below the limit (docs/queue.md#maxqueuedjobs). Returns null when the
-   * job was stored, else the jobs queued that refused it. Every statement runs on `transaction`
-   * when given: nothing here waits for a second connection (the embedded database has one).
+   * and stores the job only below the limit (docs/queue.md#maxqueuedjobs); a refusal gives the
+   * jobs queued that refused it. Every statement runs on `transaction` when given: nothing here
+   * waits for a second connection (the embedded database has one).
+   *
+   * With `startHere`, a job stored by its own statement may start at once in a free slot of this
+   * node's worker (DirectStarts, insertJob): then `startedHere`, and no claim is needed.
    */
-  async enqueue(job: NewJobRow, options: EnqueueOptions = {}): Promise<number | null> {
-    const { transaction, maxQueued = null } = options;
+  async enqueue(job: NewJobRow, options: EnqueueOptions = {}): Promise<EnqueueOutcome> {
     if (!tracingEnabled()) {
-      return this.store(job, null, transaction, maxQueued);
+      return this.store(job, null, options);
     }
     // The job's span: a child of the submitting request's (REST, form, SOAP), or a new trace
     // (a drop directory). Stored with the job, its context is the parent of the job's run.
@@ -120,23 +126,44 @@ export class QueueRepository implements OnModuleDestroy {
           'svc.job.source': job.source,
         },
       },
-      () => this.store(job, activeTraceCarrier(), transaction, maxQueued),
+      () => this.store(job, activeTraceCarrier(), options),
     );
   }
 
   private async store(
     job: NewJobRow,
     trace: TraceCarrier | null,
-    transaction: EntityManager | undefined,
-    maxQueued: number | null,
-  ): Promise<number | null> {
+    { transaction, maxQueued = null, startHere = false }: EnqueueOptions,
+  ): Promise<EnqueueOutcome> {
     const files = await Promise.all(job.files.map(inlineIfSmall));
     const inline = files.filter(isContent);
     if (maxQueued === null && inline.length === files.length) {
-      await insertJob(transaction ?? this.dataSource.manager, job, inline, this.sender, trace);
-      return null;
+      // Only a job committed by its own statement can start at once (an outer transaction
+      // commits later, or not at all).
+      const held =
+        startHere && transaction === undefined
+          ? (this.directStarts?.hold(job.id, job.applicationName, job.kind) ?? null)
+          : null;
+      let startedHere = false;
+      try {
+        startedHere = await insertJob(
+          transaction ?? this.dataSource.manager,
+          job,
+          inline,
+          this.sender,
+          trace,
+          held,
+        );
+      } finally {
+        if (held && startedHere) {
+          held.start(startedJob(job, inline, trace));
+        } else {
+          held?.release();
+        }
+      }
+      return { stored: true, startedHere };
     }
-    const storeAll = async (manager: EntityManager): Promise<number | null> => {
+    const storeAll = async (manager: EntityManager): Promise<EnqueueOutcome> => {
       if (maxQueued !== null) {
         // Held to the transaction's end: a second node's admission waits here, then counts
         // this job (READ COMMITTED: its count is a statement after the wait).
@@ -145,7 +172,7 @@ export class QueueRepository implements OnModuleDestroy {
         ]);
         const queued = await this.queuedJobsOf(job.applicationName, maxQueued, manager);
         if (queued >= maxQueued) {
-          return queued;
+          return { stored: false, queued };
         }
       }
       // The notification the statement sends is delivered on commit, after the large files.
@@ -155,7 +182,7 @@ export class QueueRepository implements OnModuleDestroy {
           await insertChunkedFile(manager, job.id, file);
         }
       }
-      return null;
+      return { stored: true, startedHere: false };
     };
     return transaction ? storeAll(transaction) : this.dataSource.transaction(storeAll);
   }

@@ -221,6 +221,69 @@ describe('WorkerService', () => {
     expect(queue.completed.map((c) => c.id).sort()).toEqual(['f1', 's1', 's2']);
   });
 
+  it('claims again after a job ends only when jobs of its kinds may be waiting', async () => {
+    const queue = new FakeQueue();
+    queue.queued = [job('only')];
+    const executor: JobExecutor = {
+      execute: (claimed) =>
+        Promise.resolve(resultData(true, 'zip', 'application/zip', Buffer.from(claimed.id))),
+    };
+    const worker = await workerWith(queue, executor, { SCRIPT_SLOTS: '2', FUNCTION_SLOTS: '1' });
+    worker.wake();
+    await settle(worker, queue, 1);
+    // Asked for two, got one: nothing else waited, and its end asks for nothing more.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(queue.claimCalls).toHaveLength(1);
+    // Three jobs for two slots: the claim that fills the pool may have left some behind, so
+    // each end claims again until a claim comes back short.
+    queue.queued = [job('a'), job('b'), job('c')];
+    worker.wake('script');
+    await settle(worker, queue, 4);
+    expect(queue.completed.map((c) => c.id).sort()).toEqual(['a', 'b', 'c', 'only']);
+    expect(queue.claimCalls.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('holds a free slot for a submission and runs the job it is handed; none when full, capped or stopping', async () => {
+    const queue = new FakeQueue();
+    let finish = (): void => undefined;
+    const mayFinish = new Promise<void>((resolve) => (finish = resolve));
+    const executor: JobExecutor = {
+      execute: async (claimed) => {
+        await mayFinish;
+        return resultData(true, 'zip', 'application/zip', Buffer.from(claimed.id));
+      },
+    };
+    const worker = await workerWith(queue, executor, {
+      SCRIPT_SLOTS: '1',
+      FUNCTION_SLOTS: '1',
+      APPLICATION_SETTINGS: '{"capped":{"maxRunningJobs":1}}',
+    });
+    expect(worker.hold('c1', 'capped', 'script')).toBeNull();
+    expect(worker.hold('cb', 'demo', 'callback')).toBeNull();
+    const held = worker.hold('s1', 'demo', 'script');
+    expect(held).toMatchObject({ owner: worker.owner, kinds: ['script'] });
+    // Held, the slot is taken: neither a second submission nor a claim gets it.
+    expect(worker.hold('s2', 'demo', 'script')).toBeNull();
+    expect(worker.rSlots).toEqual({ slots: 2, busy: 1 });
+    held?.release();
+    const again = worker.hold('s3', 'demo', 'script');
+    again?.start(job('s3'));
+    expect(worker.runningJobIds).toEqual(['s3']);
+    // A second answer for the same hold changes nothing.
+    again?.release();
+    expect(worker.rSlots.busy).toBe(1);
+    const call = worker.hold('f1', 'demo', 'json');
+    call?.start(job('f1', 'demo', 0, 'json'));
+    expect(worker.runningJobIds.sort()).toEqual(['f1', 's3']);
+    // Started without a claim.
+    expect(queue.claimCalls).toEqual([]);
+    finish();
+    await settle(worker, queue, 2);
+    expect(queue.completed.map((c) => c.id).sort()).toEqual(['f1', 's3']);
+    await worker.onApplicationShutdown();
+    expect(worker.hold('s4', 'demo', 'script')).toBeNull();
+  });
+
   it('never runs more jobs at once than it has slots', async () => {
     const queue = new FakeQueue();
     queue.queued = ['a', 'b', 'c', 'd', 'e'].map((id) => job(id));

@@ -18,6 +18,7 @@ import { ApplicationsConfig, QueueConfig, WorkerConfig } from '../config/config-
 import { claimPoliciesOf, retentionByApplication } from '../config/application-settings';
 import { errorResult } from '../job-core/job-result';
 import { REngineUnavailableError } from '../r-engine/r-engine';
+import { DirectStarts, HeldSlot, SlotHolder } from '../queue/direct-starts';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { QueueRepository } from '../queue/queue.repository';
 import { NodeIdentity } from '../storage/node-identity';
@@ -54,6 +55,12 @@ interface SlotPool {
   running: Set<string>;
   /** A delivery kind's slots: the executor that claims and runs its jobs. */
   delivery?: DeliveryJobExecutor;
+  /**
+   * Whether jobs of its kinds may be queued that it did not take: its last claim got all it
+   * asked for, or a job of its kinds was queued while it was full. When a job of an R pool ends,
+   * its slot claims again only then; else the claim would find nothing (one statement per job).
+   */
+  backlog?: boolean;
 }
 
 interface RunningJob {
@@ -81,7 +88,7 @@ export class JobEndedElsewhere extends Error {
  * MailReplyJobExecutor): they never take an R slot.
  */
 @Injectable()
-export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
+export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown, SlotHolder {
   private readonly logger = new Logger(WorkerService.name);
   /** The lease owner: this node's id. */
   readonly owner: string;
@@ -108,6 +115,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     @Optional() private readonly audit?: AuditService,
     @Optional() callbacks?: CallbackJobExecutor,
     @Optional() mailReplies?: MailReplyJobExecutor,
+    @Optional() private readonly directStarts?: DirectStarts,
   ) {
     this.owner = node.id;
     this.pools = [
@@ -182,7 +190,61 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       `worker ${this.owner} started with ${this.pools.map((p) => `${p.name}:${p.size}`).join(', ')} slots`,
     );
     await this.supervise();
+    this.directStarts?.offer(this);
     this.wake();
+  }
+
+  /** Whether an application has maxRunningJobs, so that a job's end may let another of it start. */
+  private anyCapped(): boolean {
+    return claimPoliciesOf(this.applications).maxRunning.some((cap) => cap !== null);
+  }
+
+  /**
+   * A free slot of a general pool for a job the intake is storing (DirectStarts): held (counted
+   * as running) until the job's statement tells whether it started. None while stopping, for a
+   * kind no general pool takes, or for an application with maxRunningJobs (whose claims are
+   * serialised across nodes by the capped claims' lock).
+   */
+  hold(jobId: string, applicationName: string, kind: JobKind): HeldSlot | null {
+    if (this.stopping) {
+      return null;
+    }
+    const policies = claimPoliciesOf(this.applications);
+    const policy = policies.applications.indexOf(applicationName);
+    if (policy >= 0 && policies.maxRunning[policy] !== null) {
+      return null;
+    }
+    const pool = this.pools.find(
+      (p) =>
+        p.applicationName === null &&
+        p.delivery === undefined &&
+        p.kinds?.includes(kind) === true &&
+        p.running.size < p.size,
+    );
+    if (!pool?.kinds) {
+      return null;
+    }
+    pool.running.add(jobId);
+    let settled = false;
+    return {
+      owner: this.owner,
+      leaseSeconds: this.queueConfig.leaseSeconds,
+      kinds: pool.kinds,
+      start: (job) => {
+        if (!settled) {
+          settled = true;
+          // Started by a submitting request: the run is not that request's (as a woken claim's).
+          outsideRequests(() => this.start(job, pool, Date.now()));
+          this.notifier.jobsStarted([job.id]);
+        }
+      },
+      release: () => {
+        if (!settled) {
+          settled = true;
+          pool.running.delete(jobId);
+        }
+      },
+    };
   }
 
   /** Asks for a claim round now; rounds never overlap, a request during one triggers another. */
@@ -241,6 +303,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         const takes = (pool: SlotPool): boolean =>
           wanted === 'all' || pool.kinds === null || pool.kinds.some((kind) => wanted.has(kind));
         for (const group of this.claimGroups) {
+          for (const pool of group) {
+            if (takes(pool) && pool.running.size >= pool.size) {
+              pool.backlog = true; // a job of its kinds waits for one of its slots
+            }
+          }
           const open = group.filter((pool) => pool.size - pool.running.size > 0 && takes(pool));
           if (open.length === 0 || this.stopping) {
             continue;
@@ -260,6 +327,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
                 claimPoliciesOf(this.applications),
               );
           const claimed = new Map<SlotPool, number>();
+          const asked = new Map(open.map((pool) => [pool, free(pool)]));
           for (const job of jobs) {
             const pool = open.find((p) => p.kinds === null || p.kinds.includes(job.kind)) ?? first;
             claimed.set(pool, (claimed.get(pool) ?? 0) + 1);
@@ -271,6 +339,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           // A pool that got all it asked for may find more of its kinds; the other pools need
           // not look again (a delivery pool's claim per R job otherwise).
           for (const pool of open) {
+            pool.backlog = (claimed.get(pool) ?? 0) >= (asked.get(pool) ?? 0);
             if ((claimed.get(pool) ?? 0) > 0 && free(pool) === 0) {
               this.refillRequested = true;
               this.want(pool.kinds ?? undefined);
@@ -303,8 +372,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     ).finally(() => {
       pool.running.delete(job.id);
       this.running.delete(job.id);
-      // An R slot is free: claim R jobs, not deliveries (their own slots did not change).
-      this.wake(R_JOB_KINDS);
+      // An R slot is free: claim R jobs, not deliveries (their own slots did not change), if any
+      // may wait. A capped application's queued job may wait for this very job's end.
+      if (pool.backlog !== false || this.anyCapped()) {
+        this.wake(R_JOB_KINDS);
+      }
     });
     this.running.set(job.id, { job, abort, done, storing: false });
   }
@@ -570,6 +642,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   /** Stops claiming, lets running jobs finish for the grace period, then hands the rest back. */
   async onApplicationShutdown(): Promise<void> {
+    this.directStarts?.withdraw(this);
     this.stopping = true;
     for (const timer of this.timers) {
       clearInterval(timer);

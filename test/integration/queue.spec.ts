@@ -8,16 +8,14 @@ import { QueueRepository } from '../../src/queue/queue.repository';
 import { RESULT_READY_CHANNEL } from '../../src/queue/queue-channels';
 import { loadConfig } from '../../src/config/app-config';
 import { DatabaseEvents, parseNotification } from '../../src/storage/database-events.service';
-import { openDatabaseForCli } from '../../src/storage/database-options';
-import { DATABASE_SCHEMA } from '../../src/database-schema';
 import { NodeIdentity } from '../../src/storage/node-identity';
 import {
-  createTestDatabase,
   SERVER_DATABASE_URL,
   TestDatabase,
   testEnvironment,
   waitFor,
 } from '../support/test-service';
+import { MigratedDatabase, openMigratedDatabase } from '../support/migrated-database';
 import type { ExpiredJob, JobKind } from '../../src/queue/queue.types';
 
 /** LISTEN/NOTIFY between connections needs the server; PGlite is one process with no other nodes. */
@@ -27,24 +25,17 @@ const onServer = SERVER_DATABASE_URL ? it : it.skip;
 describe('queue repository', () => {
   let database: TestDatabase;
   let dataSource: DataSource;
-  let close: () => Promise<void>;
+  let opened: MigratedDatabase;
   let queue: QueueRepository;
   const node = new NodeIdentity();
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    ({ dataSource, close } = await openDatabaseForCli(
-      loadConfig(testEnvironment(database)),
-      DATABASE_SCHEMA,
-    ));
-    await dataSource.runMigrations();
+    opened = await openMigratedDatabase();
+    ({ database, dataSource } = opened);
     queue = new QueueRepository(dataSource, node);
   });
 
-  afterAll(async () => {
-    await close();
-    await database.drop();
-  });
+  afterAll(() => opened.drop());
 
   beforeEach(async () => {
     await dataSource.query('DELETE FROM job');
