@@ -12,6 +12,14 @@ export const CLAIM_APPLICATION_NAME = 'svc-claim';
  * unknown, is estimated dearer), which took about twice the claim's execution time. The setting
  * is the session's, so only the claim runs here: every other statement keeps the pool's custom
  * plans. One connection, kept open while the node runs; a node claims one batch at a time.
+ *
+ * Its commits do not wait for the WAL to reach the disk (`synchronous_commit = off`): about a
+ * millisecond less before each claimed job starts. A claim lost to a crash of PostgreSQL (only
+ * then: the server crashing, not the node) leaves the job QUEUED as if it had not been claimed;
+ * the worker that claimed it finds its lease gone at its next heartbeat or when it stores the
+ * result, which is then rejected, and the job runs again: the at-least-once a lost lease always
+ * meant (docs/queue.md). Every statement that stores something a client is told of (a job, a
+ * result) still commits durably, and its commit also makes the claims before it durable.
  */
 export class ClaimConnection {
   private readonly logger = new Logger(ClaimConnection.name);
@@ -25,7 +33,7 @@ export class ClaimConnection {
       // Kept open: a new connection would plan the claim again.
       idleTimeoutMillis: 0,
       application_name: CLAIM_APPLICATION_NAME,
-      options: '-c plan_cache_mode=force_generic_plan',
+      options: '-c plan_cache_mode=force_generic_plan -c synchronous_commit=off',
     });
     // Every connection lost, idle or during a claim, is logged once by its own listener: a
     // claim then fails and releases it broken (QueueRepository); an idle one the pool drops.
