@@ -7,6 +7,7 @@ import { DataSource } from 'typeorm';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { ByteRange, readChunks, readInline, RESULT_CHUNKS } from '../storage/blob-chunks';
 import { ResultEntity } from './result.entity';
+import { rowsOf } from '../storage/query-rows';
 
 /** A result's data without its bytes: `open` streams them (all, or an inclusive byte range). */
 export interface ResultDataSource {
@@ -41,13 +42,13 @@ export type ResultMetadata = Pick<
   'jobId' | 'applicationName' | 'resultTime' | 'success' | 'type'
 >;
 
-const METADATA_COLUMNS = {
-  jobId: true,
-  applicationName: true,
-  resultTime: true,
-  success: true,
-  type: true,
-} as const;
+interface MetadataRow {
+  job_id: string;
+  application_name: string;
+  result_time: Date;
+  success: boolean;
+  type: string;
+}
 
 @Injectable()
 export class ResultRepository {
@@ -57,10 +58,28 @@ export class ResultRepository {
     @Optional() private readonly audit?: AuditService,
   ) {}
 
+  /**
+   * Written as SQL: a waiting client looks here when its job's result is announced, and the
+   * entity query builder took about half a millisecond of CPU per look to build the same text.
+   */
   async findMetadata(applicationName: string, jobId: string): Promise<ResultMetadata | null> {
-    return this.dataSource
-      .getRepository(ResultEntity)
-      .findOne({ where: { jobId, applicationName }, select: METADATA_COLUMNS });
+    const rows = rowsOf<MetadataRow>(
+      await this.dataSource.query(
+        `SELECT job_id, application_name, result_time, success, type
+           FROM result WHERE job_id = $1 AND application_name = $2`,
+        [jobId, applicationName],
+      ),
+    );
+    const row = rows[0];
+    return row
+      ? {
+          jobId: row.job_id,
+          applicationName: row.application_name,
+          resultTime: row.result_time,
+          success: row.success,
+          type: row.type,
+        }
+      : null;
   }
 
   /** The result with its whole data in memory (chunks joined): prefer findDataSource. */
