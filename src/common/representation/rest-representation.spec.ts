@@ -1,3 +1,5 @@
+import { create } from 'xmlbuilder2';
+import type { XMLBuilder } from 'xmlbuilder2/lib/interfaces';
 import { ErrorRepresentation } from './error-view';
 import {
   isRestView,
@@ -195,6 +197,63 @@ describe('renderRepresentation, XML', () => {
     expect(xml).not.toContain('absent');
     expect(xml.match(/xmlns=/g)).toHaveLength(1);
     expect(renderRepresentation(new ItemsView([]), 'xml')).toBe(`${DECL}<items ${NS}/>`);
+  });
+});
+
+describe('renderRepresentation, XML, against an XML library', () => {
+  /** The same tree through xmlbuilder2, which rendered these documents before. */
+  function libraryXml(element: RestElement): string {
+    const fill = (xml: XMLBuilder, from: RestElement): void => {
+      for (const [key, value] of Object.entries(from.attributes)) {
+        if (value !== null && value !== undefined) {
+          xml.att(key, value instanceof Date ? value.toISOString() : String(value));
+        }
+      }
+      if (from.text !== undefined) {
+        xml.txt(from.text);
+      }
+      for (const child of from.children ?? []) {
+        fill(xml.ele(child.name), child);
+      }
+    };
+    const doc = create({ version: '1.0', encoding: 'UTF-8' });
+    fill(doc.ele('urn:svc:rest:types', element.name), element);
+    return doc.end();
+  }
+
+  const awkward = ['', 'plain', `a&b<c>d"e'f`, '\t tab\n line\r return', ']]>', 'ü € 😀'];
+
+  it('renders every value the library does, byte for byte', () => {
+    for (const value of awkward) {
+      const element: RestElement = {
+        name: 'jobToken',
+        attributes: { jobId: value, n: 3, ok: true, at: T, none: null, gone: undefined },
+        children: [
+          { name: 'text', attributes: {}, text: value },
+          { name: 'empty', attributes: {} },
+          { name: 'emptyText', attributes: { k: value }, text: '' },
+          {
+            name: 'nested',
+            attributes: {},
+            children: [{ name: 'leaf', attributes: { v: value }, children: [] }],
+          },
+        ],
+      };
+      expect(renderRepresentation({ toElement: () => element }, 'xml')).toBe(libraryXml(element));
+    }
+  });
+
+  it('escapes text that looks like an entity, which the library left as it was', () => {
+    // xmlbuilder2 wrote `&amp;` as it stood, so a reader got `&` back: another text.
+    const element: RestElement = {
+      name: 'error',
+      attributes: { message: 'x &amp; y' },
+      text: 'R said &lt;NA&gt;',
+    };
+    expect(renderRepresentation({ toElement: () => element }, 'xml')).toBe(
+      `${DECL}<error ${NS} message="x &amp;amp; y">R said &amp;lt;NA&amp;gt;</error>`,
+    );
+    expect(libraryXml(element)).toContain('R said &lt;NA&gt;');
   });
 });
 

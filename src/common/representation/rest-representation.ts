@@ -1,6 +1,3 @@
-import { create, fragment } from 'xmlbuilder2';
-import type { XMLBuilder } from 'xmlbuilder2/lib/interfaces';
-
 /**
  * How the REST representations are rendered (docs/api.md#representations). Each feature defines
  * its own views (`RestView`, next to its code); a view is one element tree, and every format is
@@ -152,31 +149,50 @@ const XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>';
 
 // ---- XML ----
 
+/*
+ * Written as text, not through an XML builder's tree: the job token and the result's metadata
+ * are rendered for every job, and building a DOM for them cost about 0.7 ms of CPU per job. The
+ * output is byte for byte what xmlbuilder2 writes for the same tree (rest-representation.spec
+ * compares the two): names are the views' own, and values are escaped here.
+ */
+
 function renderXmlDocument(element: RestElement): string {
-  const doc = create({ version: '1.0', encoding: 'UTF-8' });
-  appendXml(doc.ele(REST_TYPES_NAMESPACE, element.name), element);
-  return doc.end();
+  return XML_DECLARATION + xmlOf(element, ` xmlns="${REST_TYPES_NAMESPACE}"`);
 }
 
 function renderXmlFragment(element: RestElement): string {
-  const frag = fragment();
-  appendXml(frag.ele(element.name), element);
-  return frag.end();
+  return xmlOf(element, '');
 }
 
-/** Fills `xml` (already created for `element`); children inherit its namespace. */
-function appendXml(xml: XMLBuilder, element: RestElement): void {
+/** `element` as XML; `namespace`: the root's declaration (children inherit it). */
+function xmlOf(element: RestElement, namespace: string): string {
+  let xml = `<${element.name}${namespace}`;
   for (const [key, value] of Object.entries(element.attributes)) {
     if (value !== null && value !== undefined) {
-      xml.att(key, xmlSafe(attributeText(value)));
+      xml += ` ${key}="${escapeXml(xmlSafe(attributeText(value)), ATTRIBUTE_SPECIALS)}"`;
     }
   }
   if (element.text !== undefined) {
-    xml.txt(xmlSafe(element.text));
+    return `${xml}>${escapeXml(xmlSafe(element.text), TEXT_SPECIALS)}</${element.name}>`;
   }
-  for (const child of element.children ?? []) {
-    appendXml(xml.ele(child.name), child);
+  const children = element.children ?? [];
+  if (children.length === 0) {
+    return `${xml}/>`;
   }
+  return `${xml}>${children.map((child) => xmlOf(child, '')).join('')}</${element.name}>`;
+}
+
+const TEXT_SPECIALS = /[&<>]/g;
+const ATTRIBUTE_SPECIALS = /[&<>"]/g;
+const ENTITIES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+};
+
+function escapeXml(text: string, specials: RegExp): string {
+  return text.replace(specials, (special) => ENTITIES[special]);
 }
 
 function attributeText(value: string | number | boolean | Date): string {
