@@ -71,21 +71,27 @@ export async function insertJob(
   trace: TraceCarrier | null,
   held: HeldSlot | null = null,
 ): Promise<boolean> {
-  const tracestate = storedTracestate(trace);
+  // Without a held slot (a node without a worker, every slot busy) the statement is the plain
+  // insert: nothing to ask, nothing more to plan.
+  const ifStarted = (value: string, otherwise: string): string =>
+    held ? `CASE WHEN s.yes THEN ${value} ELSE ${otherwise} END` : otherwise;
   const raw: unknown = await manager.query(
     `WITH start_here AS (
-       -- One descent of job_queued_kind_idx per kind; FALSE without a held slot.
-       SELECT $18::varchar IS NOT NULL AND NOT EXISTS (
+       SELECT ${
+         held
+           ? // One descent of job_queued_kind_idx per kind.
+             `NOT EXISTS (
                 SELECT 1 FROM job
-                 WHERE state = 'QUEUED' AND ${rJob()} AND kind = ANY ($20::varchar[]) AND run_after <= now()) AS yes),
+                 WHERE state = 'QUEUED' AND ${rJob()} AND kind = ANY ($20::varchar[]) AND run_after <= now())`
+           : 'false'
+       } AS yes),
      new_job AS (
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
                         callback_url, callback_links_base, traceparent, tracestate, submitted_by,
                         started_at, lease_owner, lease_expires_at)
-       SELECT $1, $2, $3, CASE WHEN s.yes THEN 'RUNNING' ELSE 'QUEUED' END, $15, $4, $5, $6, $6,
-              CASE WHEN s.yes THEN 1 ELSE 0 END, $10, $11, $13, $14, $17,
-              CASE WHEN s.yes THEN now() END, CASE WHEN s.yes THEN $18::varchar END,
-              CASE WHEN s.yes THEN now() + make_interval(secs => $19::int) END
+       SELECT $1, $2, $3, ${ifStarted("'RUNNING'", "'QUEUED'")}, $15, $4, $5, $6, $6, ${ifStarted('1', '0')},
+              $10, $11, $13, $14, $17, ${ifStarted('now()', 'NULL')}, ${ifStarted('$18::varchar', 'NULL')},
+              ${ifStarted('now() + make_interval(secs => $19::int)', 'NULL')}
          FROM start_here s
        RETURNING id, application_name, state),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
@@ -94,8 +100,12 @@ export async function insertJob(
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
          FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
      SELECT new_job.state,
-            CASE WHEN new_job.state = 'RUNNING' THEN pg_notify($21, $12::text || new_job.id::text)
-                 ELSE pg_notify($9, $12::text || $3) END AS notified
+            ${
+              held
+                ? `CASE WHEN new_job.state = 'RUNNING' THEN pg_notify($21, $12::text || new_job.id::text)
+                        ELSE pg_notify($9, $12::text || $3) END`
+                : 'pg_notify($9, $12::text || $3)'
+            } AS notified
        FROM new_job`,
     [
       job.id,
@@ -111,14 +121,11 @@ export async function insertJob(
       job.callback?.linksBase ?? null,
       sender,
       trace?.traceparent ?? null,
-      tracestate,
+      storedTracestate(trace),
       job.priority ?? 0,
       job.audit ?? null,
       job.submittedBy ?? null,
-      held?.owner ?? null,
-      held?.leaseSeconds ?? 0,
-      held?.kinds ?? [],
-      JOB_STARTED_CHANNEL,
+      ...(held ? [held.owner, held.leaseSeconds, held.kinds, JOB_STARTED_CHANNEL] : []),
     ],
   );
   return rowsOf<{ state: string }>(raw)[0]?.state === 'RUNNING';
