@@ -61,7 +61,8 @@ function storedTracestate(trace: TraceCarrier | null): string | null {
  * slot of this node's worker), the job is stored RUNNING under the slot's lease, its first
  * attempt begun, when no job of the slot's kinds is queued and due: the claim would have taken
  * this one next, since nothing else waits. It then notifies JOB_STARTED_CHANNEL, as a claim does;
- * otherwise it is QUEUED and notifies JOB_QUEUED_CHANNEL. Returns whether it was started.
+ * otherwise it is QUEUED and notifies JOB_QUEUED_CHANNEL. Returns the job's meta as stored when
+ * it was started (a claim returns it so: jsonb orders its keys), else null.
  */
 export async function insertJob(
   manager: EntityManager,
@@ -70,7 +71,7 @@ export async function insertJob(
   sender: string,
   trace: TraceCarrier | null,
   held: HeldSlot | null = null,
-): Promise<boolean> {
+): Promise<Record<string, string> | null> {
   // Without a held slot (a node without a worker, every slot busy) the statement is the plain
   // insert: nothing to ask, nothing more to plan.
   const ifStarted = (value: string, otherwise: string): string =>
@@ -93,13 +94,13 @@ export async function insertJob(
               $10, $11, $13, $14, $17, ${ifStarted('now()', 'NULL')}, ${ifStarted('$18::varchar', 'NULL')},
               ${ifStarted('now() + make_interval(secs => $19::int)', 'NULL')}
          FROM start_here s
-       RETURNING id, application_name, state),
+       RETURNING id, application_name, state, meta),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
          FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
-     SELECT new_job.state,
+     SELECT new_job.state, new_job.meta,
             ${
               held
                 ? `CASE WHEN new_job.state = 'RUNNING' THEN pg_notify($21, $12::text || new_job.id::text)
@@ -128,12 +129,17 @@ export async function insertJob(
       ...(held ? [held.owner, held.leaseSeconds, held.kinds, JOB_STARTED_CHANNEL] : []),
     ],
   );
-  return rowsOf<{ state: string }>(raw)[0]?.state === 'RUNNING';
+  const stored = rowsOf<{ state: string; meta: Record<string, string> }>(raw)[0];
+  return stored?.state === 'RUNNING' ? stored.meta : null;
 }
 
-/** The job as a claim would have returned it, for a job insertJob started in a held slot. */
+/**
+ * The job as a claim would have returned it, for a job insertJob started in a held slot: its
+ * meta as stored, the rest as given (the files in their order, as the claim orders them).
+ */
 export function startedJob(
   job: NewJobRow,
+  storedMeta: Record<string, string>,
   files: JobFileContent[],
   trace: TraceCarrier | null,
 ): ClaimedJob {
@@ -141,7 +147,7 @@ export function startedJob(
     id: job.id,
     applicationName: job.applicationName,
     kind: job.kind,
-    meta: job.meta,
+    meta: storedMeta,
     submittedAt: job.submittedAt,
     attempts: 1,
     source: job.source,

@@ -144,9 +144,9 @@ export class QueueRepository implements OnModuleDestroy {
         startHere && transaction === undefined
           ? (this.directStarts?.hold(job.id, job.applicationName, job.kind) ?? null)
           : null;
-      let startedHere = false;
+      let startedMeta: Record<string, string> | null = null;
       try {
-        startedHere = await insertJob(
+        startedMeta = await insertJob(
           transaction ?? this.dataSource.manager,
           job,
           inline,
@@ -155,13 +155,13 @@ export class QueueRepository implements OnModuleDestroy {
           held,
         );
       } finally {
-        if (held && startedHere) {
-          held.start(startedJob(job, inline, trace));
+        if (held && startedMeta) {
+          held.start(startedJob(job, startedMeta, inline, trace));
         } else {
           held?.release();
         }
       }
-      return { stored: true, startedHere };
+      return { stored: true, startedHere: startedMeta !== null };
     }
     const storeAll = async (manager: EntityManager): Promise<EnqueueOutcome> => {
       if (maxQueued !== null) {

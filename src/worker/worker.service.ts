@@ -314,6 +314,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           }
           const [first, second] = open;
           const free = (pool: SlotPool): number => pool.size - pool.running.size;
+          // What each pool asks for, before the claim's await (a job may end or start meanwhile).
+          const asked = new Map(open.map((pool) => [pool, free(pool)]));
           const claimedAt = Date.now();
           const jobs = first.delivery
             ? await first.delivery.claim(this.owner, free(first), this.queueConfig.leaseSeconds)
@@ -327,7 +329,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
                 claimPoliciesOf(this.applications),
               );
           const claimed = new Map<SlotPool, number>();
-          const asked = new Map(open.map((pool) => [pool, free(pool)]));
           for (const job of jobs) {
             const pool = open.find((p) => p.kinds === null || p.kinds.includes(job.kind)) ?? first;
             claimed.set(pool, (claimed.get(pool) ?? 0) + 1);

@@ -85,7 +85,7 @@ describe('starting a job where it is submitted', () => {
         id,
         applicationName: options.applicationName ?? 'demo',
         kind: options.kind ?? 'script',
-        meta: { purpose: 'test' },
+        meta: { zeta: 'z', purpose: 'test', a: 'a' },
         source: 'rest',
         submittedAt: new Date(),
         files: [{ name: 'job.R', content: Buffer.from('cat(1)') }],
@@ -124,11 +124,18 @@ describe('starting a job where it is submitted', () => {
       applicationName: 'demo',
       kind: 'script',
       attempts: 1,
-      meta: { purpose: 'test' },
+      meta: { zeta: 'z', purpose: 'test', a: 'a' },
       hasCallback: true,
       files: [{ name: 'job.R', chunked: null }],
     });
     expect(slots.started[0].files[0].content.toString()).toBe('cat(1)');
+    // The meta as a claim returns it (and the job sees it): in the stored order, not as sent.
+    const [stored] = await dataSource.query<Array<{ meta: Record<string, string> }>>(
+      'SELECT meta FROM job WHERE id = $1',
+      [id],
+    );
+    expect(Object.keys(slots.started[0].meta)).toEqual(Object.keys(stored.meta));
+    expect(Object.keys(slots.started[0].meta)).not.toEqual(['zeta', 'purpose', 'a']);
     // Nobody claims it: it is not queued.
     expect(await queue.claim('node-b', 5, 30, null)).toEqual([]);
     // Its slot's lease holds for its result, as a claimed job's does.
