@@ -1,5 +1,13 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import {
   BLOCKING_TIMEOUT_MS,
@@ -7,6 +15,12 @@ import {
   useHostileTree,
 } from '../../../test/support/job-tree-fixtures';
 import { emptyDirectory, removeTree } from './job-tree-removal';
+
+const lstatExists = (path: string): boolean =>
+  lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+
+/** Removals raced against the swapping process; each is one chance for removal to follow a link. */
+const SWAPPED_LINK_REMOVALS = 150;
 
 describe('job tree removal', () => {
   const fixture = useHostileTree();
@@ -73,37 +87,46 @@ describe('job tree removal', () => {
     });
 
     it('never follows a directory swapped for a link while it removes', async () => {
-      // A process keeps replacing root/a/d by a link to the canary and back by a full directory.
+      // A process keeps replacing root/a/d by a link to the canary and back by a full directory,
+      // until the removals below are done: the race lasts a number of removals, not a number of
+      // the attacker's forks, so a machine with slow forks still sees the same contest.
       const swapped = join(root, 'a', 'd');
       const script = [
-        'i=0',
-        'while [ $i -lt 1000 ]; do',
+        'while :; do',
         `  rm -rf "${swapped}" 2>/dev/null; ln -s "${canary}" "${swapped}" 2>/dev/null`,
         `  rm -f "${swapped}"; mkdir "${swapped}" 2>/dev/null && mkdir "${swapped}/sub" && echo x > "${swapped}/sub/f"`,
         `  ln -s "${canary}" "${swapped}/sub/link" 2>/dev/null`,
-        '  i=$((i+1))',
         'done',
       ].join('\n');
-      const attacker = spawn('sh', ['-c', script], { stdio: 'ignore' });
+      const attacker = spawn('sh', ['-c', script], { stdio: 'ignore', detached: true });
       const finished = new Promise((done) => attacker.once('exit', done));
-      let running = true;
-      void finished.then(() => (running = false));
       let removals = 0;
-      while (running) {
+      try {
+        // The contest starts once the attacker has planted its first entry.
         mkdirSync(join(root, 'a'), { recursive: true });
-        // Entries that keep appearing may make one removal give up; it must never follow them.
-        await removeTree(root).catch((error: Error) => {
-          if (!/kept appearing|ENOTEMPTY/.test(error.message)) {
-            throw error;
-          }
-        });
-        removals += 1;
+        for (let look = 0; look < 2000 && !lstatExists(swapped); look += 1) {
+          await new Promise((done) => setTimeout(done, 5));
+        }
+        expect(lstatExists(swapped)).toBe(true);
+        while (removals < SWAPPED_LINK_REMOVALS) {
+          mkdirSync(join(root, 'a'), { recursive: true });
+          // Entries that keep appearing may make one removal give up; it must never follow them.
+          await removeTree(root).catch((error: Error) => {
+            if (!/kept appearing|ENOTEMPTY/.test(error.message)) {
+              throw error;
+            }
+          });
+          removals += 1;
+        }
+      } finally {
+        // The whole group: the loop's own rm or mkdir must not outlive it either.
+        process.kill(-attacker.pid!, 'SIGKILL');
+        await finished;
       }
-      await finished;
       await removeTree(root);
       expect(existsSync(root)).toBe(false);
-      expect(removals).toBeGreaterThan(0);
+      expect(removals).toBe(SWAPPED_LINK_REMOVALS);
       // afterEach: the canary is whole.
-    }, 60_000);
+    }, 30_000);
   });
 });
