@@ -1,7 +1,7 @@
-import { create } from 'xmlbuilder2';
 import { csvTable, TableFormat } from '../common/table-format';
 import type { AuditEventEntity } from '../audit/audit-event.entity';
 import { consoleJobUri } from '../common/public-uri';
+import { RestElement, renderRepresentation } from '../common/representation/rest-representation';
 
 /** The columns of an audit event, in the order of its CSV and its XML element's children. */
 const COLUMNS = [
@@ -62,19 +62,18 @@ export function renderAuditEvents(
     // One shape for both: the trail's JSON has always been plain (a list is an array).
     return JSON.stringify({ auditEvents: events, more });
   }
-  const root = create({
-    version: '1.0',
-    encoding: 'UTF-8',
-    invalidCharReplacement: '\uFFFD',
-  }).ele('urn:svc:rest:types', 'auditEvents', { more: String(more) });
-  for (const event of events) {
-    const element = root.ele('auditEvent');
-    for (const column of XML_COLUMNS) {
-      const value = event[column];
-      if (value !== null) {
-        element.ele(column).txt(value);
-      }
-    }
-  }
-  return root.end({ prettyPrint: false });
+  // rest-data.xsd's auditEvents, written as the REST representations are.
+  const list: RestElement = {
+    name: 'auditEvents',
+    attributes: { more },
+    children: events.map((event) => ({
+      name: 'auditEvent',
+      attributes: {},
+      children: XML_COLUMNS.flatMap((column) => {
+        const value = event[column];
+        return value === null ? [] : [{ name: column, attributes: {}, text: value }];
+      }),
+    })),
+  };
+  return renderRepresentation({ toElement: () => list }, 'xml');
 }

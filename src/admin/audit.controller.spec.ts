@@ -68,6 +68,12 @@ describe('AuditController', () => {
     expect(answer.body).toContain('<principal>alice</principal><authMethod>basic</authMethod>');
   });
 
+  it('writes a name that looks like markup or an entity as text a reader gets back whole', async () => {
+    list.mockResolvedValue([event(1, 'a &amp; b <c>\u0001')]);
+    const answer = await get({});
+    expect(answer.body).toContain('<principal>a &amp;amp; b &lt;c&gt;\uFFFD</principal>');
+  });
+
   it('links the next page and leaves out the extra row when there are more', async () => {
     list.mockResolvedValue([event(1, 'a'), event(2, 'b'), event(3, 'c')]);
     const answer = await get({ limit: '2', principal: 'x', format: 'json' });

@@ -21,6 +21,14 @@ describe('soapFaultEnvelope', () => {
     expect(xml).toContain('<faultstring>bad &lt;name&gt; &amp; "x"\uFFFD\uFFFD</faultstring>');
   });
 
+  it('gives a reader back text that looks like an entity as it was written', () => {
+    // An R error message can say `&amp;` or `&lt;` itself; a parser must not turn it into `&`.
+    const message = 'x &amp; y &lt; z &#60; &unknown; & <';
+    const xml = soapFaultEnvelope(new SoapFault('Server', message));
+    const parsed = new XMLParser({ processEntities: true, htmlEntities: false }).parse(xml);
+    expect(parsed['soap:Envelope']['soap:Body']['soap:Fault'].faultstring).toBe(message);
+  });
+
   it('is an Error with its code', () => {
     const fault = new SoapFault('Server', 'm');
     expect(fault).toBeInstanceOf(Error);

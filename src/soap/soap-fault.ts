@@ -1,4 +1,4 @@
-import { create } from 'xmlbuilder2';
+import { xmlText } from '../common/representation/xml-text';
 
 export const SOAP_ENVELOPE_NAMESPACE = 'http://schemas.xmlsoap.org/soap/envelope/';
 /** The SOAP 1.2 envelope namespace: recognised only to answer VersionMismatch. */
@@ -20,19 +20,15 @@ export class SoapFault extends Error {
 /**
  * The SOAP 1.1 Fault envelope (faultcode soap:<code>, faultstring) as a string; the caller
  * sends it with HTTP 500 and `text/xml; charset=utf-8`, as WS-I Basic Profile 1.1 requires.
+ * The message is often R's: every character of it reaches the client as it was.
  */
 export function soapFaultEnvelope(fault: SoapFault): string {
-  const document = create({ version: '1.0', encoding: 'UTF-8' })
-    .ele(SOAP_ENVELOPE_NAMESPACE, 'soap:Envelope')
-    .ele(SOAP_ENVELOPE_NAMESPACE, 'soap:Body')
-    .ele(SOAP_ENVELOPE_NAMESPACE, 'soap:Fault');
   // faultcode and faultstring are unqualified in SOAP 1.1.
-  document.ele('faultcode').txt(`soap:${fault.code}`);
-  document.ele('faultstring').txt(xmlSafe(fault.message));
-  return document.end({ prettyPrint: false });
-}
-
-/** Characters XML 1.0 cannot carry (control characters, lone surrogates) become U+FFFD. */
-function xmlSafe(text: string): string {
-  return text.replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '\uFFFD');
+  return (
+    '<?xml version="1.0" encoding="UTF-8"?>' +
+    `<soap:Envelope xmlns:soap="${SOAP_ENVELOPE_NAMESPACE}"><soap:Body><soap:Fault>` +
+    `<faultcode>soap:${fault.code}</faultcode>` +
+    `<faultstring>${xmlText(fault.message)}</faultstring>` +
+    '</soap:Fault></soap:Body></soap:Envelope>'
+  );
 }

@@ -10,6 +10,7 @@ import { MtomAttachment, newContentId, xopInclude } from './mtom-writer';
 import { SOAP_ENVELOPE_NAMESPACE } from './soap-fault';
 import { SOAP_TYPES_NAMESPACE } from './envelope-reader';
 import { mediaType } from '../common/media-type';
+import { xmlAttributeValue, xmlText } from '../common/representation/xml-text';
 
 /** A job's result as the SOAP answer needs it: its metadata, and its data as a stream. */
 export type StoredResult = Pick<
@@ -37,16 +38,6 @@ export async function loadResult(
   jobId: string,
 ): Promise<StoredResult | null> {
   return results.findDataSource(applicationName, jobId);
-}
-
-function escapeXml(text: string): string {
-  // Characters XML 1.0 cannot carry (a control character in an R-made file name) become U+FFFD.
-  return text
-    .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '\uFFFD')
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;');
 }
 
 /**
@@ -130,7 +121,7 @@ export function resultEnvelope(result: StoredResult, payloads: AnswerPayload[]):
   const payloadElements = payloads
     .map(
       (payload) =>
-        `<payload name="${escapeXml(payload.name)}" contentType="${escapeXml(payload.contentType)}">` +
+        `<payload name="${xmlAttributeValue(payload.name)}" contentType="${xmlAttributeValue(payload.contentType)}">` +
         `<data>${xopInclude(payload.attachment.contentId)}</data></payload>`,
     )
     .join('');
@@ -138,8 +129,8 @@ export function resultEnvelope(result: StoredResult, payloads: AnswerPayload[]):
     '<?xml version="1.0" encoding="UTF-8"?>' +
     `<soap:Envelope xmlns:soap="${SOAP_ENVELOPE_NAMESPACE}"><soap:Body>` +
     `<result xmlns="${SOAP_TYPES_NAMESPACE}">` +
-    `<applicationName>${escapeXml(result.applicationName)}</applicationName>` +
-    `<jobId>${escapeXml(result.jobId)}</jobId>` +
+    `<applicationName>${xmlText(result.applicationName)}</applicationName>` +
+    `<jobId>${xmlText(result.jobId)}</jobId>` +
     `<success>${result.success ? 'true' : 'false'}</success>` +
     payloadElements +
     '</result></soap:Body></soap:Envelope>'
