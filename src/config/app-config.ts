@@ -192,6 +192,8 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   @IsInt() @Min(1) @Max(300) callbackTimeoutSeconds!: number;
   /** Longest `?wait=N` a client may ask for on GET results and job status, in seconds. */
   @IsInt() @Min(1) @Max(3600) resultWaitMaxSeconds!: number;
+  /** Event streams (live logs, the console's events) one caller may hold open on a node at once. */
+  @IsInt() @Min(1) eventStreamsPerCaller!: number;
   /** Days a finished job's usage record is kept for the usage statistics (0: kept). */
   @IsInt() @Min(0) usageRetentionDays!: number;
   /** Days an audit row is kept (0: kept); deleted by the supervisor pass (docs/security.md#audit-trail). */

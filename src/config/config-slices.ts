@@ -171,12 +171,14 @@ export abstract class MailConfig extends configSlice([
 
 /**
  * The REST API: the base URL its links and documents name, a request body's bytes, the longest
- * `?wait=N` a client may ask for on results and job status (the OpenAPI document states it).
+ * `?wait=N` a client may ask for on results and job status (the OpenAPI document states it),
+ * the event streams a caller may hold open on a node.
  */
 export abstract class RestApiConfig extends configSlice([
   'publicBaseUrl',
   'maxRequestBytes',
   'resultWaitMaxSeconds',
+  'eventStreamsPerCaller',
 ]) {}
 
 /**

@@ -1,4 +1,7 @@
-import { NodeConfig } from '../config/config-slices';
+import type { MessageEvent } from '@nestjs/common';
+import { Subject } from 'rxjs';
+import { NodeConfig, RestApiConfig } from '../config/config-slices';
+import { EventStreamQuota } from '../security/event-stream-quota';
 import { makePrincipal, rememberPrincipal } from '../security/principal';
 import {
   apiErrorOf,
@@ -42,6 +45,8 @@ describe('ConsoleController', () => {
       { provide: ConsoleService, useValue: service },
       { provide: JobEventsService, useValue: events },
       { provide: NodeConfig, useValue: { publicBaseUrl: BASE } },
+      EventStreamQuota,
+      { provide: RestApiConfig, useValue: { eventStreamsPerCaller: 1 } },
     ]);
   });
 
@@ -131,10 +136,17 @@ describe('ConsoleController', () => {
   });
 
   it('follows the events of the applications the caller may see; 406 without an event stream', async () => {
-    const stream = { subscribe: jest.fn() };
+    const stream = new Subject<MessageEvent>();
     events.follow.mockReturnValue(stream);
-    expect(controller.follow(asAlice())).toBe(stream);
+    const seen: MessageEvent[] = [];
+    const subscription = controller.follow(asAlice()).subscribe((event) => seen.push(event));
+    stream.next({ data: { application: 'demo' }, type: 'jobs' });
+    expect(seen).toEqual([{ data: { application: 'demo' }, type: 'jobs' }]);
     expect(events.follow).toHaveBeenCalledWith(['demo']);
+    // EVENT_STREAMS_PER_CALLER=1 here: alice's second stream waits for her first to end.
+    expect(await apiErrorOf(() => controller.follow(asAlice()))).toMatchObject({ status: 429 });
+    subscription.unsubscribe();
+    controller.follow(asAlice()).subscribe().unsubscribe();
     expect(await apiErrorOf(() => controller.eventsWithoutStream())).toMatchObject({
       status: 406,
     });

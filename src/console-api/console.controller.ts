@@ -22,6 +22,7 @@ import { publicBaseUrl, REST_PREFIX } from '../common/public-uri';
 import { wholeNumber } from '../common/query-parameters';
 import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
+import { EventStreamQuota } from '../security/event-stream-quota';
 import { Principal, principalOf } from '../security/principal';
 import { CANCEL_DEFAULT_LIMIT, CancelJobsDto } from './cancel-jobs.dto';
 import type { ConsoleJob } from './console-view';
@@ -52,6 +53,7 @@ export class ConsoleController {
     private readonly console: ConsoleService,
     private readonly events: JobEventsService,
     private readonly node: NodeConfig,
+    private readonly streams: EventStreamQuota,
   ) {}
 
   @Get('me')
@@ -134,7 +136,10 @@ export class ConsoleController {
   @EventStreamRoute()
   @RawData()
   follow(@Req() req: Request): Observable<MessageEvent> {
-    return this.events.follow(this.console.visibleApplications(callerOf(req)));
+    return this.streams.hold(
+      req,
+      this.events.follow(this.console.visibleApplications(callerOf(req))),
+    );
   }
 
   /** Without Accept: text/event-stream the events path says what it wants. */

@@ -1,6 +1,8 @@
 import { StreamableFile } from '@nestjs/common';
-import { of } from 'rxjs';
-import { controllerOf } from '../../test/support/controller-testing';
+import { lastValueFrom, of, toArray } from 'rxjs';
+import { controllerOf, fakeRequest } from '../../test/support/controller-testing';
+import { RestApiConfig } from '../config/config-slices';
+import { EventStreamQuota } from '../security/event-stream-quota';
 import { JobLogController } from './job-log.controller';
 import { JobLogService } from './job-log.service';
 
@@ -8,13 +10,17 @@ const JOB_ID = '0f8fad5b-d9cb-469f-a165-70867728950e';
 
 describe('JobLogController', () => {
   it('follows the log live from the last event the client saw', async () => {
-    const stream = of({ data: 'line' });
-    const follow = jest.fn().mockResolvedValue(stream);
+    const follow = jest.fn().mockResolvedValue(of({ data: 'line' }));
     const controller = await controllerOf(JobLogController, [
       { provide: JobLogService, useValue: { follow } },
+      EventStreamQuota,
+      { provide: RestApiConfig, useValue: { eventStreamsPerCaller: 1 } },
     ]);
-    expect(await controller.live('app', JOB_ID, '42')).toBe(stream);
+    const live = await controller.live(fakeRequest(), 'app', JOB_ID, '42');
+    expect(await lastValueFrom(live.pipe(toArray()))).toEqual([{ data: 'line' }]);
     expect(follow).toHaveBeenCalledWith('app', JOB_ID, '42');
+    // The stream ended: the caller's one stream is free again.
+    await controller.live(fakeRequest(), 'app', JOB_ID, '42');
   });
 
   it('answers the stored text', async () => {
@@ -22,6 +28,8 @@ describe('JobLogController', () => {
     const plain = jest.fn().mockResolvedValue(file);
     const controller = await controllerOf(JobLogController, [
       { provide: JobLogService, useValue: { plain } },
+      EventStreamQuota,
+      { provide: RestApiConfig, useValue: { eventStreamsPerCaller: 1 } },
     ]);
     expect(await controller.log('app', JOB_ID)).toBe(file);
     expect(plain).toHaveBeenCalledWith('app', JOB_ID);

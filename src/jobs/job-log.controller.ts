@@ -5,14 +5,17 @@ import {
   Headers,
   MessageEvent,
   Param,
+  Req,
   Sse,
   StreamableFile,
 } from '@nestjs/common';
+import type { Request } from 'express';
 import type { Observable } from 'rxjs';
 import { ApplicationNamePipe, JobIdPipe } from '../common/application-name';
 import { EventStreamRoute } from '../common/event-stream-route';
 import { RawData } from '../common/negotiation.guard';
 import { Access } from '../security/access.decorator';
+import { EventStreamQuota } from '../security/event-stream-quota';
 import { JobLogService } from './job-log.service';
 
 /**
@@ -23,18 +26,24 @@ import { JobLogService } from './job-log.service';
  */
 @Controller('svc/api/rest/jobs')
 export class JobLogController {
-  constructor(private readonly jobLogs: JobLogService) {}
+  constructor(
+    private readonly jobLogs: JobLogService,
+    private readonly streams: EventStreamQuota,
+  ) {}
 
   @Sse(':app/:jobId/log')
   @EventStreamRoute()
   @Access('readResults')
   @RawData()
-  live(
+  async live(
+    @Req() req: Request,
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
     @Headers('last-event-id') lastEventId?: string,
   ): Promise<Observable<MessageEvent>> {
-    return this.jobLogs.follow(applicationName, jobId, lastEventId);
+    // The 400 and 404 first: a refused stream is counted only for a job that is there.
+    const stream = await this.jobLogs.follow(applicationName, jobId, lastEventId);
+    return this.streams.hold(req, stream);
   }
 
   @Get(':app/:jobId/log')

@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { AccessGuard } from './access.guard';
 import { AccessPolicyService } from './access-policy.service';
 import { AuthenticationService } from './authentication.service';
+import { EventStreamQuota } from './event-stream-quota';
 import { RequestAccessService } from './request-access.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
 
@@ -18,6 +19,7 @@ import { OidcTokenVerifier } from './oidc-token.verifier';
     OidcTokenVerifier,
     RequestAccessService,
     AccessGuard,
+    EventStreamQuota,
   ],
   exports: [
     AccessPolicyService,
@@ -25,6 +27,7 @@ import { OidcTokenVerifier } from './oidc-token.verifier';
     OidcTokenVerifier,
     RequestAccessService,
     AccessGuard,
+    EventStreamQuota,
   ],
 })
 export class SecurityModule {}

@@ -1,4 +1,5 @@
 import type { ConsoleJob } from '../../src/console-api/console-view';
+import { EventStreamQuota } from '../../src/security/event-stream-quota';
 import { ALICE, BOB, ROOT, basicUsersEnvironment } from '../support/admin-auth';
 import { Answer, postZip, request, REST } from '../support/rest-client';
 import { SseEvent, SseReader } from '../support/sse-client';
@@ -131,6 +132,7 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
       })),
       SCRIPT_SLOTS: '1',
       AUTH_MAX_FAILURES: '1000',
+      EVENT_STREAMS_PER_CALLER: '2',
     });
     base = service.url;
     sleeper = await submit(base, 'other', BOB, SLEEPER);
@@ -490,6 +492,53 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
       // alice hears of demo's job, never of other's.
       expect(new Set(await until(aliceEvents, 'demo'))).toEqual(new Set(['demo']));
     } finally {
+      streams.abort();
+    }
+  }, 60000);
+
+  it('holds each caller to EVENT_STREAMS_PER_CALLER open streams, live logs and events together', async () => {
+    const streams = new AbortController();
+    const open = (path: string, who: Record<string, string>): Promise<Response> =>
+      fetch(`${base}${REST}${path}`, {
+        headers: { Accept: 'text/event-stream', ...who },
+        signal: streams.signal,
+      });
+    const rootsFirst = new AbortController();
+    const quota = service.app.get(EventStreamQuota);
+    // The streams of the test before are given back once the node sees their clients gone.
+    await waitFor(
+      async () => Promise.resolve(quota.heldBy('user:root') + quota.heldBy('user:alice') === 0),
+      10000,
+      'the earlier streams to be given back',
+    );
+    try {
+      const first = await fetch(`${base}${REST}/admin/events`, {
+        headers: { Accept: 'text/event-stream', ...ROOT },
+        signal: rootsFirst.signal,
+      });
+      expect(first.status).toBe(200);
+      expect((await open('/admin/events', ROOT)).status).toBe(200);
+      // root holds two: a third, of either kind, is refused with the error body.
+      for (const path of ['/admin/events', `/jobs/other/${sleeper}/log`]) {
+        const refused = await open(path, { ...ROOT, Accept: 'text/event-stream' });
+        expect(refused.status).toBe(429);
+        expect(refused.headers.get('retry-after')).toBe('5');
+        expect(await refused.text()).toMatch(/EVENT_STREAMS_PER_CALLER=2/);
+      }
+      // Other callers are not held back by root's.
+      expect((await open('/admin/events', ALICE)).status).toBe(200);
+      // root lets go of one and may open another.
+      rootsFirst.abort();
+      await waitFor(
+        async () => {
+          const again = await open('/admin/events', ROOT);
+          return again.status === 200 ? again : (await again.text(), null);
+        },
+        10000,
+        "root's stream to be given back",
+      );
+    } finally {
+      rootsFirst.abort();
       streams.abort();
     }
   }, 60000);
