@@ -64,7 +64,7 @@ describe('ConsoleService', () => {
     jobs = {
       list: jest.fn().mockResolvedValue([]),
       findOne: jest.fn().mockResolvedValue(row(JOB_ID)),
-      retry: jest.fn().mockResolvedValue({ outcome: 'retried' }),
+      retry: jest.fn().mockResolvedValue({ outcome: 'retried', repliesQueued: false }),
       unfinished: jest.fn().mockResolvedValue([]),
       overviewApplications: jest.fn().mockResolvedValue([]),
       overviewSeries: jest.fn().mockResolvedValue([]),
@@ -165,8 +165,14 @@ describe('ConsoleService', () => {
   it('retries a failed job and wakes the workers and the event streams', async () => {
     await service.retry(ALICE, 'demo', JOB_ID, BASE);
     expect(jobs.retry).toHaveBeenCalledWith('demo', JOB_ID, null);
-    expect(notifier.jobQueued).toHaveBeenCalledWith('script');
+    expect(notifier.jobQueued.mock.calls).toEqual([['script']]);
     expect(events.changed).toHaveBeenCalledWith('demo');
+  });
+
+  it('wakes the mail-reply workers too when the retry owes an e-mail reply again', async () => {
+    jobs.retry.mockResolvedValue({ outcome: 'retried', repliesQueued: true });
+    await service.retry(ALICE, 'demo', JOB_ID, BASE);
+    expect(notifier.jobQueued.mock.calls).toEqual([['script'], ['mail_reply']]);
   });
 
   it.each([

@@ -14,6 +14,7 @@ import {
   OverviewBucketRow,
 } from '../queue/job-admin.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
+import { JobKind } from '../queue/queue.types';
 import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
 import { AccessPolicyService } from '../security/access-policy.service';
 import type { Principal } from '../security/principal';
@@ -165,6 +166,9 @@ export class ConsoleService {
     }
     // This node's workers at once; the others through the statement's NOTIFY.
     this.notifier.jobQueued(job.kind);
+    if (done.repliesQueued) {
+      this.notifier.jobQueued(JobKind.MAIL_REPLY);
+    }
     this.events.changed(applicationName);
     return this.job(principal, applicationName, jobId, base);
   }

@@ -11,6 +11,7 @@ import { auditRowPerJobSql } from '../audit/audit.repository';
 import { rowsOf } from '../storage/query-rows';
 import { NodeIdentity } from '../storage/node-identity';
 import { notificationPrefix } from '../storage/database-events.service';
+import { MailReplyJobsRepository } from './mail-reply-jobs.repository';
 import { JOB_QUEUED_CHANNEL } from './queue-channels';
 import { rJob } from './queue-reads';
 import type { JobKind, JobSource } from './queue.types';
@@ -75,7 +76,8 @@ export interface AdminJobRow {
 
 /** What a retry found: the job's state before and whether it was queued again. */
 export type RetryOutcome =
-  | { outcome: 'retried' }
+  /** `repliesQueued`: e-mail replies owed again, whose mail-reply jobs were queued with it. */
+  | { outcome: 'retried'; repliesQueued: boolean }
   | { outcome: 'unknown' }
   | { outcome: 'refused'; reason: 'queued' | 'running' | 'succeeded' | 'cancelled' | 'no-inputs' };
 
@@ -175,6 +177,7 @@ export class JobAdminRepository {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     node: NodeIdentity,
+    private readonly replyJobs: MailReplyJobsRepository,
   ) {
     this.sender = notificationPrefix(node.id);
   }
@@ -238,60 +241,85 @@ export class JobAdminRepository {
    * runs cleared, its attempts kept counting; `auditRow` (auditRowJson) written, and the workers
    * woken by `svc_job_queued`, only when it does. The row lock orders it with a concurrent retry,
    * cancel or deletion.
+   *
+   * What the failed run delivered is owed again, so the new outcome reaches whoever got the old
+   * one: an e-mail reply that was sent or given up becomes pending, its mail-reply job queued in
+   * the same transaction (it goes once the new result is there); a drop directory's result is
+   * written to the outbox again (its record counts from the retry for its retention). A reply
+   * still pending waits for the new result as it is.
    */
   async retry(
     applicationName: string,
     jobId: string,
     auditRow: string | null,
   ): Promise<RetryOutcome> {
-    const raw: unknown = await this.dataSource.query(
-      `WITH target AS (
-         SELECT j.id, j.state, j.cancelled_at IS NOT NULL AS cancelled, r.success,
-                EXISTS (SELECT 1 FROM job_file f WHERE f.job_id = j.id) AS has_inputs
-           FROM job j LEFT JOIN result r ON r.job_id = j.id
-          WHERE j.id = $1 AND j.application_name = $2 AND ${rJob('j.kind')}
-          FOR UPDATE OF j),
-       retried AS (
-         UPDATE job SET state = 'QUEUED', run_after = now(), started_at = NULL, finished_at = NULL,
-                lost_runs = 0, lease_owner = NULL, lease_expires_at = NULL, last_error = NULL,
-                progress_fraction = NULL, progress_message = NULL
-           FROM target
-          WHERE job.id = target.id AND target.state = 'DONE' AND target.success = false
-            AND NOT target.cancelled AND target.has_inputs
-          RETURNING job.id, job.application_name, job.kind),
-       result_removed AS (DELETE FROM result WHERE job_id IN (SELECT id FROM retried)),
-       callback_removed AS (DELETE FROM job_callback WHERE job_id IN (SELECT id FROM retried)),
-       callback_job_removed AS (DELETE FROM job WHERE callback_of IN (SELECT id FROM retried)),
-       audited AS (${auditRowPerJobSql('$3', 'retried')})
-       SELECT target.state, target.cancelled, target.success, target.has_inputs,
-              (SELECT pg_notify($4, $5::text || retried.kind) FROM retried) IS NOT NULL AS retried
-         FROM target`,
-      [jobId, applicationName, auditRow, JOB_QUEUED_CHANNEL, this.sender],
-    );
-    const row = rowsOf<{
-      state: string;
-      cancelled: boolean;
-      success: boolean | null;
-      has_inputs: boolean;
-      retried: boolean;
-    }>(raw)[0];
-    if (row === undefined) {
-      return { outcome: 'unknown' };
-    }
-    if (row.retried) {
-      return { outcome: 'retried' };
-    }
-    const reason =
-      row.state === 'QUEUED'
-        ? 'queued'
-        : row.state === 'RUNNING'
-          ? 'running'
-          : row.cancelled
-            ? 'cancelled'
-            : row.success === true
-              ? 'succeeded'
-              : 'no-inputs';
-    return { outcome: 'refused', reason };
+    return this.dataSource.transaction(async (manager) => {
+      const raw: unknown = await manager.query(
+        `WITH target AS (
+           SELECT j.id, j.state, j.cancelled_at IS NOT NULL AS cancelled, r.success,
+                  EXISTS (SELECT 1 FROM job_file f WHERE f.job_id = j.id) AS has_inputs
+             FROM job j LEFT JOIN result r ON r.job_id = j.id
+            WHERE j.id = $1 AND j.application_name = $2 AND ${rJob('j.kind')}
+            FOR UPDATE OF j),
+         retried AS (
+           UPDATE job SET state = 'QUEUED', run_after = now(), started_at = NULL, finished_at = NULL,
+                  lost_runs = 0, lease_owner = NULL, lease_expires_at = NULL, last_error = NULL,
+                  progress_fraction = NULL, progress_message = NULL
+             FROM target
+            WHERE job.id = target.id AND target.state = 'DONE' AND target.success = false
+              AND NOT target.cancelled AND target.has_inputs
+            RETURNING job.id, job.application_name, job.kind),
+         result_removed AS (DELETE FROM result WHERE job_id IN (SELECT id FROM retried)),
+         callback_removed AS (DELETE FROM job_callback WHERE job_id IN (SELECT id FROM retried)),
+         callback_job_removed AS (DELETE FROM job WHERE callback_of IN (SELECT id FROM retried)),
+         replies_owed AS (
+           UPDATE mail_reply SET state = 'pending', reply_job_id = NULL, attempts = 0,
+                  first_attempt_at = NULL, last_error = NULL, replied_at = NULL
+            WHERE job_id IN (SELECT id FROM retried) AND rejection IS NULL
+              AND state IN ('sent', 'failed')
+            RETURNING source, source_key),
+         drops_owed AS (
+           UPDATE drop_file SET result_written_at = NULL, claimed_at = now()
+            WHERE job_id IN (SELECT id FROM retried) AND submitted_at IS NOT NULL),
+         audited AS (${auditRowPerJobSql('$3', 'retried')})
+         SELECT target.state, target.cancelled, target.success, target.has_inputs,
+                (SELECT pg_notify($4, $5::text || retried.kind) FROM retried) IS NOT NULL AS retried,
+                (SELECT coalesce(json_agg(json_build_array(source, source_key)), '[]'::json)
+                   FROM replies_owed) AS replies
+           FROM target`,
+        [jobId, applicationName, auditRow, JOB_QUEUED_CHANNEL, this.sender],
+      );
+      const row = rowsOf<{
+        state: string;
+        cancelled: boolean;
+        success: boolean | null;
+        has_inputs: boolean;
+        retried: boolean;
+        replies: Array<[string, string]>;
+      }>(raw)[0];
+      if (row === undefined) {
+        return { outcome: 'unknown' };
+      }
+      if (row.retried) {
+        let repliesQueued = false;
+        for (const [source, sourceKey] of row.replies) {
+          repliesQueued =
+            (await this.replyJobs.queue(source, sourceKey, this.sender, manager)) || repliesQueued;
+        }
+        return { outcome: 'retried', repliesQueued };
+      }
+      const reason =
+        row.state === 'QUEUED'
+          ? 'queued'
+          : row.state === 'RUNNING'
+            ? 'running'
+            : row.cancelled
+              ? 'cancelled'
+              : row.success === true
+                ? 'succeeded'
+                : 'no-inputs';
+      return { outcome: 'refused', reason };
+    });
   }
 
   /** Each application's jobs queued and running now, and those that ended in the last hour. */

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { explodeZip } from '../../src/jobs/job-archive';
+import { ADMIN_ENV, retryAsAdmin } from '../support/admin-auth';
 import { parseXml, postZip } from '../support/rest-client';
 import { ServiceProcess, spawnNodes, stopServices } from '../support/service-process';
 import {
@@ -114,6 +115,7 @@ describe('a drop directory on one node', () => {
     service = await startTestService({
       APPLICATION_SETTINGS: JSON.stringify({ [APP]: { dropDirectory: root } }),
       DROP_POLL_INTERVAL_MS: '200',
+      ...ADMIN_ENV,
     });
     query = queryThrough(service);
   });
@@ -157,6 +159,22 @@ describe('a drop directory on one node', () => {
     await drop(root, 'fails.R', 'stop("no data for this month")\n');
     const text = (await waitForFile(join(root, 'outbox', 'fails.R.result.txt'))).toString();
     expect(text).toContain('no data for this month');
+  });
+
+  it("writes the outcome of a failed job's retry to outbox/ again", async () => {
+    await drop(root, 'retried.R', 'stop("the month is not closed")\n');
+    const outcome = join(root, 'outbox', 'retried.R.result.txt');
+    await waitForFile(outcome);
+    rmSync(outcome);
+    const [{ job_id: jobId }] = await query<{ job_id: string }>(
+      "SELECT job_id FROM drop_file WHERE file_name = 'retried.R'",
+    );
+    expect((await retryAsAdmin(service.url, APP, jobId)).status).toBe(202);
+    expect((await waitForFile(outcome)).toString()).toContain('the month is not closed');
+    const [job] = await query<{ attempts: number }>('SELECT attempts FROM job WHERE id = $1', [
+      jobId,
+    ]);
+    expect(job.attempts).toBe(2);
   });
 
   it.each([

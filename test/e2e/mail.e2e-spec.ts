@@ -24,6 +24,7 @@ import {
   waitFor,
 } from '../support/test-service';
 import { makeZip, makeZipBomb } from '../support/zip-fixtures';
+import { ADMIN_ENV, retryAsAdmin } from '../support/admin-auth';
 
 const APP = 'mailer';
 const REPLY_FROM = 'jobs@svc.example.com';
@@ -211,6 +212,7 @@ describe('jobs by e-mail', () => {
       CALLBACK_RETRY_SECONDS: '5',
       ZIP_MAX_COMPRESSION_RATIO: '100',
       MAX_REQUEST_BYTES: '200000',
+      ...ADMIN_ENV,
     });
     const catalog = service.app.get(CatalogService);
     await catalog.putFile(
@@ -357,6 +359,36 @@ describe('jobs by e-mail', () => {
     expect(reply.mail.attachments).toEqual([]);
     expect(reply.mail.text).toMatch(/failed/);
     expect(reply.mail.text).toContain('no data here');
+  });
+
+  it("replies again with the outcome of a failed job's retry", async () => {
+    const subject = 'Broken, then retried';
+    await deliver(
+      dovecot,
+      'jobs',
+      await compose({
+        subject,
+        text: 'oops',
+        attachments: [{ filename: 'retried.R', content: 'stop("still no data")\n' }],
+      }),
+    );
+    expect((await replyAbout(smtp, subject)).mail.text).toContain('still no data');
+    // A failed job keeps its input files: that is how it is found here, and how it runs again.
+    const [{ job_id: jobId }] = await query<{ job_id: string }>(
+      "SELECT job_id FROM job_file WHERE name = 'retried.R'",
+    );
+    expect((await retryAsAdmin(service.url, APP, jobId)).status).toBe(202);
+    const replies = await waitFor(
+      () => {
+        const about = smtp.received.filter((r) => r.mail.subject === `RE: ${subject}`);
+        return Promise.resolve(about.length >= 2 ? about : undefined);
+      },
+      120_000,
+      'the reply to the retry',
+    );
+    expect(replies).toHaveLength(2);
+    expect(replies[1].mail.text).toContain('still no data');
+    expect(replies[1].envelopeTo).toEqual(replies[0].envelopeTo);
   });
 
   describe('answers a message that is not a job with the reason', () => {

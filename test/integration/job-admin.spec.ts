@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { errorResult, resultData } from '../../src/job-core/job-result';
 import { JobAdminRepository, JobFilter } from '../../src/queue/job-admin.repository';
+import { MailReplyJobsRepository } from '../../src/queue/mail-reply-jobs.repository';
 import { QueueRepository } from '../../src/queue/queue.repository';
 import { WorkerNodesRepository } from '../../src/queue/worker-nodes.repository';
 import { NodeIdentity } from '../../src/storage/node-identity';
@@ -23,12 +24,14 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
   let drop: () => Promise<void>;
   let queue: QueueRepository;
   let jobs: JobAdminRepository;
+  let replyJobs: MailReplyJobsRepository;
   const node = new NodeIdentity();
 
   beforeAll(async () => {
     ({ dataSource, drop } = await openMigratedDatabase());
     queue = new QueueRepository(dataSource, node);
-    jobs = new JobAdminRepository(dataSource, node);
+    replyJobs = new MailReplyJobsRepository(dataSource);
+    jobs = new JobAdminRepository(dataSource, node, replyJobs);
   });
 
   afterAll(async () => {
@@ -37,6 +40,8 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
 
   beforeEach(async () => {
     await dataSource.query('DELETE FROM job');
+    await dataSource.query('DELETE FROM mail_reply');
+    await dataSource.query('DELETE FROM drop_file');
   });
 
   async function submit(
@@ -104,7 +109,10 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
       reason: 'succeeded',
     });
     expect(await jobs.retry('other', failed, null)).toEqual({ outcome: 'unknown' });
-    expect(await jobs.retry('demo', failed, null)).toEqual({ outcome: 'retried' });
+    expect(await jobs.retry('demo', failed, null)).toEqual({
+      outcome: 'retried',
+      repliesQueued: false,
+    });
     expect(await jobs.findOne('demo', failed)).toMatchObject({
       state: 'QUEUED',
       started_at: null,
@@ -145,10 +153,93 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     ];
     await runToEnd(id, false);
     expect(await callbacks()).toEqual([{ state: 'pending' }, { kind: 'callback' }]);
-    expect(await jobs.retry('demo', id, null)).toEqual({ outcome: 'retried' });
+    expect(await jobs.retry('demo', id, null)).toEqual({
+      outcome: 'retried',
+      repliesQueued: false,
+    });
     expect(await callbacks()).toEqual([]);
     await runToEnd(id, false);
     expect(await callbacks()).toEqual([{ state: 'pending' }, { kind: 'callback' }]);
+  });
+
+  it('owes the new outcome where the failed one went: its e-mail reply again, its drop file rewritten', async () => {
+    const id = await submit();
+    await runToEnd(id, false);
+    const oldReplyJob = randomUUID();
+    await dataSource.query(
+      `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
+                               reply_to, reply_from, attach_max_bytes, attempts, reply_job_id,
+                               first_attempt_at, last_error, replied_at)
+       VALUES ('inbox', '7:1', 'demo', $1, 'sent', now(), 'ann@example.com', 'svc@example.com',
+               1000, 2, $2, now(), 'busy', now())`,
+      [id, oldReplyJob],
+    );
+    await dataSource.query(
+      `INSERT INTO drop_file (application_name, claim_id, file_name, job_id, claimed_at,
+                              submitted_at, result_written_at)
+       VALUES ('demo', 'c1', 'in.zip', $1, now() - interval '30 days', now() - interval '30 days',
+               now() - interval '30 days')`,
+      [id],
+    );
+    expect(await jobs.retry('demo', id, null)).toEqual({ outcome: 'retried', repliesQueued: true });
+    const [reply] = await dataSource.query<
+      Array<{ state: string; attempts: number; replied_at: Date | null; reply_job_id: string }>
+    >(
+      `SELECT state, attempts, replied_at, last_error, reply_job_id FROM mail_reply
+        WHERE source = 'inbox' AND source_key = '7:1'`,
+    );
+    expect(reply).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+      replied_at: null,
+      last_error: null,
+    });
+    expect(reply.reply_job_id).not.toBe(oldReplyJob);
+    expect(
+      await dataSource.query('SELECT kind, state FROM job WHERE id = $1', [reply.reply_job_id]),
+    ).toEqual([{ kind: 'mail_reply', state: 'QUEUED' }]);
+    // The drop directory writes the new result; its record is kept for a week from the retry.
+    expect(
+      await dataSource.query(
+        `SELECT result_written_at, claimed_at > now() - interval '1 minute' AS recent
+           FROM drop_file WHERE claim_id = 'c1'`,
+      ),
+    ).toEqual([{ result_written_at: null, recent: true }]);
+    // The reply waits for the new result, then goes.
+    expect(await replyJobs.claim('w1', 10, 30)).toEqual([]);
+    await runToEnd(id, false);
+    expect((await replyJobs.claim('w1', 10, 30)).map((job) => job.id)).toEqual([
+      reply.reply_job_id,
+    ]);
+  });
+
+  it('owes no reply again where none was owed or one is still on its way', async () => {
+    const ids = [await submit(), await submit()];
+    for (const id of ids) {
+      await runToEnd(id, false);
+    }
+    await dataSource.query(
+      `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
+                               reply_to, reply_from, attach_max_bytes)
+       VALUES ('inbox', '8:1', 'demo', $1, 'none', now(), NULL, 'svc@example.com', 1000),
+              ('inbox', '8:2', 'demo', $2, 'pending', now(), 'ann@example.com',
+               'svc@example.com', 1000)`,
+      ids,
+    );
+    for (const id of ids) {
+      expect(await jobs.retry('demo', id, null)).toEqual({
+        outcome: 'retried',
+        repliesQueued: false,
+      });
+    }
+    expect(
+      await dataSource.query(
+        "SELECT source_key, state FROM mail_reply WHERE source = 'inbox' ORDER BY source_key",
+      ),
+    ).toEqual([
+      { source_key: '8:1', state: 'none' },
+      { source_key: '8:2', state: 'pending' },
+    ]);
   });
 
   it('pages newest first without repeats, under filters, within the applications given', async () => {

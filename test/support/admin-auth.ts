@@ -1,4 +1,5 @@
 import { hashSecret } from '../../src/common/secret-hash';
+import { Answer, request, REST } from './rest-client';
 
 /**
  * The global admin that admin-API tests configure. The security guard requires an admin on
@@ -44,4 +45,12 @@ export async function basicUsersEnvironment(
     }),
     APPLICATION_SECURITY: JSON.stringify(applicationSecurity),
   };
+}
+
+/** `POST /admin/jobs/{app}/{jobId}/retry` as the test admin of ADMIN_ENV; the answer. */
+export function retryAsAdmin(base: string, application: string, jobId: string): Promise<Answer> {
+  return request(`${base}${REST}/admin/jobs/${application}/${jobId}/retry`, {
+    method: 'POST',
+    headers: { Authorization: ADMIN_AUTHORIZATION, Accept: 'application/json' },
+  });
 }
