@@ -82,6 +82,11 @@ describe('EventStreamQuota', () => {
     expect(quota.heldBy('user:alice')).toBe(1);
     gone.res.emit('close');
     expect(quota.heldBy('user:alice')).toBe(0);
+    // Closed already when the stream is made (the client went during the handler's lookups).
+    const early = requestOf(alice);
+    Object.assign(early.res, { closed: true });
+    quota.hold(early, NEVER);
+    expect(quota.heldBy('user:alice')).toBe(0);
   });
 
   it('gives each stream back once, however many ways it ends', () => {

@@ -30,8 +30,13 @@ export class EventStreamQuota {
    */
   hold<T>(req: Request, stream: Observable<T>): Observable<T> {
     const release = this.take(callerOf(req));
-    // Also when the stream is never subscribed to: its client went before it started.
-    req.res?.once('close', release);
+    // Also when the stream is never subscribed to: its client went before it started, maybe
+    // while the handler was still looking the job up.
+    if (req.res?.closed) {
+      release();
+    } else {
+      req.res?.once('close', release);
+    }
     return stream.pipe(finalize(release));
   }
 
