@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { XOP_NAMESPACE, hrefForContentId } from './xop';
+import { xmlAttributeValue } from '../common/representation/xml-text';
 
 /** One binary part of an MTOM answer; `open` is called when its turn comes, not before. */
 export interface MtomAttachment {
@@ -12,7 +13,7 @@ export interface MtomAttachment {
 
 /** The element content that points at an attachment (an `xop:Include` with a `cid:` href). */
 export function xopInclude(contentId: string): string {
-  return `<xop:Include xmlns:xop="${XOP_NAMESPACE}" href="${escapeAttribute(hrefForContentId(contentId))}"/>`;
+  return `<xop:Include xmlns:xop="${XOP_NAMESPACE}" href="${xmlAttributeValue(hrefForContentId(contentId))}"/>`;
 }
 
 /** A unique Content-ID for an attachment or the root part. */
@@ -87,8 +88,4 @@ function headerValue(value: string): string {
     throw new Error(`an MTOM part header value holds a line break: ${JSON.stringify(value)}`);
   }
   return value;
-}
-
-function escapeAttribute(value: string): string {
-  return value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
 }

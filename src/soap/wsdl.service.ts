@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Injectable } from '@nestjs/common';
 import { PROJECT_ROOT_DIR } from '../config/app-config';
+import { xmlAttributeValue } from '../common/representation/xml-text';
 
 /** The folder whose files are served at /svc/wsdl/<file> (SPEC §7). */
 export const WSDL_DIR = join(PROJECT_ROOT_DIR, 'wsdl');
@@ -18,10 +19,6 @@ export const FILE_SCHEMA_LOCATION = 'schemaLocation="soap-data.xsd"';
 
 function countOf(text: string, part: string): number {
   return text.split(part).length - 1;
-}
-
-function attributeValue(value: string): string {
-  return value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
 }
 
 /** The WSDL and schemas of `wsdl/`, read once at start-up. */
@@ -61,10 +58,10 @@ export class WsdlService {
    */
   wsdl(publicBase: string): string {
     return this.wsdlText
-      .replace(FILE_ADDRESS, `location="${attributeValue(publicBase + SOAP_ENDPOINT_PATH)}"`)
+      .replace(FILE_ADDRESS, `location="${xmlAttributeValue(publicBase + SOAP_ENDPOINT_PATH)}"`)
       .replace(
         FILE_SCHEMA_LOCATION,
-        `schemaLocation="${attributeValue(`${publicBase}${WSDL_PATH_PREFIX}/soap-data.xsd`)}"`,
+        `schemaLocation="${xmlAttributeValue(`${publicBase}${WSDL_PATH_PREFIX}/soap-data.xsd`)}"`,
       );
   }
 
