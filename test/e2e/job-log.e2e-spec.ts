@@ -114,3 +114,50 @@ describe.each(['fork', 'spawn'])('GET /jobs/{app}/{jobId}/log (R_SCRIPT_MODE=%s)
     expect((await request(logUri)).status).toBe(404);
   });
 });
+
+describe('live logs of an anonymous caller (AUTH_MODE=none, EVENT_STREAMS_PER_CALLER=2)', () => {
+  let service: TestService;
+
+  beforeAll(async () => {
+    service = await startTestService({ EVENT_STREAMS_PER_CALLER: '2' });
+  });
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  it('holds an address to its streams, opened at once and under forged forwarding headers', async () => {
+    const submitted = await postZip(
+      service.url,
+      await makeZip([{ name: 'job.R', content: 'cat("one line\\n")\nSys.sleep(60)\n' }]),
+    );
+    const token = parseXml(submitted.text).jobToken;
+    const logUri = `${service.url}${REST}/jobs/demo/${token.jobId}/log`;
+    const streams = new AbortController();
+    try {
+      // TRUST_PROXY is unset: a forwarded address is the client's claim, not another caller.
+      const answers = await Promise.all(
+        ['198.51.100.1', '198.51.100.2', '2001:db8::1', '203.0.113.9', undefined].map((forwarded) =>
+          fetch(logUri, {
+            headers: {
+              Accept: 'text/event-stream',
+              ...(forwarded ? { 'X-Forwarded-For': forwarded } : {}),
+            },
+            signal: streams.signal,
+          }),
+        ),
+      );
+      const statuses = answers.map((answer) => answer.status).sort();
+      expect(statuses).toEqual([200, 200, 429, 429, 429]);
+      for (const refused of answers.filter((answer) => answer.status === 429)) {
+        expect(await refused.text()).toMatch(/EVENT_STREAMS_PER_CALLER=2/);
+      }
+    } finally {
+      streams.abort();
+    }
+    expect(
+      (await request(`${service.url}${REST}/jobs/demo/${token.jobId}`, { method: 'DELETE' }))
+        .status,
+    ).toBe(202);
+    await waitForResult(token.resultUri, {}, 10000);
+  });
+});

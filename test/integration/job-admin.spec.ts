@@ -213,6 +213,29 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     ]);
   });
 
+  it('owes one reply, not two, to retries made at once', async () => {
+    const id = await submit();
+    await runToEnd(id, false);
+    await dataSource.query(
+      `INSERT INTO mail_reply (source, source_key, application_name, job_id, state, received_at,
+                               reply_to, reply_from, attach_max_bytes)
+       VALUES ('inbox', '9:1', 'demo', $1, 'sent', now(), 'ann@example.com', 'svc@example.com',
+               1000)`,
+      [id],
+    );
+    const outcomes = await Promise.all([
+      jobs.retry('demo', id, null),
+      jobs.retry('demo', id, null),
+      jobs.retry('demo', id, null),
+    ]);
+    expect(outcomes.filter((outcome) => outcome.outcome === 'retried')).toEqual([
+      { outcome: 'retried', repliesQueued: true },
+    ]);
+    expect(
+      await dataSource.query("SELECT count(*)::int AS n FROM job WHERE kind = 'mail_reply'"),
+    ).toEqual([{ n: 1 }]);
+  });
+
   it('owes no reply again where none was owed or one is still on its way', async () => {
     const ids = [await submit(), await submit()];
     for (const id of ids) {
