@@ -1,3 +1,8 @@
+/**
+ * Cancelling queued and running jobs.
+ *
+ * @ci-pass embedded
+ */
 import { randomUUID } from 'node:crypto';
 import { makeZip } from '../support/zip-fixtures';
 import { Answer, parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';

@@ -1,3 +1,8 @@
+/**
+ * The command line, on the embedded database's data directory and against a running service.
+ *
+ * @ci-pass embedded
+ */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';

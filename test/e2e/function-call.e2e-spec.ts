@@ -1,3 +1,9 @@
+/**
+ * Function-call jobs: an XML or JSON argument for a catalog function, queued.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { makeZip } from '../support/zip-fixtures';
 import { loadTestCatalog, post } from '../support/function-calls';

@@ -1,3 +1,8 @@
+/**
+ * Exported R functions as endpoints: listing, description and calls.
+ *
+ * @ci-pass embedded
+ */
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { ALICE, BOB, basicUsersEnvironment } from '../support/admin-auth';
 import { validateOpenApiDocument } from '../support/openapi-validation';

@@ -1,3 +1,8 @@
+/**
+ * HTTP edges: methods, sizes, encodings and connections.
+ *
+ * @ci-pass node24
+ */
 import { request, REST } from '../support/rest-client';
 import { startTestService, TestService } from '../support/test-service';
 

@@ -1,3 +1,9 @@
+/**
+ * A job's log: stored lines and the live stream.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { startTestService, TestService, waitFor } from '../support/test-service';

@@ -1,3 +1,9 @@
+/**
+ * Large inputs and results streamed through the database in pieces.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { createHash, randomBytes } from 'node:crypto';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { BLOB_INLINE_MAX_BYTES } from '../../src/storage/blob-chunks';

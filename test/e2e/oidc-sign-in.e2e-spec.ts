@@ -1,3 +1,8 @@
+/**
+ * Signing in on the pages through an identity provider: PKCE and the sealed cookie.
+ *
+ * @ci-pass node24
+ */
 import { Client } from 'pg';
 import { randomBytes } from 'node:crypto';
 import { Browser } from 'playwright-core';

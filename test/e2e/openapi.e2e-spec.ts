@@ -1,3 +1,8 @@
+/**
+ * The OpenAPI description, validated against what the service answers.
+ *
+ * @ci-pass node24
+ */
 import { randomUUID } from 'node:crypto';
 import { load } from 'js-yaml';
 import { ADMIN_AUTHORIZATION, ADMIN_ENV } from '../support/admin-auth';

@@ -1,3 +1,8 @@
+/**
+ * Managed R packages per application, on each engine.
+ *
+ * @ci-pass embedded
+ */
 import { startService, type RunningService } from '../../src/bootstrap';
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { PinoLoggerService } from '../../src/common/pino-logger';

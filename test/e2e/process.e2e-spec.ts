@@ -1,3 +1,9 @@
+/**
+ * /process: function calls answered at once on warm R sessions.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

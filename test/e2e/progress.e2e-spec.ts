@@ -1,3 +1,8 @@
+/**
+ * Progress reported from R while a job runs.
+ *
+ * @ci-pass embedded
+ */
 import { CatalogService } from '../../src/catalog/catalog.service';
 import { makeZip } from '../support/zip-fixtures';
 import { post } from '../support/function-calls';

@@ -1,3 +1,9 @@
+/**
+ * The REST API of jobs and results, the seed's contract.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { CatalogService } from '../../src/catalog/catalog.service';

@@ -1,3 +1,8 @@
+/**
+ * Retention: old results and jobs removed with their pieces.
+ *
+ * @ci-pass embedded
+ */
 import { DataSource } from 'typeorm';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';

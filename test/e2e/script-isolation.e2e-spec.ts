@@ -1,3 +1,8 @@
+/**
+ * Jobs running side by side see none of each other's files.
+ *
+ * @ci-pass embedded
+ */
 import { readdirSync, readFileSync } from 'node:fs';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { makeZip } from '../support/zip-fixtures';

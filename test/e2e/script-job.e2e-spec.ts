@@ -1,3 +1,9 @@
+/**
+ * Script jobs end to end: a ZIP in, its result out.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

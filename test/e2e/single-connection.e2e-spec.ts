@@ -1,3 +1,9 @@
+/**
+ * The service on a single database connection, as the embedded database has.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

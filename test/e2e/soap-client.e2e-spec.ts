@@ -1,3 +1,9 @@
+/**
+ * SOAP 1.1 + MTOM through a real SOAP client built from the WSDL.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import type { Client } from 'soap';
 import { explodeZip } from '../../src/jobs/job-archive';
 import { loadTestCatalog } from '../support/function-calls';

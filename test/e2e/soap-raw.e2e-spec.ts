@@ -1,3 +1,8 @@
+/**
+ * SOAP requests and faults written by hand: the envelope and MTOM edges.
+ *
+ * @ci-pass node24
+ */
 import { hashSecret } from '../../src/common/secret-hash';
 import { loadTestCatalog } from '../support/function-calls';
 import { parseMetrics, sample } from '../support/prometheus';

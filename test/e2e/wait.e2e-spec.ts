@@ -1,3 +1,9 @@
+/**
+ * Waiting for a result (?wait) and the notifications that end a wait.
+ *
+ * @ci-pass embedded
+ * @ci-pass node24
+ */
 import { makeZip } from '../support/zip-fixtures';
 import { Answer, parseXml, postZip, REST, request } from '../support/rest-client';
 import { ServiceProcess, spawnService } from '../support/service-process';

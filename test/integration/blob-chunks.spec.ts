@@ -1,3 +1,8 @@
+/**
+ * Blob pieces: inputs and results written to and read from the database as streams.
+ *
+ * @ci-pass node24
+ */
 import { CallbackUrlPolicy } from '../../src/callbacks/callback-url.policy';
 import { AccessPolicyService } from '../../src/security/access-policy.service';
 import { AuthenticationService } from '../../src/security/authentication.service';
