@@ -1,3 +1,8 @@
+/**
+ * The system endpoints: health, info, metrics, on each role.
+ *
+ * @ci-pass embedded
+ */
 import { randomUUID } from 'node:crypto';
 import { JobKind } from '../../src/queue/queue.types';
 import { QueueRepository } from '../../src/queue/queue.repository';

@@ -1,3 +1,8 @@
+/**
+ * Usage statistics per application: jobs, R time and CPU, per month.
+ *
+ * @ci-pass embedded
+ */
 import { ALICE, basicUsersEnvironment, BOB, ROOT } from '../support/admin-auth';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
