@@ -189,12 +189,12 @@ describe('requests from another site with a browser’s own credentials', () => 
       allowed: [202, 202],
     },
     {
-      name: 'a REST job (ZIP)',
+      name: 'a REST job (a body of a simple type)',
       method: 'POST',
       path: `${REST}/jobs`,
       headers: { 'Content-Type': 'text/plain', 'X-SVC-Application-Name': 'demo' },
       body: () => 'x',
-      // Reaches the intake, which takes no text/plain body.
+      // text/plain: a type another site's page may send; the intake takes none such (415).
       allowed: [415, 415],
     },
     {
