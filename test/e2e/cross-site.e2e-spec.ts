@@ -414,11 +414,22 @@ describe('requests from another site with a browser’s own credentials', () => 
     expect((await job(queued)).outcome).toBe('cancelled');
   }, 120000);
 
-  it('lets a cross-site link (GET) through', async () => {
+  it('lets a cross-site link (GET) through, and no GET is turned into a DELETE', async () => {
     const link = await request(`${base}${REST}/admin/jobs/demo/${failedToo}`, {
       headers: { ...ROOT, 'Sec-Fetch-Site': 'cross-site', 'Sec-Fetch-Mode': 'navigate' },
     });
     expect(link.status).toBe(200);
+    const tunnelled = await request(`${base}${REST}/results/demo/${failedToo}?_method=DELETE`, {
+      headers: {
+        ...ROOT,
+        'Sec-Fetch-Site': 'cross-site',
+        'X-HTTP-Method-Override': 'DELETE',
+        'X-HTTP-Method': 'DELETE',
+        'X-Method-Override': 'DELETE',
+      },
+    });
+    expect(tunnelled.status).toBe(200);
+    expect((await job(failedToo)).outcome).toBe('failed');
   });
 
   describe('in Chromium', () => {
