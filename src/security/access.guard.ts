@@ -22,6 +22,8 @@ function param(req: Request, name: string): string | undefined {
  * The one global access guard (SPEC §10): reads the route's `@Access` rule, authenticates the
  * caller and asks AccessPolicyService. Registered before NegotiationGuard, so an unauthenticated
  * caller learns nothing (not even 406) before authenticating. A route without a rule is denied.
+ * Before any rule, a request that changes something with a browser's own credentials from
+ * another site is refused (RequestAccessService.refuseCrossSite).
  */
 @Injectable()
 export class AccessGuard implements CanActivate {
@@ -49,6 +51,9 @@ export class AccessGuard implements CanActivate {
         'This resource declares no access rule; access is denied.',
       );
     }
+    // Before any rule: public routes that act on a browser's credentials (the SOAP endpoint,
+    // sign-out) are held to it too, and nothing is authenticated or read for such a request.
+    this.access.refuseCrossSite(req);
     if (rule === 'public') {
       return true;
     }

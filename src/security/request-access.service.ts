@@ -120,10 +120,8 @@ export class RequestAccessService {
 
   /**
    * The principal of a signed-in browser: undefined when the request carries credentials of its
-   * own or no session cookie (then they decide), null for a cookie of no live session. A request
-   * that changes something must come from the service's own pages: a browser says where it
-   * comes from (Sec-Fetch-Site, Origin), and a cross-site form post or fetch is refused (403),
-   * besides the cookie being SameSite=Lax.
+   * own or no session cookie (then they decide), null for a cookie of no live session. Where it
+   * may come from is the access guard's question first (refuseCrossSite).
    */
   private async sessionPrincipal(req: Request): Promise<Principal | null | undefined> {
     if (!this.sessionsEnabled) {
@@ -135,15 +133,6 @@ export class RequestAccessService {
     if (id === null || credentials > 0) {
       return undefined;
     }
-    if (
-      !SAFE_METHODS.has(req.method) &&
-      !isSameOrigin(req, publicBaseUrl(req, this.configuredBaseUrl))
-    ) {
-      throw new ApiError(
-        HttpStatus.FORBIDDEN,
-        'Refused: a request signed in by cookie that changes something must come from the page of this service, not from another site.',
-      );
-    }
     const session = (await this.sessions?.find(id)) ?? null;
     // A session names its principal with its kind; one stored without (before kinds) is no
     // session: its browser signs in again.
@@ -151,6 +140,28 @@ export class RequestAccessService {
     return session !== null && (named?.kind === 'oidc' || named?.kind === 'client')
       ? makePrincipal(named.kind, named.name, session.roles)
       : null;
+  }
+
+  /**
+   * Refuses (403) a request that changes something (any method but GET, HEAD, OPTIONS), carries a
+   * credential a browser sends by itself, and comes from another site: another site's form or
+   * script riding a signed-in browser. Asked by the access guard first, on every route, before
+   * any credential is checked or any body read. A credential from code (a bearer token, an API
+   * key) cannot be attached by another site's page, so it is judged as usual.
+   */
+  refuseCrossSite(req: Request): void {
+    if (
+      !SAFE_METHODS.has(req.method) &&
+      sendsBrowserCredentials(req) &&
+      !isSameOrigin(req, publicBaseUrl(req, this.configuredBaseUrl))
+    ) {
+      throw new ApiError(
+        HttpStatus.FORBIDDEN,
+        'Refused: a request that changes something with credentials a browser sends by itself ' +
+          '(HTTP Basic, the sign-in cookie) must come from the page of this service, not from ' +
+          'another site; a client on another origin sends a bearer token or an API key instead.',
+      );
+    }
   }
 
   /**
@@ -223,22 +234,57 @@ export class RequestAccessService {
 }
 
 /**
- * Whether a browser's request comes from this service's own origin: Sec-Fetch-Site (every
- * current browser sends it) must be same-origin or none (typed by the user), and Origin, when
- * sent, must name the host the request was sent to or the public base URL's. A request without either is no browser's.
+ * Whether the request carries a credential that a browser attaches by itself, whoever's page
+ * made the request: the page's session cookie (whether or not it is still valid), or an
+ * Authorization of any scheme but Bearer (a browser caches Basic after one prompt, and would
+ * send Digest or Negotiate likewise). A bearer token or X-SVC-API-Key is only ever set by code,
+ * which another site's page cannot do here without a preflight that no origin passes with
+ * credentials (CORS_ORIGINS never allows them).
  */
-function isSameOrigin(req: Request, baseUrl: string): boolean {
-  const [site] = rawHeaderValues(req, 'sec-fetch-site');
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+export function sendsBrowserCredentials(req: Request): boolean {
+  return (
+    rawHeaderValues(req, 'cookie').some((header) =>
+      header.split(';').some((pair) => pair.split('=', 1)[0].trim() === SESSION_COOKIE),
+    ) || rawHeaderValues(req, 'authorization').some((value) => !/^\s*bearer(\s|$)/i.test(value))
+  );
+}
+
+/**
+ * Whether a browser's request comes from this service's own origin. Every current browser sends
+ * Sec-Fetch-Site: it must be same-origin, or none (typed by the user). Origin, when sent, must
+ * name the host the request was sent to or the public base URL's; `null` (a sandboxed frame, a
+ * page that sends no referrer, a redirect through another site) counts only when Sec-Fetch-Site
+ * vouches for the same origin. Without either (an older browser), a Referer must name the
+ * service's host too. A request with none of the three is no browser's.
+ */
+export function isSameOrigin(req: Request, baseUrl: string): boolean {
+  const sites = rawHeaderValues(req, 'sec-fetch-site').map((site) => site.trim().toLowerCase());
+  if (sites.some((site) => site !== 'same-origin' && site !== 'none')) {
     return false;
   }
-  const [origin] = rawHeaderValues(req, 'origin');
-  if (origin === undefined) {
+  const origins = rawHeaderValues(req, 'origin').map((origin) => origin.trim());
+  if (origins.length > 0) {
+    const vouched = sites.includes('same-origin');
+    return origins.every((origin) =>
+      origin === 'null' ? vouched : isOwnHost(origin, req, baseUrl),
+    );
+  }
+  if (sites.length > 0) {
     return true;
   }
+  return rawHeaderValues(req, 'referer').every((referer) => isOwnHost(referer, req, baseUrl));
+}
+
+/** Whether `url`'s host (with its port) is the request's Host or the public base URL's host. */
+function isOwnHost(url: string, req: Request, baseUrl: string): boolean {
   try {
-    const host = new URL(origin).host;
-    return host === req.headers.host || host === new URL(baseUrl).host;
+    const base = new URL(baseUrl);
+    const host = new URL(url).host;
+    const requested = req.headers.host;
+    return (
+      host === base.host ||
+      (requested !== undefined && host === new URL(`${base.protocol}//${requested}`).host)
+    );
   } catch {
     return false;
   }
