@@ -11,7 +11,8 @@
  * build> (to compare builds; default this checkout's dist/src/main.js), --fair-a-jobs 2000,
  * --fair-b-jobs 20, --fair-capped-jobs 40, --fair-job-ms 250 (the fair-share section),
  * --tables-finished 1000000, --tables-queued 100000, --tables-jobs 200 (the large-table section,
- * `--only tables`).
+ * `--only tables`), --cli-rounds 10, --cli-compare <bin/svc.js of another build> (the command
+ * line's section, `cli`).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -33,6 +34,7 @@ import { LargeJobRun, largeJobRun } from './large-job.bench';
 import { SoapRoundTripRun, soapRoundTripRun, SoapShape } from './soap-roundtrip.bench';
 import { fairShareRun } from './fair-share.bench';
 import { largeTablesBench, printLargeTables } from './large-tables.bench';
+import { cliBench, THIS_CLI } from './cli.bench';
 import {
   countRoundTrips,
   printDiagnostics,
@@ -52,6 +54,7 @@ const SECTIONS = [
   'soap',
   'fair',
   'tables',
+  'cli',
 ] as const;
 /**
  * Sections run when --only is not given: `large` and `soap` move 100s of MiB, `tables` fills
@@ -94,6 +97,8 @@ function parseOptions() {
       'tables-finished': { type: 'string', default: '1000000' },
       'tables-queued': { type: 'string', default: '100000' },
       'tables-jobs': { type: 'string', default: '200' },
+      'cli-rounds': { type: 'string', default: '10' },
+      'cli-compare': { type: 'string' },
     },
     strict: true,
   });
@@ -133,6 +138,8 @@ function parseOptions() {
     tablesFinished: int('tables-finished', values['tables-finished'], 0, 10_000_000),
     tablesQueued: int('tables-queued', values['tables-queued'], 1, 1_000_000),
     tablesJobs: int('tables-jobs', values['tables-jobs'], 1, MAX_JOBS),
+    cliRounds: int('cli-rounds', values['cli-rounds'], 1, 100),
+    cliCompare: values['cli-compare'] === undefined ? null : resolve(values['cli-compare']),
     scriptModes: values.modes.split(',').map((mode) => {
       if (mode !== 'fork' && mode !== 'spawn') {
         throw new Error(`--modes takes fork and/or spawn, not ${mode}`);
@@ -969,6 +976,37 @@ async function main(): Promise<void> {
           `cap held: ${fair.cappedMaxRunning <= 1 ? 'yes' : 'NO'}`,
       );
       result.fair = fair;
+    }
+
+    if (options.sections.has('cli')) {
+      log(
+        heading(`Running: the command line beside a running service (${options.cliRounds} rounds)`),
+      );
+      const cli = await cliBench({
+        rounds: options.cliRounds,
+        builds: [
+          { build: 'this build', cli: THIS_CLI },
+          ...(options.cliCompare ? [{ build: 'compared', cli: options.cliCompare }] : []),
+        ],
+        main: options.main,
+        log,
+        track,
+      });
+      log(
+        table(
+          ['command (embedded database, service running)', 'build', 'median ms', 'x node -e 0'],
+          [
+            ['node -e 0', '-', String(round(cli.nodeMedianMs, 0)), '1'],
+            ...cli.cases.map((c) => [
+              c.label,
+              c.build,
+              String(round(c.medianMs, 0)),
+              String(c.ratio),
+            ]),
+          ],
+        ),
+      );
+      result.cli = cli;
     }
 
     const target = submissionSummary.find((s) => s.role === 'all' && s.connections === 64);

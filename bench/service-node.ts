@@ -20,6 +20,7 @@ export type Role = 'all' | 'api' | 'worker';
 
 export interface NodeOptions {
   role: Role;
+  /** '' : the embedded database in the node's own DATA_DIR. */
   databaseUrl: string;
   scriptSlots: number;
   /** The build to run (default: this checkout's dist/src/main.js), to compare two builds. */
@@ -27,6 +28,8 @@ export interface NodeOptions {
   /** Extra node flags (e.g. --cpu-prof). */
   execArgv?: string[];
   env?: Record<string, string>;
+  /** How long it may take to answer (default 60 s). */
+  startTimeoutMs?: number;
 }
 
 export async function freePort(): Promise<number> {
@@ -64,6 +67,11 @@ export class ServiceNode {
     );
   }
 
+  /** The node's DATA_DIR (its embedded database when started without a database URL). */
+  get dataDirectory(): string {
+    return this.dataDir;
+  }
+
   get pid(): number {
     return this.child.pid ?? -1;
   }
@@ -86,7 +94,7 @@ export class ServiceNode {
         HOME: process.env.HOME ?? tmpdir(),
         ...(process.env.LANG ? { LANG: process.env.LANG } : {}),
         PORT: String(port),
-        DATABASE_URL: options.databaseUrl,
+        ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
         DATA_DIR: dataDir,
         MIGRATIONS_RUN: 'true',
         ROLE: options.role,
@@ -100,7 +108,8 @@ export class ServiceNode {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const node = new ServiceNode(child, `http://127.0.0.1:${port}`, dataDir);
-    const deadline = Date.now() + START_TIMEOUT_MS;
+    const startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
+    const deadline = Date.now() + startTimeoutMs;
     for (;;) {
       if (node.exitCode !== null) {
         node.cleanUp();
@@ -118,7 +127,7 @@ export class ServiceNode {
       }
       if (Date.now() > deadline) {
         await node.stop();
-        throw new Error(`svc did not answer within ${START_TIMEOUT_MS} ms:\n${node.output()}`);
+        throw new Error(`svc did not answer within ${startTimeoutMs} ms:\n${node.output()}`);
       }
       await sleep(100);
     }

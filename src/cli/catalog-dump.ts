@@ -3,7 +3,8 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
 import { UsageError } from './cli-command';
-import { describeDatabase, openStateForCli } from './run-command';
+import { openStateForCli } from './cli-state';
+import { describeDatabase } from './run-command';
 
 /** A name that cannot leave its folder when joined to a path. */
 function isPlainName(name: string): boolean {

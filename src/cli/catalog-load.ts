@@ -6,7 +6,8 @@ import { loadCatalogFolder } from '../catalog/catalog-folder';
 import { auditRowJson, AuditRepository } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
 import { UsageError } from './cli-command';
-import { cliActor, openStateForCli } from './run-command';
+import { openStateForCli } from './cli-state';
+import { cliActor } from './run-command';
 
 /**
  * `svc catalog load <dir> [--keep-existing]`: upserts a catalog folder into the configured

@@ -1,5 +1,3 @@
-import { catalogDump } from './catalog-dump';
-import { catalogLoad } from './catalog-load';
 import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
 
 const USAGE = `usage: svc catalog load <dir> [--keep-existing] | dump <dir>
@@ -24,7 +22,10 @@ async function catalog(argv: string[]): Promise<number> {
   if (command === 'dump' && values['keep-existing']) {
     throw new UsageError('--keep-existing is an option of catalog load');
   }
-  return command === 'load' ? catalogLoad(dir, values['keep-existing'] === true) : catalogDump(dir);
+  // What acting needs, loaded once the arguments are right.
+  return command === 'load'
+    ? (await import('./catalog-load')).catalogLoad(dir, values['keep-existing'] === true)
+    : (await import('./catalog-dump')).catalogDump(dir);
 }
 
 export const catalogCommand: CliCommand = {

@@ -1,13 +1,6 @@
-import { HttpException } from '@nestjs/common';
-import { AuditRepository } from '../audit/audit.repository';
-import { AuditService } from '../audit/audit.service';
-import { ApiKeyRepository } from '../api-keys/api-key.repository';
-import { ApiKeysService } from '../api-keys/api-keys.service';
-import { NewApiKeyDto } from '../api-keys/new-api-key.dto';
-import { DTO_VALIDATION } from '../common/dto-validation';
-import { loadConfig } from '../config/app-config';
-import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
-import { cliActor, openStateForCli } from './run-command';
+import type { NewApiKeyDto } from '../api-keys/new-api-key.dto';
+import { CliCommand, CommandFailed, parseCommandArgs, UsageError } from './cli-command';
+import { cliActor } from './run-command';
 
 const USAGE = `usage: svc keys create <principal> [--roles a,b] [--expires <time>] | list | revoke <keyId>
   create <principal>   make an API key in the database: prints the key (<keyId>.<secret>, shown
@@ -68,6 +61,9 @@ function parseKeysArgs(argv: string[]): KeysCommand {
 async function createRequest(
   parsed: Extract<KeysCommand, { command: 'create' }>,
 ): Promise<NewApiKeyDto> {
+  const { HttpException } = await import('@nestjs/common');
+  const { DTO_VALIDATION } = await import('../common/dto-validation');
+  const { NewApiKeyDto } = await import('../api-keys/new-api-key.dto');
   try {
     return (await DTO_VALIDATION.transform(
       { principal: parsed.principal, roles: parsed.roles, expiresAt: parsed.expires },
@@ -81,6 +77,12 @@ async function createRequest(
 async function keys(argv: string[]): Promise<number> {
   const parsed = parseKeysArgs(argv);
   const request = parsed.command === 'create' ? await createRequest(parsed) : null;
+  // What acting needs, loaded once the arguments are right.
+  const { loadConfig, openStateForCli } = await import('./cli-state');
+  const { ApiKeysService } = await import('../api-keys/api-keys.service');
+  const { ApiKeyRepository } = await import('../api-keys/api-key.repository');
+  const { AuditService } = await import('../audit/audit.service');
+  const { AuditRepository } = await import('../audit/audit.repository');
   const config = loadConfig();
   const { dataSource, close } = await openStateForCli(config);
   try {
@@ -126,8 +128,7 @@ async function keys(argv: string[]): Promise<number> {
           console.log(`revoked ${parsed.keyId}`);
           return 0;
         }
-        console.error(`keys: no API key ${parsed.keyId} in the database`);
-        return 1;
+        throw new CommandFailed(`no API key ${parsed.keyId} in the database`);
     }
   } finally {
     await close();

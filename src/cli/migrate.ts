@@ -1,10 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig, PROJECT_ROOT_DIR } from '../config/app-config';
-import { openDatabaseForCli, pendingMigrations } from '../storage/database-options';
-import { DATABASE_SCHEMA } from '../database-schema';
-import { schemaDiff } from '../storage/schema-diff';
-import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
+import { PROJECT_ROOT_DIR } from '../config/project-root';
+import { CliCommand, CommandFailed, parseCommandArgs, UsageError } from './cli-command';
 import { describeDatabase } from './run-command';
 
 const USAGE = `usage: svc migrate run | revert | show | generate <Name>
@@ -46,6 +43,12 @@ async function migrate(argv: string[]): Promise<number> {
   if (command === 'generate' && (!name || !/^[A-Z][A-Za-z0-9]*$/.test(name))) {
     throw new UsageError('generate needs a PascalCase name, e.g. AddJobPriority');
   }
+  // What acting needs, loaded once the arguments are right.
+  const { loadConfig, quietServiceLogs } = await import('./cli-state');
+  const { openDatabaseForCli, pendingMigrations } = await import('../storage/database-options');
+  const { DATABASE_SCHEMA } = await import('../database-schema');
+  const { schemaDiff } = await import('../storage/schema-diff');
+  quietServiceLogs();
   const config = loadConfig();
   const where = describeDatabase(config);
   const { dataSource, viaService, close } = await openDatabaseForCli(config, DATABASE_SCHEMA).catch(
@@ -57,11 +60,10 @@ async function migrate(argv: string[]): Promise<number> {
   );
   try {
     if (viaService && command !== 'show') {
-      console.error(
-        `migrate: DATA_DIR ${config.dataDir} is in use by a running svc, which applies the ` +
+      throw new CommandFailed(
+        `DATA_DIR ${config.dataDir} is in use by a running svc, which applies the ` +
           'migrations at its start; stop it first to run, revert or generate migrations',
       );
-      return 1;
     }
     switch (command) {
       case 'run': {

@@ -2,10 +2,8 @@ import { userInfo } from 'node:os';
 import { maskUrlCredentials } from '../admin/masked-configuration';
 import type { AuditActor } from '../audit/audit.service';
 import { identifyRequestActor, runAsRequest } from '../common/request-actor';
-import { AppConfig, ConfigError } from '../config/app-config';
 import type { DatabaseConfig } from '../config/config-slices';
-import { DATABASE_SCHEMA } from '../database-schema';
-import { CliDatabase, openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { EXIT_CONFIGURATION, EXIT_FAILED } from './cli-command';
 
 /** Which database a command works on, for its output; a password in the URL is masked. */
 export function describeDatabase(config: DatabaseConfig): string {
@@ -32,29 +30,6 @@ export function asCliActor<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Opens the database for a command that reads or writes state: the embedded database it opened
- * itself is brought up to date; a running service's (viaService) or a server's must be, or the
- * command fails with one line.
- */
-export async function openStateForCli(config: AppConfig): Promise<CliDatabase> {
-  const database = await openDatabaseForCli(config, DATABASE_SCHEMA);
-  try {
-    if (config.embeddedDatabase && !database.viaService) {
-      await database.dataSource.runMigrations({ transaction: 'each' });
-    } else if ((await pendingMigrations(database.dataSource)).length > 0) {
-      throw new Error('the database has pending migrations; run `svc migrate run` first');
-    }
-    return database;
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
-}
-
-/** The exit status of a configuration error, as the server's (EX_CONFIG). */
-export const EXIT_CONFIGURATION = 78;
-
-/**
  * Runs a command-line entry point and exits with its code. Failures print one line prefixed
  * with the command's name, never a stack trace; a configuration error prints its own lines and
  * exits with EXIT_CONFIGURATION.
@@ -62,7 +37,9 @@ export const EXIT_CONFIGURATION = 78;
 export function runCommand(name: string, main: (argv: string[]) => Promise<number>): void {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
-    (error: unknown) => {
+    async (error: unknown) => {
+      // Loaded already when the configuration was read: only a failure imports it.
+      const { ConfigError } = await import('../config/app-config');
       if (error instanceof ConfigError) {
         for (const problem of error.problems) {
           console.error(`${name}: configuration: ${problem}`);
@@ -70,7 +47,7 @@ export function runCommand(name: string, main: (argv: string[]) => Promise<numbe
         process.exit(EXIT_CONFIGURATION);
       }
       console.error(`${name}: ${(error as Error).message}`);
-      process.exit(1);
+      process.exit(EXIT_FAILED);
     },
   );
 }

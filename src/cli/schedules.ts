@@ -1,16 +1,5 @@
-import { CatalogService } from '../catalog/catalog.service';
-import { KnownApplications } from '../catalog/known-applications';
-import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
-import { HostLookup } from '../callbacks/host-lookup';
-import { AuditRepository } from '../audit/audit.repository';
-import { AuditService } from '../audit/audit.service';
-import { loadConfig } from '../config/app-config';
-import { ScheduleRepository } from '../schedules/schedule.repository';
-import { SchedulesService } from '../schedules/schedules.service';
-import { DatabaseEvents } from '../storage/database-events.service';
-import { NodeIdentity } from '../storage/node-identity';
 import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
-import { asCliActor, openStateForCli } from './run-command';
+import { asCliActor } from './run-command';
 
 const USAGE = `usage: svc schedules list <application> | pause|resume|delete <application> <id>
   list <application>          its schedules, tab-separated under a header row
@@ -42,6 +31,18 @@ async function schedules(argv: string[]): Promise<number> {
   if (extra.length > 0) {
     throw new UsageError('too many arguments');
   }
+  // What acting needs, loaded once the arguments are right.
+  const { loadConfig, openStateForCli } = await import('./cli-state');
+  const { CatalogService } = await import('../catalog/catalog.service');
+  const { KnownApplications } = await import('../catalog/known-applications');
+  const { CallbackUrlPolicy } = await import('../callbacks/callback-url.policy');
+  const { HostLookup } = await import('../callbacks/host-lookup');
+  const { AuditService } = await import('../audit/audit.service');
+  const { AuditRepository } = await import('../audit/audit.repository');
+  const { ScheduleRepository } = await import('../schedules/schedule.repository');
+  const { SchedulesService } = await import('../schedules/schedules.service');
+  const { DatabaseEvents } = await import('../storage/database-events.service');
+  const { NodeIdentity } = await import('../storage/node-identity');
   const config = loadConfig();
   const { dataSource, target, close } = await openStateForCli(config);
   try {

@@ -1,8 +1,14 @@
 import 'reflect-metadata';
-import { HttpException, Logger } from '@nestjs/common';
-import { SERVICE_VERSION } from '../config/app-config';
+import { SERVICE_VERSION } from '../config/project-root';
 import { catalogCommand } from './catalog';
-import { CliCommand, UsageError } from './cli-command';
+import {
+  CliCommand,
+  CommandFailed,
+  EXIT_FAILED,
+  EXIT_STATUSES,
+  EXIT_USAGE,
+  UsageError,
+} from './cli-command';
 import { hashSecretCommand } from './hash-secret';
 import { keysCommand } from './keys';
 import { migrateCommand } from './migrate';
@@ -23,19 +29,20 @@ const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its 
 ${COMMANDS.map((command) => `  ${command.name.padEnd(12)}${command.summary}`).join('\n')}
 The database is the one the service uses: DATABASE_URL, else the embedded one in DATA_DIR;
 while a service owns DATA_DIR, commands work through its database (docs/operations.md).
-Exit status: 0 done, 1 failed, 2 wrong arguments, 78 bad configuration.`;
+${EXIT_STATUSES}`;
 
 const HELP = new Set(['--help', '-h', 'help']);
 
 /**
  * The `svc` command line: arguments are checked before any configuration is read or any
- * database is opened, so `--help` and mistakes never touch one.
+ * database is opened, so `--help` and mistakes never touch one. This module and the commands'
+ * own load only what checking arguments needs (cli-command.ts).
  */
 async function svc(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   if (name === undefined) {
     console.error(USAGE);
-    return 2;
+    return EXIT_USAGE;
   }
   if (name === '--version' || name === '-V') {
     console.log(`svc ${SERVICE_VERSION}`);
@@ -46,14 +53,12 @@ async function svc(argv: string[]): Promise<number> {
     return 0;
   }
   const command = COMMANDS.find((c) => c.name === name);
-  // The services' log lines repeat what the command prints; their warnings and errors stay.
-  Logger.overrideLogger(['warn', 'error', 'fatal']);
   if (!command) {
     console.error(`svc: unknown command "${name}"\n${USAGE}`);
-    return 2;
+    return EXIT_USAGE;
   }
   if (args.includes('--help') || args.includes('-h')) {
-    console.log(command.usage);
+    console.log(`${command.usage}\n${EXIT_STATUSES}`);
     return 0;
   }
   try {
@@ -61,12 +66,17 @@ async function svc(argv: string[]): Promise<number> {
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`svc ${name}: ${error.message}\n${command.usage}`);
-      return 2;
+      return EXIT_USAGE;
     }
-    if (error instanceof HttpException) {
-      // Refused by the service's own checks (no such schedule, a stale If-Match, a bad field).
+    if (error instanceof CommandFailed) {
       console.error(`svc ${name}: ${error.message}`);
-      return 1;
+      return EXIT_FAILED;
+    }
+    // Loaded already when a service refused (no such schedule, a bad field): its own message.
+    const { HttpException } = await import('@nestjs/common');
+    if (error instanceof HttpException) {
+      console.error(`svc ${name}: ${error.message}`);
+      return EXIT_FAILED;
     }
     throw error;
   }

@@ -32,6 +32,7 @@ import {
 } from './security-settings';
 import { applicationSettingsProblems, type ApplicationSettings } from './application-settings';
 import { emailAccountsOf, type EmailAccount } from './mail-settings';
+import { PROJECT_ROOT_DIR, SERVICE_VERSION } from './project-root';
 
 /** The origins CORS_ORIGINS lets call the API from a browser; empty when cross-origin is off. */
 export function corsOriginsOf(config: Pick<AppConfig, 'corsOrigins'>): string[] {
@@ -313,13 +314,6 @@ export function envNameOf(key: string): string {
   return key.replace(/([A-Z])/g, '_$1').toUpperCase();
 }
 
-const PROJECT_ROOT = resolve(
-  __dirname,
-  '..',
-  '..',
-  existsSync(join(__dirname, '..', '..', 'config')) ? '' : '..',
-);
-
 function readJson(path: string): Record<string, unknown> {
   return existsSync(path)
     ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>)
@@ -372,10 +366,10 @@ function describe(error: ValidationError): string {
  * each naming the environment variable to fix.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
-  const defaults = readJson(join(PROJECT_ROOT, 'config', 'default.json'));
+  const defaults = readJson(join(PROJECT_ROOT_DIR, 'config', 'default.json'));
   const merged: Record<string, unknown> = {
     ...defaults,
-    ...readJson(join(PROJECT_ROOT, 'config', 'local.json')),
+    ...readJson(join(PROJECT_ROOT_DIR, 'config', 'local.json')),
   };
   const problems: string[] = [];
   for (const key of Object.keys(defaults)) {
@@ -428,13 +422,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   config.mailAccounts = mail.accounts;
   config.dataDir = resolve(config.dataDir);
-  config.catalogDir = resolve(PROJECT_ROOT, config.catalogDir);
+  config.catalogDir = resolve(PROJECT_ROOT_DIR, config.catalogDir);
   return config;
 }
 
-export const PROJECT_ROOT_DIR = PROJECT_ROOT;
-
-/** The service's version, from package.json. */
-export const SERVICE_VERSION = (
-  JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }
-).version;
+export { PROJECT_ROOT_DIR, SERVICE_VERSION };

@@ -1,8 +1,10 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+// Types only: PGlite is loaded when this process opens the database itself, so that a command
+// line that finds DATA_DIR owned by a running service (its socket's client) never loads it.
+import type { PGlite } from '@electric-sql/pglite';
+import type { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { DataDirLock } from './data-dir-owner';
 
 type NotificationListener = (channel: string, payload: string) => void;
@@ -102,6 +104,7 @@ export class EmbeddedPostgres {
     let db: PGlite;
     try {
       mkdirSync(pgdata, { recursive: true });
+      const { PGlite } = await import('@electric-sql/pglite');
       db = await PGlite.create(pgdata);
     } catch (error) {
       lock.release();
@@ -150,6 +153,7 @@ export class EmbeddedPostgres {
         return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
       },
     });
+    const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
     this.server = new PGLiteSocketServer({
       db: watched,
       path: join(this.socketDir, '.s.PGSQL.5432'),

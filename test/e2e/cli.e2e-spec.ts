@@ -17,6 +17,52 @@ import { SERVICE_VERSION } from '../../src/config/app-config';
 /** The newest migration's class name without its timestamp (revert undoes it). */
 const NEWEST = MIGRATIONS[MIGRATIONS.length - 1].name.replace(/\d+$/, '');
 
+/** Runs `svc` and returns the files its process loaded besides its answer. */
+async function svcLoading(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; output: string; loaded: string[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-loaded-'));
+  try {
+    const file = join(dir, 'loaded.json');
+    const answer = await runSvc(args, {
+      ...env,
+      NODE_OPTIONS: `--import ${join(__dirname, '..', 'support', 'loaded-modules.mjs')}`,
+      SVC_TEST_LOADED_MODULES: file,
+    });
+    return { ...answer, loaded: JSON.parse(readFileSync(file, 'utf8')) as string[] };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The packages among loaded files: `node_modules/<package>/`. */
+function packagesOf(loaded: string[]): Set<string> {
+  return new Set(
+    loaded.flatMap((file) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(file)?.[1] ?? []),
+  );
+}
+
+/** What `svc --help` lists under "Exit status:": meaning → status. */
+function exitStatusesOf(help: string): Array<{ status: number; meaning: string }> {
+  const line = /^Exit status: (.*)\.$/m.exec(help);
+  expect(line).not.toBeNull();
+  return line![1].split(', ').map((entry) => {
+    const [, status, meaning] = /^(\d+) (.*)$/.exec(entry)!;
+    return { status: Number(status), meaning };
+  });
+}
+
+/** The status `svc --help` lists for the meaning that contains `words`. */
+function listedStatus(help: string, words: string): number {
+  const found = exitStatusesOf(help).filter((entry) => entry.meaning.includes(words));
+  expect(found).toHaveLength(1);
+  return found[0].status;
+}
+
+/** Words of HTTP that the command line's messages do not use. */
+const HTTP_WORDS = /If-Match|ETag|\bGET\b|\bPUT\b|\bPOST\b|\bHTTP\b|\b(?:4\d\d|5\d\d)\b/;
+
 /** The admin command lines (SPEC §8): migrations and catalog loading, run as an operator would. */
 describe('command-line operations', () => {
   let database: TestDatabase;
@@ -220,7 +266,9 @@ describe('the svc command line', () => {
     [['settings', '--help'], 0],
     [['settings', 'show'], 2],
     [['settings', 'set', 'ledger'], 2],
-    [['settings', 'set', 'ledger', '/nonexistent-svc-file.json', '--if-match', '0'], 2],
+    [['settings', 'set', 'ledger', '/nonexistent-svc-file.json', '--expect-version', '0'], 2],
+    [['settings', 'set', 'ledger', '/nonexistent-svc-file.json'], 2],
+    [['settings', 'set', 'ledger', '/nonexistent-svc-file.json', '--expect-version', 'v1'], 2],
   ])('svc %j exits with %i and touches no database', async (args, status) => {
     const answer = await runSvc(args, env);
     expect({ args, code: answer.code }).toEqual({ args, code: status });
@@ -240,8 +288,43 @@ describe('the svc command line', () => {
     expect(existsSync(dataDir)).toBe(false);
   });
 
+  it('--help and wrong arguments load none of the database, NestJS or the configuration', async () => {
+    for (const args of [
+      ['--help'],
+      ['keys', '--help'],
+      ['keys', 'rotate'],
+      ['settings', 'set', 'a'],
+    ]) {
+      const answer = await svcLoading(args, env);
+      expect({ args, code: answer.code }).toEqual({
+        args,
+        code: args[1] === 'rotate' || args[1] === 'set' ? 2 : 0,
+      });
+      const heavy = [...packagesOf(answer.loaded)].filter((name) =>
+        /^(typeorm|pg|@nestjs\/.*|class-validator|class-transformer|@electric-sql\/.*)$/.test(name),
+      );
+      expect({ args, heavy }).toEqual({ args, heavy: [] });
+      expect(answer.loaded.filter((file) => file.endsWith('/config/app-config.js'))).toEqual([]);
+    }
+  });
+
+  it("every command's help lists the exit statuses of svc --help", async () => {
+    const help = (await runSvc(['--help'], env)).stdout;
+    const statuses = exitStatusesOf(help);
+    expect(statuses.map((entry) => entry.status)).toEqual([0, 1, 2, 78]);
+    const line = /^Exit status: .*$/m.exec(help)![0];
+    for (const command of ['migrate', 'catalog', 'hash-secret', 'keys', 'schedules', 'settings']) {
+      const usage = await runSvc([command, '--help'], env);
+      expect({ command, listed: usage.stdout.includes(`\n${line}\n`) }).toEqual({
+        command,
+        listed: true,
+      });
+    }
+  });
+
   it('exits with 78 and one line per problem on a bad configuration', async () => {
     const bad = await runSvc(['migrate', 'show'], { ...env, PORT: 'eighty', R_ENGINE: 'python' });
+    expect(bad.code).toBe(listedStatus((await runSvc(['--help'], env)).stdout, 'configuration'));
     expect(bad.code).toBe(78);
     expect(bad.output).toMatch(/^svc: configuration: PORT=eighty: must be a whole number$/m);
     expect(bad.output).toMatch(/^svc: configuration: R_ENGINE="python": .*$/m);
@@ -358,7 +441,8 @@ describe('the command line beside a running service', () => {
     );
   });
 
-  it('settings show and set: If-Match as on the admin API, the change in force and audited', async () => {
+  it("settings show and set: a version as the admin API checks it, in the command line's words; the change in force and audited", async () => {
+    const help = (await runSvc(['--help'], env)).stdout;
     const shown = await runSvc(['settings', 'show', 'ledger'], env);
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ application: 'ledger', version: 0 });
@@ -367,21 +451,29 @@ describe('the command line beside a running service', () => {
     writeFileSync(file, JSON.stringify({ settings: { maxQueuedJobs: 7 } }));
     try {
       const unconditional = await runSvc(['settings', 'set', 'ledger', file], env);
-      expect(unconditional.code).toBe(1);
-      expect(unconditional.output).toMatch(/^svc settings: If-Match is required/m);
-      const set = await runSvc(['settings', 'set', 'ledger', file, '--if-match', '0'], env);
+      expect(unconditional.code).toBe(listedStatus(help, 'wrong arguments'));
+      expect(unconditional.output).toMatch(
+        /^svc settings: settings set needs --expect-version <version>: the "version" that settings show printed$/m,
+      );
+      const set = await runSvc(['settings', 'set', 'ledger', file, '--expect-version', '0'], env);
       expect(set.code).toBe(0);
       expect(JSON.parse(set.stdout)).toMatchObject({
         version: 1,
         settings: { maxQueuedJobs: 7 },
       });
-      const stale = await runSvc(['settings', 'set', 'ledger', file, '--if-match', '0'], env);
-      expect(stale.code).toBe(1);
-      expect(stale.output).toMatch(/^svc settings: The settings of ledger have changed/m);
+      const stale = await runSvc(['settings', 'set', 'ledger', file, '--expect-version', '0'], env);
+      expect(stale.code).toBe(listedStatus(help, 'refused'));
+      expect(stale.output).toBe(
+        'svc settings: the settings of ledger changed since you read them (version 1 is in ' +
+          'force, not 0); read them again with `svc settings show ledger` and retry\n',
+      );
       writeFileSync(file, JSON.stringify({ settings: { maxQueuedJobs: 'many' } }));
-      const bad = await runSvc(['settings', 'set', 'ledger', file, '--if-match', '1'], env);
-      expect(bad.code).toBe(1);
-      expect(bad.output).toContain('maxQueuedJobs');
+      const bad = await runSvc(['settings', 'set', 'ledger', file, '--expect-version', '1'], env);
+      expect(bad.code).toBe(listedStatus(help, 'refused'));
+      expect(bad.output).toMatch(/^svc settings: .*maxQueuedJobs/);
+      for (const answer of [unconditional, stale, bad]) {
+        expect(answer.output).not.toMatch(HTTP_WORDS);
+      }
     } finally {
       rmSync(folder, { recursive: true, force: true });
     }
@@ -394,6 +486,27 @@ describe('the command line beside a running service', () => {
     expect(await auditOf('application.changed')).toEqual([
       expect.objectContaining({ principal: cliPrincipal, application: 'ledger' }),
     ]);
+  });
+
+  it('a command beside the running service loads what it uses only: no embedded database, no other command', async () => {
+    const listed = await svcLoading(['keys', 'list'], env);
+    expect(listed.code).toBe(0);
+    const packages = packagesOf(listed.loaded);
+    for (const unused of ['@electric-sql/pglite', '@electric-sql/pglite-socket', 'prom-client']) {
+      expect({ unused, loaded: packages.has(unused) }).toEqual({ unused, loaded: false });
+    }
+    // The tables' entities (the database's schema) load, the other features' code does not.
+    const otherCommands = listed.loaded.filter(
+      (file) =>
+        !file.endsWith('.entity.js') &&
+        /\/dist\/src\/(?:schedules|catalog|metrics|applications)\/|\/dist\/src\/cli\/(?:catalog-load|catalog-dump)\.js$/.test(
+          file,
+        ),
+    );
+    expect(otherCommands).toEqual([]);
+    const unknown = await runSvc(['keys', 'revoke', 'k-nothing-here'], env);
+    expect(unknown.code).toBe(listedStatus((await runSvc(['--help'], env)).stdout, 'refused'));
+    expect(unknown.output).toBe('svc keys: no API key k-nothing-here in the database\n');
   });
 
   it('schedules list, pause and delete act on the service at once', async () => {
@@ -441,7 +554,7 @@ describe('the command line beside a running service', () => {
     );
     const migrate = await runSvc(['migrate', 'run'], env);
     expect(migrate.code).toBe(1);
-    expect(migrate.output).toMatch(/^migrate: DATA_DIR .* is in use by a running svc/m);
+    expect(migrate.output).toMatch(/^svc migrate: DATA_DIR .* is in use by a running svc/m);
     expect((await runSvc(['migrate', 'show'], env)).output).toContain('Up to date');
 
     service.child.kill('SIGKILL');
