@@ -6,6 +6,7 @@ import { AppConfig, ConfigError } from '../config/app-config';
 import type { DatabaseConfig } from '../config/config-slices';
 import { DATABASE_SCHEMA } from '../database-schema';
 import { CliDatabase, openDatabaseForCli, pendingMigrations } from '../storage/database-options';
+import { usePrivateUmask } from '../storage/private-files';
 
 /** Which database a command works on, for its output; a password in the URL is masked. */
 export function describeDatabase(config: DatabaseConfig): string {
@@ -60,6 +61,8 @@ export const EXIT_CONFIGURATION = 78;
  * exits with EXIT_CONFIGURATION.
  */
 export function runCommand(name: string, main: (argv: string[]) => Promise<number>): void {
+  // What a command creates (an embedded database, a dump) is its user's only, as the service's.
+  usePrivateUmask();
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {
