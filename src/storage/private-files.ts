@@ -48,7 +48,8 @@ export function secureDataDir(dataDir: string): void {
   if (stats.uid !== uid) {
     throw new DataDirUnsafeError(
       `DATA_DIR ${dataDir} belongs to uid ${stats.uid}, not to this process's user (uid ${uid}): ` +
-        `run svc as uid ${stats.uid}, or give the directory to this user (chown -R ${uid} ${dataDir})`,
+        `run svc as uid ${stats.uid}, or, if this user is to own it from now on, ` +
+        `\`chown -R ${uid} ${dataDir}\``,
     );
   }
   if ((stats.mode & 0o077) !== 0) {

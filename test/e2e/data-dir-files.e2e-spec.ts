@@ -134,13 +134,13 @@ describe('DATA_DIR against another user of the machine', () => {
       'the secret in a file of pgdata',
     );
 
-    expect(lstatSync(dataDir).mode & 0o7777).toBe(0o700);
-    expect(openToOthers(dataDir)).toEqual([]);
     const read = asNobody('cat', [holder]);
-    expect(read.code).not.toBe(0);
     expect(read.output).not.toContain(secret);
+    expect(read.code).not.toBe(0);
     expect(read.output).toContain('Permission denied');
     expect(asNobody('ls', [dataDir]).output).toContain('Permission denied');
+    expect(lstatSync(dataDir).mode & 0o7777).toBe(0o700);
+    expect(openToOthers(dataDir)).toEqual([]);
     // The socket the owner file names is the service's alone too.
     const { socketDirectory } = JSON.parse(readFileSync(join(dataDir, 'svc.owner'), 'utf8')) as {
       socketDirectory: string;
