@@ -26,6 +26,7 @@ import {
   serverTarget,
 } from './storage/database-options';
 import { EmbeddedPostgres } from './storage/embedded-postgres';
+import { usePrivateUmask } from './storage/private-files';
 import { StorageModule } from './storage/storage.module';
 import { MEDIA_TYPE_ROUTES } from './common/event-stream-route';
 
@@ -118,6 +119,8 @@ export async function startService(
   config: AppConfig,
   logger: LoggerService,
 ): Promise<RunningService> {
+  // Before anything is created: what the service makes is its user's only (private-files.ts).
+  usePrivateUmask();
   const embedded = config.embeddedDatabase ? await EmbeddedPostgres.start(config.dataDir) : null;
   const target: DatabaseTarget = embedded
     ? {

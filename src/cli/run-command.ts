@@ -3,6 +3,7 @@ import { maskUrlCredentials } from '../admin/masked-configuration';
 import type { AuditActor } from '../audit/audit.service';
 import { identifyRequestActor, runAsRequest } from '../common/request-actor';
 import type { DatabaseConfig } from '../config/config-slices';
+import { usePrivateUmask } from '../storage/private-files';
 import { EXIT_CONFIGURATION, EXIT_FAILED } from './cli-command';
 
 /** Which database a command works on, for its output; a password in the URL is masked. */
@@ -35,6 +36,8 @@ export function asCliActor<T>(fn: () => Promise<T>): Promise<T> {
  * exits with EXIT_CONFIGURATION.
  */
 export function runCommand(name: string, main: (argv: string[]) => Promise<number>): void {
+  // What a command creates (an embedded database, a dump) is its user's only, as the service's.
+  usePrivateUmask();
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     async (error: unknown) => {

@@ -1,6 +1,16 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, rmdir, stat, utimes, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  readdir,
+  rename,
+  rm,
+  rmdir,
+  stat,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -332,7 +342,11 @@ export class DropDirectoryService
     }
   }
 
-  /** Written under a hidden name of this node, then renamed: readers see whole files only. */
+  /**
+   * Written under a hidden name of this node, then renamed: readers see whole files only. Mode
+   * 0644 whatever the umask: the drop directory's permissions are its access rule, so whoever
+   * the folder lets in reads the file, and no one but the service's user changes it.
+   */
   private async writeAtomically(target: string, data: string | Readable): Promise<void> {
     const dot = target.lastIndexOf('/') + 1;
     const temporary = `${target.slice(0, dot)}.${target.slice(dot)}.${this.node}.part`;
@@ -342,6 +356,7 @@ export class DropDirectoryService
       } else {
         await pipeline(data, createWriteStream(temporary));
       }
+      await chmod(temporary, 0o644);
       await rename(temporary, target);
     } finally {
       await rm(temporary, { force: true });

@@ -1,13 +1,14 @@
 import {
   closeSync,
-  mkdirSync,
+  constants as fsConstants,
+  fstatSync,
   openSync,
   readFileSync,
   rmSync,
-  statSync,
   writeFileSync,
 } from 'node:fs';
 import { resolve } from 'node:path';
+import { DataDirUnsafeError, effectiveUid, secureDataDir } from './private-files';
 
 /** The file in DATA_DIR that names the process owning its embedded database. */
 export const OWNER_FILE = 'svc.owner';
@@ -47,22 +48,65 @@ function alive(pid: number): boolean {
   }
 }
 
-function statMtime(file: string): number {
+function parseOwner(text: string): DataDirOwner | null {
   try {
-    return statSync(file).mtimeMs;
-  } catch {
-    return 0;
-  }
-}
-
-function readOwner(file: string): DataDirOwner | null {
-  try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as Partial<DataDirOwner>;
+    const parsed = JSON.parse(text) as Partial<DataDirOwner>;
     return typeof parsed.pid === 'number'
       ? { pid: parsed.pid, socketDirectory: parsed.socketDirectory ?? null }
       : null;
   } catch {
     return null;
+  }
+}
+
+function readOwner(file: string): DataDirOwner | null {
+  try {
+    return parseOwner(readFileSync(file, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+/** An owner file read through a descriptor: what it says (null: unwritten) and when it was written. */
+interface FoundOwner {
+  owner: DataDirOwner | null;
+  mtimeMs: number;
+}
+
+/** Owner files are a few dozen bytes: more is not one of ours. */
+const OWNER_FILE_MAX_BYTES = 4096;
+
+/**
+ * Reads the owner file another process made, or null when it is gone. A file this user cannot
+ * read, or that is not a regular file of this user's, is not stale: it is refused, never taken
+ * over or removed (only its owner removes it).
+ */
+function findOwner(dataDir: string, file: string): FoundOwner | null {
+  let fd: number;
+  try {
+    fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') {
+      return null;
+    }
+    throw new DataDirUnsafeError(
+      `the lock ${file} of DATA_DIR ${dataDir} cannot be read (${code}): it is not taken for ` +
+        'stale, and only its owner removes it; run svc as the user who owns it',
+    );
+  }
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile() || stats.uid !== effectiveUid() || stats.size > OWNER_FILE_MAX_BYTES) {
+      throw new DataDirUnsafeError(
+        `the lock ${file} of DATA_DIR ${dataDir} is not a file of this user's (uid ${stats.uid}, ` +
+          `this user is uid ${effectiveUid()}): it is not taken for stale, and only its owner ` +
+          `removes it; run svc as uid ${stats.uid}, or remove the file if no svc uses DATA_DIR`,
+      );
+    }
+    return { owner: parseOwner(readFileSync(fd, 'utf8')), mtimeMs: stats.mtimeMs };
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -73,7 +117,9 @@ function readOwner(file: string): DataDirOwner | null {
  * -9, a crash, a power cut) is stale and taken over; a file without a pid counts as held while
  * it is being written (5 s), then as stale. This process's own pid in the file (a restarted
  * container's process often gets the pid of its predecessor) is stale unless this process holds
- * the lock.
+ * the lock. Only a file of this user's is trusted at all: DATA_DIR must be this user's and
+ * closed to others (secureDataDir), and an owner file this user cannot read or does not own is
+ * refused, never taken for stale.
  */
 export class DataDirLock {
   private constructor(
@@ -83,7 +129,7 @@ export class DataDirLock {
 
   /** Takes the lock or throws DataDirOwnedError naming the live owner. */
   static acquire(dataDir: string): DataDirLock {
-    mkdirSync(dataDir, { recursive: true });
+    secureDataDir(dataDir);
     const file = resolve(dataDir, OWNER_FILE);
     for (let attempt = 0; attempt < 3; attempt++) {
       const owner: DataDirOwner = { pid: process.pid, socketDirectory: null };
@@ -101,8 +147,12 @@ export class DataDirLock {
           throw error;
         }
       }
-      const current = readOwner(file);
-      const beingWritten = current === null && Date.now() - statMtime(file) < UNWRITTEN_GRACE_MS;
+      const found = findOwner(dataDir, file);
+      if (found === null) {
+        continue;
+      }
+      const current = found.owner;
+      const beingWritten = current === null && Date.now() - found.mtimeMs < UNWRITTEN_GRACE_MS;
       const live =
         current !== null &&
         (current.pid === process.pid ? HELD_HERE.has(file) : alive(current.pid));

@@ -1,7 +1,7 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import type { DatabaseConfig } from '../config/config-slices';
 import { DataDirOwnedError } from './data-dir-owner';
-import { EmbeddedPostgres } from './embedded-postgres';
+import { EmbeddedPostgres, trustedSocketDirectory } from './embedded-postgres';
 
 /** The injection token of the DatabaseTarget. */
 export const DATABASE_TARGET = Symbol('DATABASE_TARGET');
@@ -104,7 +104,10 @@ export async function openDatabaseForCli(
       if (!socketDirectory) {
         throw error;
       }
-      target = { kind: 'embedded', socketDirectory };
+      target = {
+        kind: 'embedded',
+        socketDirectory: trustedSocketDirectory(config.dataDir, socketDirectory),
+      };
     }
   }
   const dataSource = new DataSource(buildDataSourceOptions(target, schema, 'svc-cli'));

@@ -1,11 +1,49 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 // Types only: PGlite is loaded when this process opens the database itself, so that a command
 // line that finds DATA_DIR owned by a running service (its socket's client) never loads it.
 import type { PGlite } from '@electric-sql/pglite';
 import type { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { DataDirLock } from './data-dir-owner';
+import { DataDirLock, OWNER_FILE } from './data-dir-owner';
+import { DataDirUnsafeError, effectiveUid, makeTreePrivate } from './private-files';
+
+/** The name of the database's socket in its directory (what `pg` connects to for port 5432). */
+const SOCKET_NAME = '.s.PGSQL.5432';
+
+/**
+ * The socket directory a running owner's `svc.owner` names, once it is known to be this user's:
+ * a directory of this user's that no one else may enter, holding a socket of this user's. The
+ * owner file is this user's already (DataDirLock), but the command line checks what it connects
+ * to as well: a socket of another user's would be another database, answering as if it were ours.
+ */
+export function trustedSocketDirectory(dataDir: string, socketDirectory: string): string {
+  const uid = effectiveUid();
+  const refuse = (what: string): never => {
+    throw new DataDirUnsafeError(
+      `${join(dataDir, OWNER_FILE)} names the database socket ${join(socketDirectory, SOCKET_NAME)}, ` +
+        `but ${what}: not connecting to it; stop the svc process that owns DATA_DIR, or run this ` +
+        'command as its user',
+    );
+  };
+  let directory;
+  let socket;
+  try {
+    directory = lstatSync(socketDirectory);
+    socket = lstatSync(join(socketDirectory, SOCKET_NAME));
+  } catch (error) {
+    return refuse(`it cannot be found (${(error as NodeJS.ErrnoException).code})`);
+  }
+  if (!directory.isDirectory() || directory.uid !== uid || (directory.mode & 0o077) !== 0) {
+    refuse(
+      `its directory is not a private directory of this user's (uid ${directory.uid}, mode 0${(directory.mode & 0o7777).toString(8)}; this user is uid ${uid})`,
+    );
+  }
+  if (!socket.isSocket() || socket.uid !== uid) {
+    refuse(`it is not a socket of this user's (uid ${socket.uid}; this user is uid ${uid})`);
+  }
+  return socketDirectory;
+}
 
 type NotificationListener = (channel: string, payload: string) => void;
 
@@ -96,14 +134,18 @@ export class EmbeddedPostgres {
 
   /**
    * Takes DATA_DIR (DataDirOwnedError when a live process owns it), opens its database and
-   * serves it on a private socket, whose directory the owner file then names.
+   * serves it on a private socket, whose directory the owner file then names. What is in DATA_DIR
+   * is this user's alone: PGlite writes the files of a new database with mode 0666 whatever the
+   * umask (its file system sets the modes of its packed initial files), and an older version left
+   * them so; they are closed (makeTreePrivate) once the database is open, before anything is
+   * stored. Files PostgreSQL creates later are 0600.
    */
   static async start(dataDir: string): Promise<EmbeddedPostgres> {
     const lock = DataDirLock.acquire(dataDir);
     const pgdata = join(dataDir, 'pgdata');
     let db: PGlite;
     try {
-      mkdirSync(pgdata, { recursive: true });
+      mkdirSync(pgdata, { recursive: true, mode: 0o700 });
       const { PGlite } = await import('@electric-sql/pglite');
       db = await PGlite.create(pgdata);
     } catch (error) {
@@ -111,6 +153,13 @@ export class EmbeddedPostgres {
       throw new Error(
         `The embedded database in ${pgdata} could not be opened (${(error as Error).message}).`,
       );
+    }
+    try {
+      makeTreePrivate(dataDir);
+    } catch (error) {
+      await db.close();
+      lock.release();
+      throw error;
     }
     // Unix socket paths are limited to ~100 bytes, so the socket lives in a short temp dir.
     const socketDir = mkdtempSync(join(tmpdir(), 'svc-pg-'));
@@ -156,7 +205,7 @@ export class EmbeddedPostgres {
     const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
     this.server = new PGLiteSocketServer({
       db: watched,
-      path: join(this.socketDir, '.s.PGSQL.5432'),
+      path: join(this.socketDir, SOCKET_NAME),
       maxConnections: 16,
     });
     await this.server.start();

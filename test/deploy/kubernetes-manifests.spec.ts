@@ -330,7 +330,8 @@ describeRendered.each(renderings)('kubectl kustomize: %s', (_name, renderOverlay
       expect(roleOf(deployment)).toBe('all');
       expect(deployment.spec.replicas).toBe(1);
       expect(deployment.spec.strategy).toEqual({ type: 'Recreate' });
-      expect(settings.DATA_DIR).toBe('/app/data');
+      // Below the emptyDir (mode 0777, refused as DATA_DIR): a directory the service makes 0700.
+      expect(settings.DATA_DIR).toBe('/app/data/db');
       expect(objects.map((o) => o.kind)).not.toEqual(
         expect.arrayContaining(['Job', 'ScaledObject']),
       );

@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { rename, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -133,12 +141,18 @@ describe('a drop directory on one node', () => {
       'processing',
       'rejected',
     ]);
+    // The service's user's alone until the operator opens them (whatever the umask).
+    for (const folder of readdirSync(root)) {
+      expect([folder, lstatSync(join(root, folder)).mode & 0o777]).toEqual([folder, 0o700]);
+    }
   });
 
   it('runs a ZIP as a job with source=directory and writes its result ZIP to outbox/', async () => {
     await drop(root, 'report.zip', await makeZip([{ name: 'report.R', content: SCRIPT }]));
     const result = await waitForFile(join(root, 'outbox', 'report.zip.result.zip'));
     expect(await outText(result)).toBe('sum 55\n');
+    // Readable as far as outbox/ lets one in; changed by the service's user only.
+    expect(lstatSync(join(root, 'outbox', 'report.zip.result.zip')).mode & 0o777).toBe(0o644);
     expect(existsSync(join(root, 'accepted', 'report.zip'))).toBe(true);
     expect(readdirSync(join(root, 'inbox'))).toEqual([]);
     const rows = await query<{ application_name: string; source: string }>(

@@ -1,6 +1,6 @@
 import { AsyncResource } from 'node:async_hooks';
 import { chmodSync, lchownSync, mkdirSync, readdirSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ForkServer } from './fork-server';
 import type { ForkRunStatus } from './fork-runs';
@@ -90,8 +90,11 @@ export class ForkSlots {
     for (let index = 0; index < count; index += 1) {
       const dir = join(root, `slot-${index}`);
       const control = join(root, `control-${index}`);
-      await mkdir(dir, { mode: 0o711 });
-      await mkdir(control, { mode: 0o711 });
+      // chmod: the service's umask (PRIVATE_UMASK) would leave them closed to the sandbox user.
+      await mkdir(dir);
+      await chmod(dir, 0o711);
+      await mkdir(control);
+      await chmod(control, 0o711);
       const slot: Slot = {
         server: null as unknown as ForkServer,
         dir,

@@ -116,7 +116,9 @@ export class NativeREngine implements REngine, NativeRuntime {
       await chmod(this.runtimeRoot, 0o711);
       await cp(dirname(rSourcePath('session.R')), join(this.runtimeRoot, 'r'), { recursive: true });
       await chmod(join(this.runtimeRoot, 'r'), 0o755);
-      await mkdir(join(this.runtimeRoot, 'packages'), { mode: 0o755 });
+      // chmod: the service's umask (PRIVATE_UMASK) would close it to the sandbox user.
+      await mkdir(join(this.runtimeRoot, 'packages'));
+      await chmod(join(this.runtimeRoot, 'packages'), 0o755);
       this.packageLibrary = new PackageLibrary(
         join(this.runtimeRoot, 'packages'),
         () => this.launcher,

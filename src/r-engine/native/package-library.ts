@@ -1,4 +1,5 @@
 import {
+  chmod,
   mkdir,
   mkdtemp,
   readdir,
@@ -66,9 +67,14 @@ export class PackageLibrary {
     archive: Buffer,
   ): Promise<PackageInstallOutcome> {
     const appDir = this.dirOf(applicationName);
-    await mkdir(join(appDir, STORE), { recursive: true, mode: 0o755 });
-    // 0711: a sandboxed install runs as another user, who must reach its directory (never list).
-    await mkdir(join(this.root, WORK), { recursive: true, mode: 0o711 });
+    // chmod: the service's umask (PRIVATE_UMASK) would close them to the sandbox user, who reads
+    // the library. 0711: a sandboxed install runs as another user, who must reach its directory
+    // (never list).
+    await mkdir(join(appDir, STORE), { recursive: true });
+    await chmod(appDir, 0o755);
+    await chmod(join(appDir, STORE), 0o755);
+    await mkdir(join(this.root, WORK), { recursive: true });
+    await chmod(join(this.root, WORK), 0o711);
     const work = await mkdtemp(join(this.root, WORK, 'install-'));
     try {
       const library = join(work, 'lib');

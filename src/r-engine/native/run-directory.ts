@@ -46,7 +46,9 @@ export async function withRunDirectory<T>(
  */
 export function preparePrivate(launcher: RLauncher, parent: string): void {
   const privateDir = join(parent, 'private');
-  mkdirSync(privateDir, { mode: 0o711 });
+  mkdirSync(privateDir);
+  // chmod: the service's umask (PRIVATE_UMASK) would leave it closed to the sandbox user.
+  chmodSync(privateDir, 0o711);
   chmodSync(parent, 0o711);
   const tmp = join(privateDir, 'tmp');
   mkdirSync(tmp, { mode: 0o700 });
