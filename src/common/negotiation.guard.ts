@@ -1,7 +1,14 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
-import { negotiateFormat, negotiateJsonFormat, rememberFormat } from './negotiation';
+import { PATH_METADATA } from '@nestjs/common/constants';
+import {
+  answerErrorsUnder,
+  negotiateFormat,
+  negotiateJsonFormat,
+  PathErrorFormat,
+  rememberFormat,
+} from './negotiation';
 
 const RAW_DATA = 'svc:rawData';
 const JSON_ROUTES = 'svc:jsonRoutes';
@@ -12,12 +19,33 @@ const JSON_ROUTES = 'svc:jsonRoutes';
  */
 export const RawData = (): MethodDecorator => SetMetadata(RAW_DATA, true);
 
+/** The rule for the errors under a controller's path, made before any guard of it runs. */
+function errorsUnderController(target: object, rule: PathErrorFormat): void {
+  answerErrorsUnder(() => String(Reflect.getMetadata(PATH_METADATA, target) ?? ''), rule);
+}
+
 /**
  * Marks a controller whose routes speak JSON only (exported functions): their errors and
  * representations are plain JSON unless Accept prefers vnd+json or XML, and Accept never
- * refuses them.
+ * refuses them. So are the errors made before a route of it is reached (401, 403, 405).
  */
-export const JsonRoutes = (): ClassDecorator => SetMetadata(JSON_ROUTES, true);
+export const JsonRoutes =
+  (): ClassDecorator =>
+  (target): void => {
+    SetMetadata(JSON_ROUTES, true)(target);
+    errorsUnderController(target, 'json');
+  };
+
+/**
+ * Marks a controller whose requests may send JSON or XML (`/process`): an error answer to a
+ * request that sent JSON is JSON (plain unless Accept prefers another type), made before the
+ * route is reached (401, 403) or by it.
+ */
+export const ErrorsAsSent =
+  (): ClassDecorator =>
+  (target): void => {
+    errorsUnderController(target, 'as-sent');
+  };
 
 /** Runs first on every route: settles the answer's format, or 406 before any work is done. */
 @Injectable()

@@ -3,6 +3,7 @@ import type { Request } from 'express';
 import type { RestFormat } from './representation/rest-representation';
 import { ApiError } from './api-error';
 import { isFormPost } from './form-post';
+import { mediaTypeOf } from './media-type';
 
 export interface NegotiatedFormat {
   format: RestFormat;
@@ -85,10 +86,41 @@ export function negotiateFormat(req: Pick<Request, 'headers' | 'method'>): Negot
 }
 
 /**
- * The format of an error answer: the one settled for the route when there is one, else the
- * negotiated one when Accept allows one, else XML.
+ * How the errors of a controller's paths are answered when none was settled for the request
+ * (before its guard ran: a 401, a 403, a 405, a path no route takes): `json`, the JSON of a
+ * route that speaks JSON only; `as-sent`, JSON for a request that sent JSON and does not ask
+ * for another type.
  */
-export function errorFormat(req: Pick<Request, 'headers' | 'method'>): NegotiatedFormat {
+export type PathErrorFormat = 'json' | 'as-sent';
+
+const pathRules: Array<{ prefix: () => string; rule: PathErrorFormat }> = [];
+
+/** Registers the rule for every path under `prefix` (read when first needed). */
+export function answerErrorsUnder(prefix: () => string, rule: PathErrorFormat): void {
+  pathRules.push({ prefix, rule });
+}
+
+function pathRuleOf(path: string): PathErrorFormat | undefined {
+  return pathRules.find(({ prefix }) => {
+    const base = `/${prefix().replace(/^\/+|\/+$/g, '')}`;
+    return path === base || path.startsWith(`${base}/`);
+  })?.rule;
+}
+
+/**
+ * The format of an error answer: its path's rule (answerErrorsUnder) when one applies, else the
+ * one settled for the route when there is one, else the negotiated one when Accept allows one,
+ * else XML.
+ */
+export function errorFormat(
+  req: Pick<Request, 'headers' | 'method'> & { path?: string },
+): NegotiatedFormat {
+  // First: a path no route of its controller took is answered by the catch-all, whose own
+  // format is the seed's default.
+  const rule = req.path === undefined ? undefined : pathRuleOf(req.path);
+  if (rule === 'json' || (rule === 'as-sent' && mediaTypeOf(req) === 'application/json')) {
+    return negotiateJsonFormat(req);
+  }
   const settled = (req as RequestWithFormat)[NEGOTIATED];
   if (settled) {
     return settled;

@@ -1,4 +1,29 @@
-import type { ExportedFunction } from '../r-engine/exported-functions';
+import { ArgumentType, ExportedFunction, isArrayType } from '../r-engine/exported-functions';
+
+/**
+ * The JSON Schema of a declared type (docs/functions.md): `T[]` is an array of T (null for NA) or
+ * a single T, which R holds alike; an undeclared type is any JSON value.
+ */
+export function jsonSchemaOf(type: ArgumentType | null): Record<string, unknown> {
+  if (type !== null && isArrayType(type)) {
+    const item = type.slice(0, -2);
+    return { type: ['array', item], items: { type: [item, 'null'] } };
+  }
+  switch (type) {
+    case null:
+    case 'any':
+      return {};
+    case 'number':
+    case 'integer':
+    case 'string':
+    case 'boolean':
+    case 'object':
+    case 'array':
+      return { type };
+    case 'data.frame':
+      return { type: 'array', items: { type: 'object' } };
+  }
+}
 
 /**
  * The OpenAPI 3.1 description of one application's exported functions: one POST operation per
@@ -17,6 +42,7 @@ export function functionsOpenApi(
     const properties: Record<string, object> = {};
     for (const argument of named) {
       properties[argument.name] = {
+        ...jsonSchemaOf(argument.type),
         description: [
           argument.description,
           argument.default === null ? null : `Default (R): ${argument.default}`,
@@ -55,7 +81,7 @@ export function functionsOpenApi(
         responses: {
           '200': {
             description: fn.returns ?? `The value of ${fn.name}, as JSON.`,
-            content: { 'application/json': { schema: {} } },
+            content: { 'application/json': { schema: jsonSchemaOf(fn.returnType) } },
           },
           '202': {
             description: 'Queued (Prefer: respond-async): the job, its status at Location.',

@@ -3,6 +3,7 @@ import { jobTokenOf } from '../jobs/jobs-view';
 import { apiErrorOf, BASE, controllerOf, fakeRequest } from '../../test/support/controller-testing';
 import { FunctionsController, MAX_ARGUMENT_DEPTH } from './functions.controller';
 import { FunctionsService } from './functions.service';
+import type { ExportedFunction } from '../r-engine/exported-functions';
 
 const JSON_TYPE = { 'Content-Type': 'application/json' };
 
@@ -11,10 +12,23 @@ describe('FunctionsController', () => {
   let controller: FunctionsController;
 
   beforeEach(async () => {
+    const add: ExportedFunction = {
+      name: 'add',
+      file: 'add.R',
+      title: null,
+      description: null,
+      arguments: [
+        { name: 'x', type: 'number', default: null, description: null },
+        { name: 'y', type: null, default: '1', description: null },
+        { name: 'a', type: null, default: '1', description: null },
+      ],
+      returns: null,
+      returnType: null,
+    };
     functions = {
-      list: jest.fn().mockResolvedValue([{ name: 'add' }]),
+      listExported: jest.fn().mockResolvedValue([{ name: 'add' }]),
       openApi: jest.fn().mockResolvedValue({ openapi: '3.1.0' }),
-      find: jest.fn().mockResolvedValue({ name: 'add' }),
+      find: jest.fn().mockResolvedValue(add),
       call: jest.fn().mockResolvedValue({ status: 200, body: '[3]' }),
       queue: jest.fn().mockResolvedValue(
         jobTokenOf(BASE, {
@@ -52,12 +66,12 @@ describe('FunctionsController', () => {
   });
 
   it('queues the call with Prefer: respond-async: 202, the job token, its Location', async () => {
-    const answer = await post('{}', {
+    const answer = await post('{"x": 1}', {
       ...JSON_TYPE,
       Accept: 'application/json',
       Prefer: 'wait=5, respond-async',
     });
-    expect(functions.queue).toHaveBeenCalledWith('app', 'add', '{}', expect.anything(), BASE);
+    expect(functions.queue).toHaveBeenCalledWith('app', 'add', '{"x": 1}', expect.anything(), BASE);
     expect(functions.call).not.toHaveBeenCalled();
     expect(answer.status).toBe(202);
     expect(answer.headers).toMatchObject({
@@ -86,8 +100,23 @@ describe('FunctionsController', () => {
     expect(functions.call).not.toHaveBeenCalled();
   });
 
+  it('refuses missing, unknown and mistyped arguments in one 400 before calling or queueing', async () => {
+    for (const headers of [JSON_TYPE, { ...JSON_TYPE, Prefer: 'respond-async' }]) {
+      const error = await apiErrorOf(() => post('{"x": "1", "z": 2}', headers));
+      expect(error.status).toBe(400);
+      expect(error.message).toBe(
+        'add: argument "x" must be a number, not a string; argument "z" is not one add takes.',
+      );
+    }
+    expect((await apiErrorOf(() => post('{"y": 2}'))).message).toBe(
+      'add: argument "x" is missing (it has no default).',
+    );
+    expect(functions.call).not.toHaveBeenCalled();
+    expect(functions.queue).not.toHaveBeenCalled();
+  });
+
   it('answers 400 for a bad application name before asking the service', async () => {
     expect(await apiErrorOf(() => controller.list('no such'))).toMatchObject({ status: 400 });
-    expect(functions.list).not.toHaveBeenCalled();
+    expect(functions.listExported).not.toHaveBeenCalled();
   });
 });

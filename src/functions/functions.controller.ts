@@ -12,6 +12,7 @@ import { publicBaseUrl } from '../common/public-uri';
 import { NodeConfig, ProcessConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import type { ExportedFunction } from '../r-engine/exported-functions';
+import { CallArguments, checkArguments } from './function-arguments';
 import { FunctionsService } from './functions.service';
 
 /**
@@ -34,7 +35,9 @@ export class FunctionsController {
   @RawData()
   @Header('Cache-Control', 'no-store')
   async list(@Param('app') app: string): Promise<{ functions: ExportedFunction[] }> {
-    return { functions: await this.functions.list(checkApplicationName(app, 'The application')) };
+    return {
+      functions: await this.functions.listExported(checkApplicationName(app, 'The application')),
+    };
   }
 
   @Get(':app/openapi.json')
@@ -48,6 +51,15 @@ export class FunctionsController {
     );
   }
 
+  /** One function as the listing describes it; 404 as a call of it would answer. */
+  @Get(':app/:fn')
+  @Access('functionCall')
+  @RawData()
+  @Header('Cache-Control', 'no-store')
+  describe(@Param('app') app: string, @Param('fn') fn: string): Promise<ExportedFunction> {
+    return this.functions.find(checkApplicationName(app, 'The application'), fn);
+  }
+
   @Post(':app/:fn')
   @Access('functionCall')
   @RawData()
@@ -58,13 +70,15 @@ export class FunctionsController {
   ): Promise<HttpAnswer> {
     const applicationName = checkApplicationName(app, 'The application');
     // Before the body is read: an unknown function costs the caller no upload.
-    await this.functions.find(applicationName, fn);
-    const argumentsJson = await readArguments(req, this.config.maxRequestBytes);
+    const exported = await this.functions.find(applicationName, fn);
+    const args = await readArguments(req, this.config.maxRequestBytes);
+    // Before R and before the queue: a call that cannot run is refused the same way either way.
+    checkArguments(exported, args);
     if (prefersAsync(req)) {
       const job = await this.functions.queue(
         applicationName,
         fn,
-        argumentsJson,
+        args.json,
         req,
         publicBaseUrl(req, this.node.publicBaseUrl),
       );
@@ -80,7 +94,7 @@ export class FunctionsController {
         },
       });
     }
-    const answer = await this.functions.call(applicationName, fn, argumentsJson);
+    const answer = await this.functions.call(applicationName, fn, args.json);
     return new HttpAnswer(answer.body, {
       status: answer.status,
       headers: { 'Content-Type': 'application/json; charset=utf-8' },
@@ -100,7 +114,7 @@ export function prefersAsync(req: Request): boolean {
 }
 
 /** The body: a JSON object of named arguments (415 for another type, 413, 400). */
-async function readArguments(req: Request, maxBytes: number): Promise<string> {
+async function readArguments(req: Request, maxBytes: number): Promise<CallArguments> {
   if (mediaTypeOf(req) !== 'application/json') {
     throw ApiError.unsupportedMediaType(
       'Send the arguments as a JSON object (Content-Type: application/json).',
@@ -134,7 +148,7 @@ async function readArguments(req: Request, maxBytes: number): Promise<string> {
       `The arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects.`,
     );
   }
-  return json;
+  return { json, values: parsed as Record<string, unknown> };
 }
 
 /** Nesting R is asked to convert at most (json.R's own bound is the same). */

@@ -38,6 +38,15 @@ export class FunctionsService {
     return this.libraries.exported(applicationName);
   }
 
+  /** The exported functions, or the 404 a call would answer when there are none. */
+  async listExported(applicationName: string): Promise<ExportedFunction[]> {
+    const functions = await this.list(applicationName);
+    if (functions.length === 0) {
+      throw noExportedFunction(applicationName);
+    }
+    return functions;
+  }
+
   /** The exported function, or a 404 that says what is exported. */
   async find(applicationName: string, functionName: string): Promise<ExportedFunction> {
     const functions = await this.list(applicationName);
@@ -45,11 +54,11 @@ export class FunctionsService {
       ? functions.find((f) => f.name === functionName)
       : undefined;
     if (!found) {
-      throw ApiError.notFound(
-        functions.length === 0
-          ? `Application ${applicationName} exports no R function.`
-          : `Application ${applicationName} exports no function ${JSON.stringify(functionName.slice(0, 100))}; it exports ${functions.map((f) => f.name).join(', ')}.`,
-      );
+      throw functions.length === 0
+        ? noExportedFunction(applicationName)
+        : ApiError.notFound(
+            `Application ${applicationName} exports no function ${JSON.stringify(functionName.slice(0, 100))}; it exports ${functions.map((f) => f.name).join(', ')}.`,
+          );
     }
     return found;
   }
@@ -99,8 +108,12 @@ export class FunctionsService {
   }
 
   async openApi(applicationName: string, baseUrl: string): Promise<object> {
-    return functionsOpenApi(applicationName, await this.list(applicationName), baseUrl);
+    return functionsOpenApi(applicationName, await this.listExported(applicationName), baseUrl);
   }
+}
+
+function noExportedFunction(applicationName: string): ApiError {
+  return ApiError.notFound(`Application ${applicationName} exports no R function.`);
 }
 
 /** The answer of a call's outcome: 200 with its JSON, 404 when R has no such function, else 400. */

@@ -1,4 +1,5 @@
 import { ApiError } from '../common/api-error';
+import { rStringProblem } from '../common/r-values';
 import {
   RestElement,
   RestView,
@@ -94,8 +95,8 @@ export function payloadText(body: Buffer): string | null {
 
 /**
  * The payload of a function call as the string R receives, checked as a queued call (POST /jobs)
- * and a synchronous one (POST /process) both take it: not empty, UTF-8 text. A 400 naming `label`
- * otherwise.
+ * and a synchronous one (POST /process) both take it: not empty, UTF-8 text that R can hold as a
+ * string (no NUL). A 400 naming `label` otherwise.
  */
 export function functionCallText(
   kind: FunctionCallKind,
@@ -110,6 +111,11 @@ export function functionCallText(
   const text = payloadText(payload);
   if (text === null) {
     throw ApiError.badRequest(`${label} is not UTF-8 text.`);
+  }
+  // R receives the payload as one string: one it cannot hold is refused, never cut.
+  const problem = rStringProblem(text);
+  if (problem !== null) {
+    throw ApiError.badRequest(`${label} ${problem}.`);
   }
   return text;
 }

@@ -1,5 +1,6 @@
 import { Pair, parseLines, stringify } from 'dot-properties';
 import { ApiError } from '../common/api-error';
+import { rStringProblem } from '../common/r-values';
 import { CONFIGURATION_FILE, WELL_KNOWN_META, type JobMeta } from './job-input';
 
 /** Prefix of meta headers and form fields, compared case-insensitively. */
@@ -42,7 +43,20 @@ class MetaCollector {
         `meta parameter name ${JSON.stringify(rawName)} in ${where} contains control characters`,
       );
     }
+    // The job's R code reads names and values (configuration.txt): none it cannot hold.
+    const nameProblem = rStringProblem(rawName);
+    if (nameProblem !== null) {
+      throw ApiError.badRequest(
+        `meta parameter name ${JSON.stringify(rawName)} in ${where} ${nameProblem}`,
+      );
+    }
     const name = normaliseMetaName(rawName);
+    const valueProblem = rStringProblem(value);
+    if (valueProblem !== null) {
+      throw ApiError.badRequest(
+        `the value of meta parameter "${name}" in ${where} ${valueProblem}`,
+      );
+    }
     if (this.params.has(name)) {
       throw ApiError.badRequest(`meta parameter "${name}" is given more than once (in ${where})`);
     }

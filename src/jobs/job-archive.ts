@@ -6,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
 import { openZip, ZipArchive, ZipEntry, zipEntryName, ZipSource } from '../common/zip-reader';
 import { ApiError } from '../common/api-error';
+import { rStringProblem } from '../common/r-values';
 import type { ZipLimits } from '../job-core/job-input';
 import type { JobFileContent, JobFileInput } from '../queue/queue.types';
 import { mediaType } from '../common/media-type';
@@ -28,6 +29,10 @@ function plainNameProblem(name: string): string | null {
   }
   if (name.includes('/') || name.includes('\\')) {
     return 'the name contains a path separator';
+  }
+  const unheld = rStringProblem(name);
+  if (unheld !== null) {
+    return `the name ${unheld}`;
   }
   if (name === '.' || name === '..') {
     return 'the name is not a file name';

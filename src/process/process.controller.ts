@@ -4,7 +4,7 @@ import getRawBody from 'raw-body';
 import { ApiError } from '../common/api-error';
 import { ApplicationNameGuard, applicationNameOf } from '../common/application-name';
 import { mediaTypeOf } from '../common/media-type';
-import { RawData } from '../common/negotiation.guard';
+import { ErrorsAsSent, RawData } from '../common/negotiation.guard';
 import { ProcessConfig } from '../config/config-slices';
 import {
   FunctionCallKind,
@@ -31,6 +31,7 @@ async function readCall(
 
 /** `POST /process`: a function call answered at once with the function's string (SPEC §5.3). */
 @Controller('svc/api/rest/process')
+@ErrorsAsSent()
 export class ProcessController {
   constructor(
     private readonly config: ProcessConfig,

@@ -7,6 +7,8 @@
 
 export interface ExportedArgument {
   name: string;
+  /** Its type from `@param name:type` ({@link ARGUMENT_TYPES}), or null when none is declared. */
+  type: ArgumentType | null;
   /** The default as written in the function's signature (R code), or null when it has none. */
   default: string | null;
   /** Its `@param` line, or null. */
@@ -22,6 +24,50 @@ export interface ExportedFunction {
   arguments: ExportedArgument[];
   /** Its `@return` (or `@returns`) line, or null. */
   returns: string | null;
+  /** The value's type from `@return:type`, or null when none is declared. */
+  returnType: ArgumentType | null;
+}
+
+/**
+ * The types `@param name:type` and `@return:type` may declare (docs/functions.md), each with
+ * the spellings it is known by (plumber's and R's among them). `T[]` (or `[T]`) of a scalar T is
+ * an array of T; a single T stands for an array of one, since R holds both as a vector.
+ */
+const TYPE_SPELLINGS: Record<string, readonly string[]> = {
+  number: ['number', 'numeric', 'double', 'dbl', 'num'],
+  integer: ['integer', 'int'],
+  string: ['string', 'character', 'chr', 'str'],
+  boolean: ['boolean', 'logical', 'bool', 'lgl'],
+  object: ['object'],
+  array: ['array', 'list'],
+  'data.frame': ['data.frame', 'dataframe', 'df'],
+  any: ['any'],
+};
+
+export const SCALAR_TYPES = ['number', 'integer', 'string', 'boolean'] as const;
+export type ScalarType = (typeof SCALAR_TYPES)[number];
+export type ArgumentType =
+  ScalarType | `${ScalarType}[]` | 'object' | 'array' | 'data.frame' | 'any';
+
+/** The item type of an array type (`number[]`), or null for another type. */
+export function isArrayType(type: ArgumentType): type is `${ScalarType}[]` {
+  return type.endsWith('[]');
+}
+
+/** The type a declaration names, in its one spelling; null for a word that is no type. */
+export function argumentTypeOf(declared: string): ArgumentType | null {
+  const word = declared.trim().toLowerCase();
+  const inner = /^\[(.+)\]$/.exec(word)?.[1] ?? /^(.+)\[\]$/.exec(word)?.[1];
+  const type = Object.keys(TYPE_SPELLINGS).find((name) =>
+    TYPE_SPELLINGS[name].includes(inner ?? word),
+  );
+  if (type === undefined) {
+    return null;
+  }
+  if (inner === undefined) {
+    return type as ArgumentType;
+  }
+  return (SCALAR_TYPES as readonly string[]).includes(type) ? (`${type}[]` as ArgumentType) : null;
 }
 
 /** A syntactic R name, the only kind an endpoint may have (the path's last segment). */
@@ -33,8 +79,9 @@ interface Roxygen {
   export: boolean;
   title: string | null;
   description: string | null;
-  params: Map<string, string>;
+  params: Map<string, { type: ArgumentType | null; description: string }>;
   returns: string | null;
+  returnType: ArgumentType | null;
 }
 
 /** The exported functions of the files, in file and line order; the last definition of a name wins. */
@@ -82,10 +129,12 @@ export function exportedFunctions(
         description: roxygen.description,
         arguments: formals.map(({ name, value }) => ({
           name,
+          type: roxygen.params.get(name)?.type ?? null,
           default: value,
-          description: roxygen.params.get(name) ?? null,
+          description: roxygen.params.get(name)?.description ?? null,
         })),
         returns: roxygen.returns,
+        returnType: roxygen.returnType,
       });
     }
   }
@@ -99,6 +148,7 @@ function readRoxygen(lines: string[]): Roxygen {
     description: null,
     params: new Map(),
     returns: null,
+    returnType: null,
   };
   const untagged: string[] = [];
   let current: { tag: string; text: string[] } | null = null;
@@ -108,14 +158,23 @@ function readRoxygen(lines: string[]): Roxygen {
     }
     const text = current.text.join(' ').replace(/\s+/g, ' ').trim();
     if (current.tag === 'param') {
+      // `x`, `x:number`, or several: `x,y:number`, each name with its own type.
       const [names, ...rest] = text.split(' ');
-      for (const name of names.split(',')) {
+      for (const declared of names.split(',')) {
+        const colon = declared.indexOf(':');
+        const name = colon === -1 ? declared : declared.slice(0, colon);
         if (name) {
-          result.params.set(name, rest.join(' '));
+          result.params.set(name, {
+            type: colon === -1 ? null : argumentTypeOf(declared.slice(colon + 1)),
+            description: rest.join(' '),
+          });
         }
       }
     } else if (current.tag === 'return' || current.tag === 'returns') {
-      result.returns = text || null;
+      // `@return:type description`: the tag's text then starts with the colon.
+      const typed = /^:(\S+)\s*(.*)$/.exec(text);
+      result.returnType = typed ? argumentTypeOf(typed[1]) : null;
+      result.returns = (typed ? typed[2] : text) || null;
     } else if (current.tag === 'title') {
       result.title = text || null;
     } else if (current.tag === 'description') {

@@ -1,5 +1,6 @@
 import { ApiError } from '../common/api-error';
 import { parseMetaParameters } from '../job-core/job-meta';
+import { rStringProblem } from '../common/r-values';
 import type { FunctionCallKind } from '../job-core/function-call-result';
 import { CatchUp, ScheduleEmail } from './schedule.entity';
 import { MAX_SUBJECT_LENGTH, RESERVED_META, ScheduleDto, ScheduleEmailDto } from './schedule.dto';
@@ -51,6 +52,15 @@ function emailOf(email: ScheduleEmailDto, scheduleName: string): ScheduleEmail {
   };
 }
 
+/** The payload R will receive at every run: refused now when R cannot hold it (not at a tick). */
+function payloadOf(payload: string): string {
+  const problem = rStringProblem(payload);
+  if (problem !== null) {
+    throw ApiError.badRequest(`job.payload ${problem}.`);
+  }
+  return payload;
+}
+
 /**
  * A POST or PUT body (its shape checked by `ScheduleDto`) for `applicationName`: its application
  * compared with the header's, the job's meta read by the rules of any job's meta, defaults
@@ -75,7 +85,7 @@ export function scheduleDefinitionOf(
     timeZone,
     job:
       'functionCall' in job
-        ? { kind: job.functionCall, payload: job.payload }
+        ? { kind: job.functionCall, payload: payloadOf(job.payload) }
         : { kind: 'script', rScript: job.rScript.trim(), meta: metaOf(job.meta) },
     catchUp: body.catchUp ?? CatchUp.RUN_ONCE,
     callbackUrl: body.callbackUrl ?? null,

@@ -107,7 +107,7 @@ describe('exported R functions as endpoints', () => {
     expect(JSON.parse(answer.text)).toEqual({
       status: 400,
       error: 'Bad Request',
-      message: 'sum2 takes no argument "z"',
+      message: 'sum2: argument "z" is not one sum2 takes.',
     });
     const dots = await call('traps', 'dots', '{"a": 1, "b": 2, "c": [1,2]}');
     expect(dots.status).toBe(200);
@@ -336,6 +336,53 @@ describe('exported R functions: who may call them, with how much, how many at on
     const own = await post('demo/sum2', '{"x": 1}', ALICE);
     expect([own.status, own.text]).toEqual([200, '2']);
     expect((await post('slowapp/slow', '{"s": 0}', ALICE)).status).toBe(403);
+  });
+
+  it('answers 401 in JSON to a request that sent JSON or asked for it, on the functions and /process', async () => {
+    const jsonBody = { 'Content-Type': 'application/json', 'X-SVC-Application-Name': 'demo' };
+    const requests: Array<[string, RequestInit]> = [];
+    const accepts: Array<Record<string, string>> = [
+      {},
+      { Accept: '*/*' },
+      { Accept: 'application/json' },
+    ];
+    for (const accept of accepts) {
+      requests.push(
+        [`${REST}/process`, { method: 'POST', headers: { ...jsonBody, ...accept }, body: '"x"' }],
+        [
+          `${FUNCTIONS}/demo/sum2`,
+          { method: 'POST', headers: { ...jsonBody, ...accept }, body: '{"x": 1}' },
+        ],
+        [`${FUNCTIONS}/demo`, { headers: accept }],
+        [`${FUNCTIONS}/demo/openapi.json`, { headers: accept }],
+      );
+    }
+    for (const [path, init] of requests) {
+      const answer = await request(`${service.url}${path}`, init);
+      expect([path, init.headers, answer.status, answer.headers.get('content-type')]).toEqual([
+        path,
+        init.headers,
+        401,
+        'application/json; charset=utf-8',
+      ]);
+      expect(JSON.parse(answer.text)).toMatchObject({ status: 401, error: 'Unauthorized' });
+    }
+    // A client of the seed's XML contract keeps its XML; so does one that asks for it.
+    const xml = await request(`${service.url}${REST}/process`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/xml', 'X-SVC-Application-Name': 'demo' },
+      body: '<x/>',
+    });
+    expect([xml.status, xml.headers.get('content-type')]).toEqual([
+      401,
+      'application/vnd.svc+xml; charset=utf-8',
+    ]);
+    const asked = await request(`${service.url}${REST}/process`, {
+      method: 'POST',
+      headers: { ...jsonBody, Accept: 'application/vnd.svc+xml' },
+      body: '"x"',
+    });
+    expect(asked.headers.get('content-type')).toBe('application/vnd.svc+xml; charset=utf-8');
   });
 
   it('refuses a body over MAX_REQUEST_BYTES with 413, called or queued, and queues nothing', async () => {

@@ -401,6 +401,10 @@ describe('the OpenAPI document against the running service', () => {
     expect(described.status).toBe(200);
     const fn = '/functions/{app}/{fn}';
     const json = { 'Content-Type': 'application/json' };
+    const one = await call('GET', fn, '/functions/demo/sum2');
+    expect(one.status).toBe(200);
+    expect((await call('GET', fn, '/functions/demo/nothing')).status).toBe(404);
+    expect((await call('GET', '/functions/{app}', '/functions/nosuchapp')).status).toBe(404);
     const sum = await call('POST', fn, '/functions/demo/sum2', {
       headers: json,
       body: '{"x": [1, 2, 3], "y": 10}',

@@ -120,7 +120,11 @@ describe('POST /process (SPEC §5.3)', () => {
       'X-SVC-Application-Name': 'no-dashes',
     });
     expect(invalid.status).toBe(400);
-    expect(parseXml(invalid.text).error.status).toBe('400');
+    // A request that sent JSON gets its error in plain JSON; one that sent XML, the XML default.
+    expect(invalid.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(JSON.parse(invalid.text)).toMatchObject({ status: 400, error: 'Bad Request' });
+    const xml = await post(service, 'process', 'application/xml', '', DEMO);
+    expect([xml.status, parseXml(xml.text).error.status]).toEqual([400, '400']);
     expect((await post(service, 'process', 'application/json', '', DEMO)).status).toBe(400);
   });
 
@@ -146,7 +150,7 @@ describe('POST /process (SPEC §5.3)', () => {
     const refused = await post(service, 'process', 'application/json', 'refused', CALLS);
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('1');
-    expect(parseXml(refused.text).error.status).toBe('503');
+    expect(JSON.parse(refused.text)).toMatchObject({ status: 503 });
     expect((await running).status).toBe(400); // the sleep hits the 5 s time limit
     const answer = await queued;
     expect(answer.status).toBe(200);

@@ -171,6 +171,17 @@ describe('schedules: the admin API', () => {
       ],
       [definition({ job: { functionCall: 'csv', payload: '1' } }), 400, /"json" or "xml"/],
       [definition({ job: { functionCall: 'json', payload: '{}' } }), 400, /no R_FUNCTIONS/],
+      // What R cannot hold is refused when the schedule is defined, not at every tick.
+      [
+        definition({ job: { functionCall: 'json', payload: '"a\u0000b"' } }),
+        400,
+        /job.payload holds a NUL/,
+      ],
+      [
+        definition({ job: { rScript: 'tick.R', meta: { n: 'a\u0000b' } } }),
+        400,
+        /meta parameter "n" .* holds a NUL/,
+      ],
       [definition({ application: 'other' }), 400, /differs from the X-SVC-Application-Name/],
       [definition({ callbackUrl: 'ftp://127.0.0.1/x' }), 400, /^callbackUrl must be an http/],
       [

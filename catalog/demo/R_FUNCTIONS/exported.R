@@ -1,13 +1,14 @@
 # Functions the demo application exports as endpoints: each is called by
 # POST /svc/api/rest/functions/demo/<name> with a JSON object of its named arguments, and answers
-# its value as JSON (docs/functions.md). Only functions marked @export are endpoints.
+# its value as JSON (docs/functions.md). Only functions marked @export are endpoints; the types
+# after the @param names are checked before R runs.
 
 #' Add two numbers
 #'
 #' Adds y to every element of x.
-#' @param x numbers
-#' @param y a number added to each of them
-#' @return x + y
+#' @param x:number[] numbers
+#' @param y:number a number added to each of them
+#' @return:number[] x + y
 #' @export
 sum2 <- function(x, y = 1) {
   x + y
@@ -17,9 +18,9 @@ sum2 <- function(x, y = 1) {
 #'
 #' Mean, standard deviation and count of one numeric column of a table sent as an array of
 #' row objects.
-#' @param rows the table: an array of objects
-#' @param column the name of a numeric column
-#' @return an object with n, mean and sd
+#' @param rows:data.frame the table: an array of objects
+#' @param column:string the name of a numeric column
+#' @return:object an object with n, mean and sd
 #' @export
 summarise_column <- function(rows, column) {
   if (!is.data.frame(rows) || !(column %in% names(rows))) {
@@ -34,9 +35,9 @@ summarise_column <- function(rows, column) {
 #' Fit a straight line
 #'
 #' Least-squares fit of y on x.
-#' @param x numbers
-#' @param y numbers, as many as x
-#' @return the intercept, the slope and the fitted values
+#' @param x:number[] numbers
+#' @param y:number[] numbers, as many as x
+#' @return:object the intercept, the slope and the fitted values
 #' @export
 fit_line <- function(x, y) {
   fit <- stats::lm(y ~ x)
@@ -48,9 +49,9 @@ fit_line <- function(x, y) {
 #' All combinations of k out of 1..n
 #'
 #' The same work as svcJsonService's combn, as an exported function.
-#' @param n how many numbers
-#' @param k how many of them in each combination
-#' @return n, k and the combinations, one array each
+#' @param n:integer how many numbers
+#' @param k:integer how many of them in each combination
+#' @return:object n, k and the combinations, one array each
 #' @export
 combinations <- function(n, k) {
   all <- utils::combn(n, k)
