@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { HttpException, Logger } from '@nestjs/common';
 import { SERVICE_VERSION } from '../config/app-config';
+import { adminCommand } from './admin';
 import { catalogCommand } from './catalog';
 import { CliCommand, UsageError } from './cli-command';
 import { hashSecretCommand } from './hash-secret';
@@ -17,6 +18,7 @@ const COMMANDS: CliCommand[] = [
   keysCommand,
   schedulesCommand,
   settingsCommand,
+  adminCommand,
 ];
 
 const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its arguments; svc --version)
