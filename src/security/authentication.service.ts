@@ -219,9 +219,11 @@ export class AuthenticationService {
       ? null
       : await this.adminAccounts?.check(credentials.name, credentials.secret);
     if (account !== undefined && account !== null) {
-      return account
-        ? makePrincipal('user', credentials.name, [], true)
-        : 'wrong user name or password';
+      if (account) {
+        return makePrincipal('user', credentials.name, [], true);
+      }
+      // A wrong password costs what an unknown name does: timing does not tell admins' names.
+      return this.spendDummyHash(credentials.secret).then(() => 'wrong user name or password');
     }
     const user =
       this.methods.has('basic') && Object.hasOwn(this.settings.users, credentials.name)
