@@ -120,7 +120,8 @@ describe('npm start ends on a signal to npm', () => {
           () => false,
         );
       },
-      100000,
+      // The first start creates the database: the slowest start there is.
+      200000,
       'npm start to serve',
     );
     const tree = processTree(started.npm.pid!);
@@ -136,9 +137,9 @@ describe('npm start ends on a signal to npm', () => {
 
   it('SIGTERM to npm stops the service and everything it started', async () => {
     await startAndStop('SIGTERM');
-  });
+  }, 300000);
 
   it('a second start on the same DATA_DIR serves, and SIGINT to npm stops it', async () => {
     await startAndStop('SIGINT');
-  });
+  }, 300000);
 });
