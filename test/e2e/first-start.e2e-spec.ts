@@ -9,6 +9,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { axeViolations, launchChromium, violationText } from '../support/browser';
 import { runSvc, spawnService, type ServiceProcess } from '../support/service-process';
 import { parseXml, request, REST } from '../support/rest-client';
 
@@ -16,8 +18,11 @@ describe('the first start', () => {
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   let service: ServiceProcess;
+  let browser: Browser;
+  let password = '';
 
   beforeAll(async () => {
+    browser = await launchChromium();
     dataDir = mkdtempSync(join(tmpdir(), 'svc-first-start-'));
     env = {
       ...process.env,
@@ -30,9 +35,12 @@ describe('the first start', () => {
     delete env.ADMIN_USER;
     delete env.ADMIN_PASSWORD;
     delete env.AUTH_MODE;
-    service = await spawnService(env, 120000);
-  });
+    // A first start creates the database (initdb), migrates it and loads the example catalog:
+    // the slowest start there is; the hook waits longer than the start may take.
+    service = await spawnService(env, 240000);
+  }, 300000);
   afterAll(async () => {
+    await browser.close();
     service.child.kill('SIGTERM');
     await service.exited();
     rmSync(dataDir, { recursive: true, force: true });
@@ -51,16 +59,31 @@ describe('the first start', () => {
     expect(noAdmin).toContain(`DATA_DIR=${dataDir} npx svc admin create <name>`);
   });
 
-  it('says the same command where the console asks the service who is signed in', async () => {
+  it('says the same command on the console’s gate', async () => {
     const answer = await request(`${service.url}${REST}/admin/me`);
     expect(answer.status).toBe(403);
     expect(parseXml(answer.text).error.message).toContain('npx svc admin create <name>');
+
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${service.url}/svc/console/`);
+      const gate = page.locator('#view .message.error');
+      await gate.waitFor();
+      expect(await gate.textContent()).toMatch(
+        /^The console is for admins: No administrator is configured\. Run `npx svc admin create <name>`/,
+      );
+      const violations = await axeViolations(page, ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']);
+      expect(violations.map(violationText)).toEqual([]);
+    } finally {
+      await context.close();
+    }
   });
 
   it('makes a global admin through the running service, who signs in at once', async () => {
     const made = await runSvc(['admin', 'create', 'ops'], env);
     expect(made.code).toBe(0);
-    const password = made.stdout.trim();
+    password = made.stdout.trim();
     expect(password).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(made.output).toContain('created the global admin ops');
 
@@ -85,6 +108,21 @@ describe('the first start', () => {
     });
     expect(audit.status).toBe(200);
     expect(audit.text).toContain('admin.created');
+  });
+
+  it('opens the console to the admin made', async () => {
+    expect(password).not.toBe('');
+    const context = await browser.newContext({ httpCredentials: { username: 'ops', password } });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${service.url}/svc/console/`);
+      await page.locator('#nav').waitFor();
+      expect(await page.locator('#accountName').textContent()).toBe(
+        'Signed in as user:ops (global admin)',
+      );
+    } finally {
+      await context.close();
+    }
   });
 
   it('refuses a name that is not a user name, before touching the database', async () => {
