@@ -24,6 +24,7 @@ import { AddScheduleAuthors1795770500000 } from './1795770500000-AddScheduleAuth
 import { MailReplyJobs1795780000000 } from './1795780000000-MailReplyJobs';
 import { ConsoleJobsAndWorkers1795790000000 } from './1795790000000-ConsoleJobsAndWorkers';
 import { QueuedKindIndex1795800000000 } from './1795800000000-QueuedKindIndex';
+import { AddAdminAccount1795805500000 } from './1795805500000-AddAdminAccount';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -52,4 +53,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   MailReplyJobs1795780000000,
   ConsoleJobsAndWorkers1795790000000,
   QueuedKindIndex1795800000000,
+  AddAdminAccount1795805500000,
 ];

@@ -26,6 +26,7 @@ import { ApplicationsController } from './admin/applications.controller';
 import { AuditController } from './admin/audit.controller';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { WebSessionModule } from './security/web-session.module';
+import { AdminAccountsModule } from './security/admin-accounts.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { SystemController } from './system/system.controller';
 import { SystemModule } from './system/system.module';
@@ -51,6 +52,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     ConsoleApiModule,
     ApiKeysModule,
     WebSessionModule,
+    AdminAccountsModule,
     SystemModule,
     UploadModule,
     ConsoleModule,

@@ -19,6 +19,7 @@ import { ResultEntity } from './results/result.entity';
 import { JobUsageEntity } from './usage/job-usage.entity';
 import { ScheduleEntity, ScheduleRunEntity } from './schedules/schedule.entity';
 import { WebSessionEntity } from './security/web-session.entity';
+import { AdminAccountEntity } from './security/admin-account.entity';
 import type { DatabaseSchema } from './storage/database-options';
 
 /**
@@ -47,6 +48,7 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     ApplicationSettingsEntity,
     AuditEventEntity,
     WebSessionEntity,
+    AdminAccountEntity,
     WorkerNodeEntity,
   ],
   migrations: MIGRATIONS,

@@ -9,6 +9,7 @@ import { PinoLoggerService } from './common/pino-logger';
 import { startService } from './bootstrap';
 import { startBufferMemoryPacer } from './common/buffer-memory-pacer';
 import { SOAP_ENDPOINT_PATH } from './soap/wsdl.service';
+import { AccessPolicyService, MAKE_ADMIN_COMMAND } from './security/access-policy.service';
 import { connectTracingLog, flushTracing } from './tracing/tracing';
 
 async function main(): Promise<void> {
@@ -59,7 +60,23 @@ async function main(): Promise<void> {
     logger.log(`svc (${config.role}) is listening on ${base}, database: ${database}`, 'Startup');
     logger.log(`REST API: ${base}/svc/api/rest/jobs`, 'Startup');
     logger.log(`Upload page: ${base}/svc/`, 'Startup');
+    logger.log(`Console: ${base}/svc/console/`, 'Startup');
+    logger.log(`API page: ${base}/svc/api/`, 'Startup');
     logger.log(`SOAP WSDL: ${base}${SOAP_ENDPOINT_PATH}?wsdl`, 'Startup');
+    if (!service.app.get(AccessPolicyService, { strict: false }).anyAdminConfigured()) {
+      // The same database as this service's: its DATA_DIR, or its DATABASE_URL.
+      const where = config.embeddedDatabase
+        ? process.env.DATA_DIR
+          ? `DATA_DIR=${config.dataDir} `
+          : ''
+        : 'DATABASE_URL=… ';
+      logger.warn(
+        `No administrator is configured, so the console and the admin API refuse everyone. ` +
+          `Make one now, keeping the data, with: ${where}${MAKE_ADMIN_COMMAND} ` +
+          `(in ${process.cwd()}; it prints the password)`,
+        'Startup',
+      );
+    }
   } else {
     logger.log(`svc worker started, database: ${database}`, 'Startup');
   }

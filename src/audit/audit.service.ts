@@ -18,6 +18,7 @@ export const AUDIT_ACTIONS = [
   'package.removed',
   'apiKey.created',
   'apiKey.revoked',
+  'admin.created',
   'application.changed',
   'authentication.failed',
   'signed.in',

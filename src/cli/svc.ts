@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { SERVICE_VERSION } from '../config/project-root';
+import { adminCommand } from './admin';
 import { catalogCommand } from './catalog';
 import {
   CliCommand,
@@ -23,6 +24,7 @@ const COMMANDS: CliCommand[] = [
   keysCommand,
   schedulesCommand,
   settingsCommand,
+  adminCommand,
 ];
 
 const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its arguments; svc --version)

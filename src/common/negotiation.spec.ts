@@ -60,7 +60,7 @@ describe('negotiateFormat', () => {
     });
   });
 
-  describe('for form posts: plain types, never 406', () => {
+  describe('for form posts: plain types with the seed’s micro-format, never 406', () => {
     it.each([
       [undefined, 'xml', 'application/xml'],
       ['', 'xml', 'application/xml'],
@@ -68,10 +68,11 @@ describe('negotiateFormat', () => {
       ['text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8', 'xml', 'application/xml'],
       ['text/html', 'xml', 'application/xml'],
       ['image/png', 'xml', 'application/xml'],
-      ['application/json', 'json', 'application/json'],
+      // The seed's browser contract: application/json is the jobToken element, mapped.
+      ['application/json', 'mapped-json', 'application/json'],
       ['application/vnd.svc+json', 'mapped-json', 'application/json'],
       ['application/vnd.svc+xml', 'xml', 'application/xml'],
-      ['application/xml;q=0.4, application/json;q=0.8', 'json', 'application/json'],
+      ['application/xml;q=0.4, application/json;q=0.8', 'mapped-json', 'application/json'],
     ])('Accept %s -> %s as %s', (accept, format, mediaType) => {
       expect(negotiateFormat(req('POST', FORM, accept))).toEqual({ format, mediaType });
     });
@@ -81,7 +82,10 @@ describe('negotiateFormat', () => {
         format: 'xml',
         mediaType: 'application/xml',
       });
-      expect(errorFormat(req('POST', FORM, 'application/json')).mediaType).toBe('application/json');
+      expect(errorFormat(req('POST', FORM, 'application/json'))).toEqual({
+        format: 'mapped-json',
+        mediaType: 'application/json',
+      });
     });
   });
 });

@@ -28,19 +28,18 @@ export const DEFAULT_FORMAT: NegotiatedFormat = {
 };
 
 /**
- * What a form post is answered in: the plain type of the format (browsers choke on vnd types),
- * in the shape Accept asked for.
+ * What a form post is answered in: the seed's browser contract, the plain type of the format
+ * (browsers choke on vnd types) with the seed's micro-format in it. So `application/json` gets
+ * the mapped JSON (`{"jobToken":{…}}`) here, not the plain JSON it gets from the REST API: the
+ * form is the seed's browser client, whose `application/json` has always meant that element.
  */
-const FORM_MEDIA_TYPES: Record<RestFormat, string> = {
-  xml: 'application/xml',
-  'mapped-json': 'application/json',
-  json: 'application/json',
+const FORM_FORMATS: Record<RestFormat, NegotiatedFormat> = {
+  xml: { format: 'xml', mediaType: 'application/xml' },
+  'mapped-json': { format: 'mapped-json', mediaType: 'application/json' },
+  json: { format: 'mapped-json', mediaType: 'application/json' },
 };
 
-export const FORM_DEFAULT_FORMAT: NegotiatedFormat = {
-  format: 'xml',
-  mediaType: FORM_MEDIA_TYPES.xml,
-};
+export const FORM_DEFAULT_FORMAT: NegotiatedFormat = FORM_FORMATS.xml;
 
 /**
  * The media type Accept prefers among `offered` (q-values honoured), or null when it allows
@@ -51,17 +50,16 @@ export function preferredMediaType(accept: string, offered: readonly string[]): 
 }
 
 /**
- * A form post's answer: application/json when Accept prefers JSON (plain JSON for
- * application/json, mapped for vnd+json), else application/xml. Never 406: a browser's own Accept
- * (text/html first) still gets the token, as XML.
+ * A form post's answer: application/json, in the mapped shape, when Accept prefers JSON (either
+ * JSON type), else application/xml. Never 406: a browser's own Accept (text/html first) still
+ * gets the token, as XML.
  */
 function negotiateFormFormat(accept: string | undefined): NegotiatedFormat {
   if (accept === undefined || accept.trim() === '') {
     return FORM_DEFAULT_FORMAT;
   }
   const mediaType = preferredMediaType(accept, Object.keys(REST_MEDIA_TYPES));
-  const format = mediaType ? REST_MEDIA_TYPES[mediaType] : FORM_DEFAULT_FORMAT.format;
-  return { format, mediaType: FORM_MEDIA_TYPES[format] };
+  return mediaType ? FORM_FORMATS[REST_MEDIA_TYPES[mediaType]] : FORM_DEFAULT_FORMAT;
 }
 
 /**

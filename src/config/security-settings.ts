@@ -249,7 +249,8 @@ export const SECRET_CONFIG_KEYS: ReadonlySet<string> = new Set([
   'signInSecret',
 ]);
 
-const NAME = /^[^\s:]{1,128}$/;
+/** A Basic user name: ADMIN_USER, and admins made at run time. */
+export const USER_NAME = /^[^\s:]{1,128}$/;
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const APPLICATION = /^\w{1,64}$/;
 
@@ -282,11 +283,11 @@ export function securityConfigProblems(config: SecuritySettings & OidcSettings):
   if ((config.adminUser === null) !== (config.adminPassword === null)) {
     problems.push('ADMIN_USER and ADMIN_PASSWORD: set both or neither');
   }
-  if (config.adminUser !== null && !NAME.test(config.adminUser)) {
+  if (config.adminUser !== null && !USER_NAME.test(config.adminUser)) {
     problems.push('ADMIN_USER: must be 1 to 128 characters without spaces or ":"');
   }
   for (const [name, entry] of Object.entries(config.users ?? {})) {
-    if (!NAME.test(name)) {
+    if (!USER_NAME.test(name)) {
       problems.push(`USERS: "${name.slice(0, 40)}" is not a valid user name (no spaces or ":")`);
     } else if (!isObject(entry) || typeof entry.passwordHash !== 'string') {
       problems.push(`USERS: "${name}" needs a passwordHash (npm run hash-secret)`);
@@ -306,7 +307,7 @@ export function securityConfigProblems(config: SecuritySettings & OidcSettings):
     } else if (
       !isObject(entry) ||
       typeof entry.principal !== 'string' ||
-      !NAME.test(entry.principal)
+      !USER_NAME.test(entry.principal)
     ) {
       problems.push(`API_KEYS: "${id}" needs a principal (a name without spaces or ":")`);
     } else if (typeof entry.keyHash !== 'string' || !isSecretHash(entry.keyHash)) {

@@ -1,4 +1,6 @@
+import { Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { ApiError } from '../common/api-error';
 import type { JobsService, Submission, SubmittedJob } from '../jobs/jobs.service';
 import { loadConfig } from '../config/app-config';
 import { configView } from '../config/config-slice';
@@ -246,5 +248,34 @@ describe('ScheduleTicker', () => {
     expect(stored.runs).toEqual([
       { plannedAt: new Date('2026-01-01T10:00:00Z'), jobId: 'job-7', error: null },
     ]);
+  });
+
+  it('logs a schedule that the intake refuses every second once a minute, with the count held back', async () => {
+    const row = scheduleRow({ coveredUntil: new Date('2026-01-01T09:59:59Z') });
+    const refused = ApiError.tooManyRequests('The application "demo" has 5 jobs queued', 10);
+    const { ticker, stored } = tickerWith(
+      row,
+      true,
+      Array.from({ length: 121 }, () => refused),
+    );
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      for (let second = 0; second <= 120; second++) {
+        await ticker.fire(row.id);
+        jest.advanceTimersByTime(1_000);
+      }
+      // Every refusal is a run row; the log has three lines in two minutes, not 121.
+      expect(stored.runs).toHaveLength(121);
+      expect(stored.runs.every((run) => run.error === refused.message)).toBe(true);
+      const lines = warn.mock.calls.map(([message]) => String(message));
+      expect(lines).toHaveLength(3);
+      expect(lines[0]).toMatch(
+        /^schedule \S+ at 2026-01-01T10:00:00.000Z: The application "demo" has 5 jobs queued$/,
+      );
+      expect(lines[1]).toMatch(/\(refused 59 more times since the last such line\)$/);
+      expect(lines[2]).toMatch(/\(refused 59 more times since the last such line\)$/);
+    } finally {
+      warn.mockRestore();
+    }
   });
 });

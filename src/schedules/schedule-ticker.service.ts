@@ -17,6 +17,7 @@ import { NodeIdentity } from '../storage/node-identity';
 import { inSpan } from '../tracing/tracing';
 import { SCHEDULE_ID_META, SCHEDULE_PLANNED_TIME_META } from './schedule.dto';
 import { isDatabaseUnavailable } from '../common/api-exception.filter';
+import { LogThrottle } from '../common/log-throttle';
 import { backOffDelay } from '../common/back-off';
 import { cronOf, planRuns } from './schedule-plan';
 import { CatchUp, ScheduleEntity } from './schedule.entity';
@@ -36,6 +37,7 @@ const REREAD_MS = 60_000;
  */
 const RETRY_MS = 1_000;
 const CLEANUP_EVERY_MS = 3_600_000;
+const REFUSAL_LOG_EVERY_MS = 60_000;
 /**
  * Passes in a row in which a schedule's due times fail to be stored (an error of the database
  * or of svc, not a refusal by the intake, not an outage) before they are recorded as failed: a
@@ -68,6 +70,8 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
   private readonly unsubscribe: Array<() => void> = [];
   /** Failed attempts in a row per schedule (FIRE_ATTEMPTS), on this node since its start. */
   private readonly failures = new Map<string, number>();
+  /** Refusals by the intake are logged once a minute per schedule (each is a run row anyway). */
+  private readonly refusals = new LogThrottle(REFUSAL_LOG_EVERY_MS);
 
   constructor(
     private readonly schedules: ScheduleRepository,
@@ -323,8 +327,15 @@ export class ScheduleTicker implements OnApplicationBootstrap, BeforeApplication
       if (!(error instanceof ApiError)) {
         throw error; // the database: the whole pass is tried again
       }
-      // Refused by the intake (a callback host no longer allowed): the run is recorded as such.
-      this.logger.warn(`schedule ${schedule.id} at ${plannedAt.toISOString()}: ${error.message}`);
+      // Refused by the intake (a callback host no longer allowed, a queue limit): the run is
+      // recorded as such; the log says so once a minute per schedule, however often it fires.
+      const held = this.refusals.admit(schedule.id);
+      if (held !== null) {
+        this.logger.warn(
+          `schedule ${schedule.id} at ${plannedAt.toISOString()}: ${error.message}` +
+            (held > 0 ? ` (refused ${held} more times since the last such line)` : ''),
+        );
+      }
       return { plannedAt, jobId: null, error: error.message };
     }
   }

@@ -1,6 +1,7 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { SecurityConfig } from '../config/config-slices';
 import type { Principal } from './principal';
+import { AdminAccountsService } from './admin-accounts.service';
 import {
   bareNameKind,
   type ApplicationSecurity,
@@ -33,10 +34,14 @@ export type AccessDecision =
   | { outcome: 'forbid'; message: string }
   | { outcome: 'hide' };
 
+/** The one command that makes an admin while the service runs, its data kept. */
+export const MAKE_ADMIN_COMMAND = 'npx svc admin create <name>';
+
 export const NO_ADMIN_MESSAGE =
-  'No administrator is configured. Set ADMIN_USER and ADMIN_PASSWORD in the environment of the ' +
-  'service (or, with AUTH_MODE=basic or apiKey, name admins in GLOBAL_ADMINS or in the ' +
-  "application's adminPrincipals/adminRoles) and restart it; see docs/security.md.";
+  `No administrator is configured. Run \`${MAKE_ADMIN_COMMAND}\` where the service runs: it ` +
+  'makes a global admin at once, prints the password, and keeps the data (or set ADMIN_USER and ' +
+  'ADMIN_PASSWORD, or with AUTH_MODE=basic or apiKey GLOBAL_ADMINS, and restart); see ' +
+  'docs/security.md.';
 
 const ALLOW: AccessDecision = { outcome: 'allow' };
 
@@ -51,9 +56,23 @@ export class AccessPolicyService {
   /** What a bare name in a rule stands for (null: bare names name nobody). */
   private readonly bareKind: PrincipalKind | null;
 
-  constructor(config: SecurityConfig) {
+  constructor(
+    config: SecurityConfig,
+    /** Admins made at run time: whether one exists (AdminAccountsModule, API nodes only). */
+    @Optional() private readonly adminAccounts?: AdminAccountsService,
+  ) {
     this.settings = config;
     this.bareKind = bareNameKind(config.authMode);
+  }
+
+  /** Whether anyone can act as an admin (of the service or of some application) at all. */
+  anyAdminConfigured(): boolean {
+    return (
+      this.adminConfigured(null) ||
+      Object.keys(this.settings.applicationSecurity).some((application) =>
+        this.adminConfigured(application),
+      )
+    );
   }
 
   /** Whether a principal is a global admin: ADMIN_USER, or named in GLOBAL_ADMINS. */
@@ -160,10 +179,7 @@ export class AccessPolicyService {
 
   /** A global admin, or an admin of at least one application (the operator console). */
   private decideAnyAdmin(principal: Principal | null): AccessDecision {
-    const anyApplicationAdmin = Object.keys(this.settings.applicationSecurity).some((application) =>
-      this.adminConfigured(application),
-    );
-    if (!anyApplicationAdmin && !this.adminConfigured(null)) {
+    if (!this.anyAdminConfigured()) {
       return forbid(NO_ADMIN_MESSAGE);
     }
     if (principal === null) {
@@ -178,7 +194,7 @@ export class AccessPolicyService {
   /** Whether anyone at all could pass an admin rule, so a 403 can say how to fix it. */
   private adminConfigured(application: string | null): boolean {
     const { adminUser, authMode, globalAdmins } = this.settings;
-    if (adminUser !== null) {
+    if (adminUser !== null || this.adminAccounts?.any === true) {
       return true;
     }
     if (authMode === 'none') {

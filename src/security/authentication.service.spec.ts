@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import { makePrincipal } from './principal';
 import { hashSecret, SCRYPT_DEFAULTS } from '../common/secret-hash';
 import type { SecuritySettings } from '../config/security-settings';
+import type { AdminAccountsService } from './admin-accounts.service';
 
 const CHEAP = { N: 1024, r: 8, p: 1 };
 
@@ -159,5 +160,62 @@ describe('AuthenticationService: refused API keys', () => {
     expect(knownWrong).toEqual([SCRYPT_DEFAULTS.N]);
     expect(unknown).toEqual(knownWrong);
     derivations.mockRestore();
+  });
+});
+
+describe('AuthenticationService: admins made at run time', () => {
+  /** Accounts as the database holds them: ops, and (shadowed) alice of USERS. */
+  const accounts = {
+    check: (name: string, secret: string) =>
+      Promise.resolve(name === 'ops' || name === 'alice' ? secret === `${name}-generated` : null),
+  } as unknown as AdminAccountsService;
+
+  async function withAccounts(mode: SecuritySettings['authMode']): Promise<AuthenticationService> {
+    const settings = {
+      authMode: mode,
+      adminUser: null,
+      adminPassword: null,
+      users: {
+        alice: { passwordHash: await hashSecret('alice-password', CHEAP), roles: ['analyst'] },
+      },
+      apiKeys: {},
+      globalAdmins: {},
+      applicationSecurity: {},
+      authMaxFailures: 100,
+      authFailureWindowSeconds: 60,
+    } as unknown as SecurityConfig;
+    return new AuthenticationService(
+      settings,
+      new OidcTokenVerifier(settings),
+      undefined,
+      accounts,
+    );
+  }
+
+  it.each(['none', 'basic', 'apiKey'] as const)(
+    'signs one in with Basic as a global admin in mode %s; a wrong password is refused',
+    async (mode) => {
+      const auth = await withAccounts(mode);
+      await expect(
+        auth.authenticate(requestWith([basic('ops', 'ops-generated')])),
+      ).resolves.toEqual({
+        kind: 'authenticated',
+        principal: makePrincipal('user', 'ops', [], true),
+      });
+      expect((await auth.authenticate(requestWith([basic('ops', 'guess')]))).kind).toBe('failed');
+    },
+  );
+
+  it('never takes an account for a user of USERS by the same name', async () => {
+    const auth = await withAccounts('basic');
+    expect((await auth.authenticate(requestWith([basic('alice', 'alice-generated')]))).kind).toBe(
+      'failed',
+    );
+    await expect(
+      auth.authenticate(requestWith([basic('alice', 'alice-password')])),
+    ).resolves.toEqual({
+      kind: 'authenticated',
+      principal: makePrincipal('user', 'alice', ['analyst']),
+    });
   });
 });

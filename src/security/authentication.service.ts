@@ -7,6 +7,7 @@ import { addressBucket, AuthFailureLimiter } from './auth-failure-limiter';
 import { makePrincipal, type Principal } from './principal';
 import { hashSecret, plainSecretsEqual, randomSecret, verifySecret } from '../common/secret-hash';
 import { authMethodsOf, type AuthMethod, type SecuritySettings } from '../config/security-settings';
+import { AdminAccountsService } from './admin-accounts.service';
 import { ApiKeysService } from '../api-keys/api-keys.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
 
@@ -57,6 +58,8 @@ export class AuthenticationService {
     private readonly tokens: OidcTokenVerifier,
     /** Keys made at run time (ApiKeysModule, API nodes only): looked up when API_KEYS lacks the id. */
     @Optional() private readonly storedKeys?: ApiKeysService,
+    /** Admins made at run time (AdminAccountsModule, API nodes only): Basic, in every mode. */
+    @Optional() private readonly adminAccounts?: AdminAccountsService,
   ) {
     this.settings = config;
     this.methods = authMethodsOf(config.authMode);
@@ -210,6 +213,17 @@ export class AuthenticationService {
       return plainSecretsEqual(credentials.secret, adminPassword)
         ? makePrincipal('user', adminUser, [], true)
         : 'wrong user name or password';
+    }
+    // A user of USERS keeps the name: an admin made at run time never shadows one.
+    const account = Object.hasOwn(this.settings.users, credentials.name)
+      ? null
+      : await this.adminAccounts?.check(credentials.name, credentials.secret);
+    if (account !== undefined && account !== null) {
+      if (account) {
+        return makePrincipal('user', credentials.name, [], true);
+      }
+      // A wrong password costs what an unknown name does: timing does not tell admins' names.
+      return this.spendDummyHash(credentials.secret).then(() => 'wrong user name or password');
     }
     const user =
       this.methods.has('basic') && Object.hasOwn(this.settings.users, credentials.name)

@@ -12,6 +12,7 @@ import {
   type AuthMode,
 } from '../config/security-settings';
 import { identifyRequestActor } from '../common/request-actor';
+import { AdminAccountsService } from './admin-accounts.service';
 import { AuditService } from '../audit/audit.service';
 import { rawHeaderValues } from '../common/application-name';
 import { WebSessionRepository } from './web-session.repository';
@@ -65,6 +66,8 @@ export class RequestAccessService {
     @Optional() private readonly sessions?: WebSessionRepository,
     /** Failed authentications are counted per client address in the audit trail. */
     @Optional() private readonly audit?: AuditService,
+    /** Admins made at run time sign in with Basic in every mode, as ADMIN_USER does. */
+    @Optional() private readonly adminAccounts?: AdminAccountsService,
   ) {
     this.configuredBaseUrl = node.publicBaseUrl;
     this.sessionsEnabled =
@@ -218,14 +221,19 @@ export class RequestAccessService {
 
   /**
    * 401 with the challenges this mode answers: Bearer for API keys and tokens (with `bearerError`
-   * when a bearer token was refused), Basic for users and ADMIN_USER.
+   * when a bearer token was refused), Basic for users, ADMIN_USER and admins made at run time.
    */
   private unauthorized(message: string, bearerError?: string): ApiError {
     const basic = `Basic ${REALM}, charset="UTF-8"`;
     const bearer = this.methods.has('apiKey') || this.methods.has('oidc');
     const challenges = [
       ...(bearer ? [`Bearer ${REALM}${bearerError ? `, ${bearerError}` : ''}`] : []),
-      ...(!bearer || this.methods.has('basic') || this.adminUserConfigured ? [basic] : []),
+      ...(!bearer ||
+      this.methods.has('basic') ||
+      this.adminUserConfigured ||
+      this.adminAccounts?.any === true
+        ? [basic]
+        : []),
     ];
     return new ApiError(HttpStatus.UNAUTHORIZED, message, {
       'WWW-Authenticate': challenges.join(', '),

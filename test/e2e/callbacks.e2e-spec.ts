@@ -201,8 +201,8 @@ describe('job callbacks', () => {
       { Accept: 'application/json' },
     );
     expect(answer.status).toBe(202);
-    // A form post asking for application/json gets the plain JSON token.
-    const token = JSON.parse(answer.text) as Record<string, string>;
+    // A form post asking for application/json gets the seed's jobToken element.
+    const { jobToken: token } = JSON.parse(answer.text) as { jobToken: Record<string, string> };
     await waitForCallbackState(service.url, token.jobId, 'delivered');
     expect(signatureVerifies(receiver.deliveriesFor(token.jobId)[0])).toBe(true);
   });

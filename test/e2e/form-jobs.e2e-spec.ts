@@ -222,17 +222,18 @@ describe('multipart/form-data job submissions (SPEC §3.1, §6)', () => {
       expect(seen.configuration).toEqual(['rScript = show.R']);
     });
 
-    it('answers application/json when Accept asks for JSON: plain, or mapped for vnd', async () => {
-      for (const [accept, shape] of [
-        ['application/json', 'plain'],
-        ['application/vnd.svc+json', 'mapped'],
-        ['text/html;q=0.5, application/json', 'plain'],
+    it('answers application/json when Accept asks for JSON, with the jobToken element (the seed’s browser contract)', async () => {
+      for (const accept of [
+        'application/json',
+        'application/vnd.svc+json',
+        'text/html;q=0.5, application/json',
       ]) {
         const answer = await postForm(service.url, [APP, SCRIPT], { Accept: accept });
         expect(answer.status).toBe(202);
         expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
         const body = JSON.parse(answer.text) as Record<string, unknown>;
-        const jobToken = (shape === 'plain' ? body : body.jobToken) as Record<string, string>;
+        expect(Object.keys(body)).toEqual(['jobToken']);
+        const jobToken = body.jobToken as Record<string, string>;
         expect(jobToken.applicationName).toBe('demo');
         expect(answer.headers.get('location')).toBe(jobToken.resultUri);
       }
