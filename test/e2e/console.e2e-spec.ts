@@ -23,6 +23,29 @@ writeLines("all good", "report.txt")
 const FAIL_SCRIPT = 'stop("no data today")\n';
 const LONG_SCRIPT = 'cat("started\\n")\nSys.sleep(300)\n';
 
+/**
+ * Injected before the page's own script: counts the console's `jobs` events and records each
+ * request it makes (method and address), passing both on to the browser's own.
+ */
+const INSTRUMENT = `(() => {
+  const test = { jobsEvents: 0, requests: [] };
+  window.svcTest = test;
+  const nativeFetch = window.fetch.bind(window);
+  window.fetch = (input, init) => {
+    test.requests.push(((init && init.method) || 'GET') + ' ' + String(input));
+    return nativeFetch(input, init);
+  };
+  const NativeEventSource = window.EventSource;
+  window.EventSource = class extends NativeEventSource {
+    constructor(url, options) {
+      super(url, options);
+      this.addEventListener('jobs', () => {
+        test.jobsEvents += 1;
+      });
+    }
+  };
+})();`;
+
 /** root: the global admin; alice: admin of demo only; bob: an admin of nothing. */
 const USERS = {
   root: { username: 'root', password: 'root-secret-1' },
@@ -344,7 +367,11 @@ describe('the operator console in Chromium', () => {
       const mine = JSON.parse(await editor.inputValue()) as { settings: Record<string, unknown> };
       mine.settings = { ...mine.settings, resultRetentionHours: 12 };
       await editor.fill(JSON.stringify(mine, null, 2));
-      await page.getByRole('button', { name: 'Save the settings' }).click();
+      const [saved] = await Promise.all([
+        page.waitForResponse((r) => r.request().method() === 'PUT'),
+        page.getByRole('button', { name: 'Save the settings' }).click(),
+      ]);
+      expect(saved.status()).toBe(412);
       const alert = page.locator('#settingsMessage [role="alert"]');
       await alert.waitFor();
       expect(await textOf(alert)).toMatch(
@@ -432,6 +459,64 @@ describe('the operator console in Chromium', () => {
       );
       await screenshot(page, 'packages');
     });
+  });
+
+  it('keeps an edit of the settings when jobs change meanwhile: no refetch replaces it (hostile)', async () => {
+    const { context, page, errors } = await signedIn('root');
+    const heard = (): Promise<number> => page.evaluate<number>('window.svcTest.jobsEvents');
+    const requests = (): Promise<string[]> => page.evaluate<string[]>('window.svcTest.requests');
+    try {
+      await context.addInitScript(INSTRUMENT);
+      await page.clock.install();
+      await open(page, '#/overview', 'Overview');
+      await waitForText(page.locator('#liveState'), /^Live/, 'the event stream open');
+      // From here on the page's timers fire only when the test moves its clock.
+      await page.clock.pauseAt((await page.evaluate<number>('Date.now()')) + 1000);
+      const before = await heard();
+      await submit('demo', 'writeLines("x", "x.txt")\n');
+      await waitFor(async () => (await heard()) > before, JOB_WAIT_MS, 'a jobs event heard');
+      // The overview's refetch is now due in a second; the settings are opened before it is.
+      await page.evaluate("location.hash = '#/settings?application=demo'");
+      await waitForText(page.locator('#viewHeading'), 'Application settings', 'the settings');
+      const editor = page.locator('#settingsText');
+      await waitFor(
+        async () => (await editor.inputValue()).includes('"security"'),
+        JOB_WAIT_MS,
+        'the settings read',
+      );
+      const opened = (await requests()).length;
+      const current = await request(`${base}${REST}/admin/applications/demo`, { headers: ROOT });
+      const changed = await request(`${base}${REST}/admin/applications/demo`, {
+        method: 'PUT',
+        headers: {
+          ...ROOT,
+          'Content-Type': 'application/json',
+          'If-Match': current.headers.get('etag') ?? '',
+        },
+        body: JSON.stringify({
+          security: { adminPrincipals: ['user:alice'] },
+          settings: { resultRetentionHours: 36 },
+        }),
+      });
+      expect(changed.status).toBe(200);
+      const mine = JSON.parse(await editor.inputValue()) as { settings: Record<string, unknown> };
+      mine.settings = { ...mine.settings, resultRetentionHours: 7 };
+      await editor.fill(JSON.stringify(mine, null, 2));
+      // The moment the refetch was due passes: it must not read the settings again.
+      await page.clock.runFor(3000);
+      expect((await requests()).slice(opened)).toEqual([]);
+      expect(await editor.inputValue()).toContain('"resultRetentionHours": 7');
+      const [saved] = await Promise.all([
+        page.waitForResponse((r) => r.request().method() === 'PUT'),
+        page.getByRole('button', { name: 'Save the settings' }).click(),
+      ]);
+      expect(saved.status()).toBe(412);
+      await page.locator('#settingsMessage [role="alert"]').waitFor();
+      expect(await editor.inputValue()).toContain('"resultRetentionHours": 7');
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
   });
 
   it('shows an application admin only their applications', async () => {

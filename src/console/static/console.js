@@ -282,7 +282,8 @@
     if (answer.response.status === 403) {
       // The service's own words name the caller and say why ("user:bob is not an admin of any
       // application."); the page adds only what the console is for.
-      $('accountName').textContent = session && session.principal ? `Signed in as ${session.principal}` : '';
+      $('accountName').textContent =
+        session && session.principal ? `Signed in as ${session.principal}` : '';
       showGate(`The console is for admins: ${problem(answer)}`);
       return;
     }
@@ -328,16 +329,29 @@
     }, FALLBACK_REFRESH_MS);
   }
 
+  /**
+   * Refetches the live view on screen after `delay`, once. The refetch belongs to the view it was
+   * asked for: a navigation cancels it (route), and a view that is not live (the settings, whose
+   * text may hold an edit in progress against the version it was opened at) is never refetched.
+   */
   function scheduleRefresh(delay) {
     if (refreshTimer !== null || !current || !current.live) {
       return;
     }
+    const target = current;
     refreshTimer = setTimeout(() => {
       refreshTimer = null;
-      if (current && current.refresh) {
-        current.refresh().catch(() => undefined);
+      if (current === target && target.refresh) {
+        target.refresh().catch(() => undefined);
       }
     }, delay);
+  }
+
+  function cancelRefresh() {
+    if (refreshTimer !== null) {
+      clearTimeout(refreshTimer);
+      refreshTimer = null;
+    }
   }
 
   // ---- routing -------------------------------------------------------------------------------
@@ -365,6 +379,7 @@
     if (current && current.stop) {
       current.stop();
     }
+    cancelRefresh();
     current = null;
     const { parts, query } = parseHash();
     const name = parts[0] || 'overview';
