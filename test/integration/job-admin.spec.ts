@@ -341,11 +341,37 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
 
   it('keeps one heartbeat row per worker node, forgotten when it stops', async () => {
     const nodes = new WorkerNodesRepository(dataSource);
-    const report = { nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 1 };
+    const report = { nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 0 };
     await nodes.beat(report);
-    await nodes.beat({ ...report, busy: 3 });
+    await nodes.beat({ ...report, slots: 3 });
     const { nodes: rows } = await nodes.list();
-    expect(rows).toEqual([{ ...report, busy: 3, heartbeatAt: expect.any(Date) as Date }]);
+    expect(rows).toEqual([{ ...report, slots: 3, heartbeatAt: expect.any(Date) as Date }]);
+    await nodes.remove('n1');
+    expect((await nodes.list()).nodes).toEqual([]);
+  });
+
+  it('counts a node busy slots from the R jobs it runs now, not from its last heartbeat', async () => {
+    const nodes = new WorkerNodesRepository(dataSource);
+    // The heartbeat said 3 busy a while ago; the node has claimed two jobs since, one finished.
+    await nodes.beat({ nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 3 });
+    const [first, second] = [await submit(), await submit('other')];
+    await submit();
+    expect(await queue.claim('n1', 2, 30, null)).toHaveLength(2);
+    expect((await nodes.list()).nodes[0].busy).toBe(2);
+    const done = (
+      await dataSource.query<Array<{ id: string }>>(
+        "SELECT id FROM job WHERE state = 'RUNNING' ORDER BY id LIMIT 1",
+      )
+    )[0].id;
+    expect([first, second]).toContain(done);
+    expect(
+      await queue.complete(done, 'n1', resultData(true, 'txt', 'text/plain', Buffer.from('ok'))),
+    ).toBe(true);
+    const [row] = (await nodes.list()).nodes;
+    expect(row.busy).toBe(1);
+    // The overview's running count of every application says the same at the same moment.
+    const running = (await jobs.overviewApplications(null)).reduce((n, a) => n + a.running, 0);
+    expect(running).toBe(row.busy);
     await nodes.remove('n1');
     expect((await nodes.list()).nodes).toEqual([]);
   });
