@@ -39,6 +39,8 @@ export interface JobFilter {
   from: Date | null;
   /** Submitted before. */
   to: Date | null;
+  /** Ids from `from` to `to` (a job id's prefix); null: any. */
+  idRange?: { from: string; to: string } | null;
 }
 
 /** Where the previous page ended: its last job's submission time (microseconds, UTC) and id. */
@@ -167,6 +169,11 @@ function conditionsOf(filter: JobFilter, params: unknown[]): string[] {
   if (filter.to !== null) {
     conditions.push(`j.submitted_at < ${add(filter.to)}`);
   }
+  if (filter.idRange) {
+    conditions.push(
+      `j.id BETWEEN ${add(filter.idRange.from)}::uuid AND ${add(filter.idRange.to)}::uuid`,
+    );
+  }
   return conditions;
 }
 
@@ -202,6 +209,23 @@ export class JobAdminRepository {
         ORDER BY j.submitted_at DESC, j.id DESC LIMIT $${params.length}`,
       params,
     );
+  }
+
+  /**
+   * How many jobs `filter` matches, counted up to `cap` (the count then stops: a page's total
+   * must not cost a pass over a table of millions); `capped`: more than `cap` match.
+   */
+  async count(filter: JobFilter, cap: number): Promise<{ total: number; capped: boolean }> {
+    const params: unknown[] = [];
+    const conditions = conditionsOf(filter, params);
+    params.push(cap + 1);
+    const [row] = await this.dataSource.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT 1 FROM job j LEFT JOIN result r ON r.job_id = j.id
+          WHERE ${conditions.join(' AND ')} LIMIT $${params.length}) AS matched`,
+      params,
+    );
+    return { total: Math.min(row.n, cap), capped: row.n > cap };
   }
 
   /** One R job of `applicationName`; null when there is none. */
