@@ -332,6 +332,8 @@ describe('the operator console in Chromium', () => {
       await row.waitFor();
       expect(await page.locator('#newKey').count()).toBe(0);
       expect(await page.content()).not.toContain(secret);
+      // AUTH_MODE=basic lets no key in: the view said so above the form.
+      expect(await page.locator('#keysRefused').count()).toBe(1);
       page.once('dialog', (dialog) => void dialog.accept());
       await row.getByRole('button', { name: `Revoke key ${keyId}` }).click();
       await row.waitFor({ state: 'detached' });
@@ -434,6 +436,19 @@ describe('the operator console in Chromium', () => {
       expect(rows.every((line) => line.includes('job.retried'))).toBe(true);
       // The same address of the job in the audit trail, the API's links and the console.
       expect(csv).toContain(`${base}/svc/console/${href ?? ''}`);
+      // The action filter lists the actions the trail records.
+      const action = page.getByLabel('Action', { exact: true });
+      expect(await action.inputValue()).toBe('job.retried');
+      const actions = await action.locator('option').allTextContents();
+      expect(actions).toEqual(expect.arrayContaining(['Any', 'job.cancelled', 'apiKey.created']));
+      await action.selectOption('job.cancelled');
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await waitForText(
+        page.locator('#view tbody tr td[data-label="Action"]').first(),
+        'job.cancelled',
+        'the cancels listed',
+      );
+      expect(page.url()).toContain('action=job.cancelled');
     });
 
     it('lists, uploads and deletes catalog files, and lists packages', async () => {
@@ -513,6 +528,53 @@ describe('the operator console in Chromium', () => {
       expect(saved.status()).toBe(412);
       await page.locator('#settingsMessage [role="alert"]').waitFor();
       expect(await editor.inputValue()).toContain('"resultRetentionHours": 7');
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('finds a job by its id or its first characters from any view, and counts and pages the list', async () => {
+    const { context, page, errors } = await signedIn('root', { bypassCSP: true });
+    try {
+      for (let i = 0; i < 3; i++) {
+        await submit('demo', 'writeLines("x", "x.txt")\n');
+      }
+      const listed = await request(`${base}${REST}/admin/jobs?application=demo&limit=200`, {
+        headers: { ...ROOT, Accept: 'application/json' },
+      });
+      const jobs = (JSON.parse(listed.text) as { jobs: Array<{ jobId: string }> }).jobs;
+      expect(jobs.length).toBeGreaterThanOrEqual(3);
+      const target = jobs[1].jobId;
+      await open(page, '#/schedules', 'Schedules');
+      await page
+        .getByLabel('Find a job by its id or its first characters')
+        .fill(target.slice(0, 8));
+      await page.getByRole('button', { name: 'Find', exact: true }).click();
+      await waitForText(page.locator('#viewHeading'), `Job ${target}`, 'the job found');
+      expect(page.url()).toBe(`${base}/svc/console/#/jobs/demo/${target}`);
+      expect((await wcagViolations(page)).map((v) => v.text)).toEqual([]);
+      // No job has these: the list says so, with the id in its filter.
+      await page.getByLabel('Find a job by its id or its first characters').fill('ffffffffffff');
+      await page.getByRole('button', { name: 'Find', exact: true }).click();
+      await waitForText(page.locator('#view .empty'), 'No job matches.', 'nothing found');
+      expect(await page.locator('#jobsId').inputValue()).toBe('ffffffffffff');
+      // Two a page: the total, the page's place, and the next page.
+      const pages = Math.ceil(jobs.length / 2);
+      await open(page, '#/jobs?application=demo&limit=2', 'Jobs');
+      await waitForText(
+        page.locator('#jobsTotal'),
+        `${jobs.length} jobs match; 1–2 shown, page 1 of ${pages}.`,
+        'the total',
+      );
+      expect((await wcagViolations(page)).map((v) => v.text)).toEqual([]);
+      await page.getByRole('link', { name: 'Next page (2)' }).click();
+      await waitForText(
+        page.locator('#jobsTotal'),
+        `${jobs.length} jobs match; 3–${Math.min(4, jobs.length)} shown, page 2 of ${pages}.`,
+        'the second page',
+      );
+      expect(await page.locator(`tr[data-job-id="${jobs[2].jobId}"]`).count()).toBe(1);
       expect(errors).toEqual([]);
     } finally {
       await context.close();

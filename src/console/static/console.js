@@ -300,6 +300,11 @@
       link.parentElement.hidden = !me.globalAdmin;
     }
     $('nav').hidden = false;
+    $('findJob').hidden = false;
+    $('findJob').addEventListener('submit', (event) => {
+      event.preventDefault();
+      void findJob($('findJobId').value);
+    });
     window.addEventListener('hashchange', route);
     listen();
     route();
@@ -747,11 +752,44 @@
 
   // ---- Jobs ----------------------------------------------------------------------------------
 
-  const JOB_FILTERS = ['application', 'state', 'kind', 'source', 'principal', 'from', 'to'];
+  const JOB_FILTERS = ['id', 'application', 'state', 'kind', 'source', 'principal', 'from', 'to'];
+
+  /**
+   * From any view: a job id, or its first characters, opens the job when one job the caller may
+   * see has it, else the list of those that do (or the service's word on what was typed).
+   */
+  async function findJob(value) {
+    const id = value.trim();
+    if (!id) {
+      return;
+    }
+    let page = null;
+    try {
+      page = await read(`${ADMIN}/jobs?${new URLSearchParams({ id, limit: '2' })}`);
+    } catch {
+      page = null;
+    }
+    if (page && page.jobs.length === 1) {
+      location.hash = jobHash(page.jobs[0].applicationName, page.jobs[0].jobId);
+    } else {
+      go(['jobs'], new URLSearchParams({ id }));
+    }
+  }
 
   function jobsView(query) {
     const form = el('form', { class: 'filters', 'aria-label': 'Filter the jobs' });
     form.append(
+      field(
+        'jobsId',
+        'Job id (or its first characters)',
+        el('input', {
+          name: 'id',
+          value: query.get('id') || '',
+          autocomplete: 'off',
+          spellcheck: 'false',
+          maxlength: '36',
+        }),
+      ),
       field(
         'jobsApplication',
         'Application',
@@ -824,7 +862,10 @@
     routeOnSubmit(form, 'jobs', JOB_FILTERS);
     const note = el('div', { class: 'notes' });
     const list = el('div', {}, 'Loading…');
+    const summary = el('p', { id: 'jobsTotal', class: 'help' });
     const pager = el('div', { class: 'pager' });
+    /** The page's number (1: the first), carried in the address with its cursor. */
+    const pageNumber = query.get('cursor') ? Math.max(2, Number(query.get('page')) || 2) : 1;
     const bulk = el(
       'p',
       {},
@@ -832,9 +873,20 @@
         class: 'danger',
       }),
     );
-    const element = el('div', {}, form, bulk, note, list, pager);
+    const element = el('div', {}, form, bulk, note, summary, list, pager);
 
-    const filterQuery = () => filtersOf(query, JOB_FILTERS);
+    /** Jobs a page: 50, or the address's `limit` (1 to 200), which the page links keep. */
+    const pageSize = Math.min(
+      200,
+      Math.max(1, Math.floor(Number(query.get('limit'))) || PAGE_SIZE),
+    );
+    const filterQuery = () => {
+      const params = filtersOf(query, JOB_FILTERS);
+      if (pageSize !== PAGE_SIZE) {
+        params.set('limit', String(pageSize));
+      }
+      return params;
+    };
 
     async function cancelMatching() {
       const body = {};
@@ -863,7 +915,7 @@
 
     async function refresh() {
       const params = filterQuery();
-      params.set('limit', String(PAGE_SIZE));
+      params.set('limit', String(pageSize));
       if (query.get('cursor')) {
         params.set('cursor', query.get('cursor'));
       }
@@ -911,6 +963,13 @@
           'No job matches.',
         ),
       );
+      const pages = Math.max(1, Math.ceil(page.total / pageSize));
+      const first = (pageNumber - 1) * pageSize;
+      summary.textContent =
+        page.total === 0
+          ? ''
+          : `${page.totalCapped ? 'More than ' : ''}${page.total.toLocaleString()} job${page.total === 1 && !page.totalCapped ? '' : 's'} match; ` +
+            `${first + 1}–${first + page.jobs.length} shown, page ${pageNumber} of ${page.totalCapped ? `more than ${pages}` : pages}.`;
       const links = [];
       if (query.get('cursor')) {
         links.push(el('a', { href: `#/jobs?${filterQuery()}`, text: 'First page' }));
@@ -918,7 +977,8 @@
       if (page.next) {
         const next = filterQuery();
         next.set('cursor', page.next);
-        links.push(el('a', { href: `#/jobs?${next}`, text: 'Next page' }));
+        next.set('page', String(pageNumber + 1));
+        links.push(el('a', { href: `#/jobs?${next}`, text: `Next page (${pageNumber + 1})` }));
       }
       pager.replaceChildren(...links);
     }
@@ -951,10 +1011,16 @@
     return buttons;
   }
 
+  /** The console's address of a job in the admin API. */
+  function adminJobUrl(job) {
+    return `${ADMIN}/jobs/${encodeURIComponent(job.applicationName)}/${encodeURIComponent(job.jobId)}`;
+  }
+
+  /** Through the console's API, so that the cancel is recorded as the signed-in admin. */
   async function cancelJob(job, say, after) {
-    const answer = await call(job.links.status, { method: 'DELETE' });
+    const answer = await call(`${adminJobUrl(job)}/cancel`, { method: 'POST' });
     if (answer.response.ok) {
-      say(`Cancelling job ${job.jobId}.`);
+      say(`Job ${job.jobId} cancelled.`);
     } else if (answer.response.status === 409) {
       say(`Job ${job.jobId} had already finished.`);
     } else {
@@ -964,10 +1030,7 @@
   }
 
   async function retryJob(job, say, after) {
-    const answer = await call(
-      `${ADMIN}/jobs/${encodeURIComponent(job.applicationName)}/${encodeURIComponent(job.jobId)}/retry`,
-      { method: 'POST' },
-    );
+    const answer = await call(`${adminJobUrl(job)}/retry`, { method: 'POST' });
     if (answer.response.ok) {
       say(`Job ${job.jobId} is queued again.`);
     } else {
@@ -1012,6 +1075,7 @@
     let streamEnded = false;
     let resultShown = false;
     let stopped = false;
+    let ticker = null;
     const url = `${ADMIN}/jobs/${encodeURIComponent(application)}/${encodeURIComponent(jobId)}`;
 
     function followLog(job) {
@@ -1060,6 +1124,16 @@
       }
       heading.textContent = `Job ${job.jobId}`;
       facts.replaceChildren(jobFacts(job));
+      // A running job's run time counts up each second on the page, without asking the service.
+      clearInterval(ticker);
+      if (job.state === 'RUNNING' && job.startedAt) {
+        ticker = setInterval(() => {
+          const elapsed = $('jobElapsed');
+          if (elapsed) {
+            elapsed.textContent = elapsedText(job.startedAt);
+          }
+        }, 1000);
+      }
       facts.dataset.outcome = job.outcome;
       actions.replaceChildren(
         ...jobActions(job, (text, kind) => setMessage(note, text, kind), refresh),
@@ -1072,7 +1146,8 @@
           }),
         );
       }
-      showProgress(job.progress);
+      // A job's progress is a note about its run: it goes when the run ends.
+      showProgress(job.state === 'DONE' ? null : job.progress);
       // A job queued again (retried) prints anew: its log is followed again.
       if (stream === null || (streamEnded && job.state !== 'DONE')) {
         followLog(job);
@@ -1151,11 +1226,17 @@
 
     function stop() {
       stopped = true;
+      clearInterval(ticker);
       if (stream) {
         stream.close();
       }
     }
     return { element, refresh, stop, live: true };
+  }
+
+  /** How long a running job has run, by this browser's clock. */
+  function elapsedText(startedAt) {
+    return `running for ${formatDuration(Math.max(0, Date.now() - new Date(startedAt).getTime()))}`;
   }
 
   function jobFacts(job) {
@@ -1171,7 +1252,12 @@
       ['Started', timeElement(job.startedAt)],
       ['Finished', timeElement(job.finishedAt)],
       ['Wait', formatDuration(between(job.submittedAt, job.startedAt))],
-      ['Run time', formatDuration(between(job.startedAt, job.finishedAt))],
+      [
+        'Run time',
+        job.state === 'RUNNING' && job.startedAt
+          ? el('span', { id: 'jobElapsed', text: elapsedText(job.startedAt) })
+          : formatDuration(between(job.startedAt, job.finishedAt)),
+      ],
       ['Attempts', String(job.attempts)],
       ['Lost runs', String(job.lostRuns)],
     ];
@@ -1354,10 +1440,18 @@
       event.preventDefault();
       void create();
     });
+    // Said before a key is made: in a mode without apiKey the service refuses every key.
+    const refused = me.apiKeysAccepted
+      ? null
+      : el(
+          'p',
+          { id: 'keysRefused', class: 'message warning', role: 'note' },
+          'AUTH_MODE does not let API keys in: a key made here is stored, but the service refuses every request that sends it until AUTH_MODE includes apiKey.',
+        );
     const element = el(
       'div',
       {},
-      el('section', {}, el('h2', { id: 'newKeyHeading', text: 'New key' }), form, created),
+      el('section', {}, el('h2', { id: 'newKeyHeading', text: 'New key' }), refused, form, created),
       el('section', {}, el('h2', { text: 'Keys' }), note, list),
     );
     async function create() {
@@ -1391,7 +1485,7 @@
           'div',
           { class: 'message ok', role: 'status' },
           el('p', {
-            text: `Key ${answer.body.id} for ${answer.body.principal} created. Copy it now: it is shown only this once.`,
+            text: `Key ${answer.body.id} for ${answer.body.principal} created. Copy it now: it is shown only this once.${me.apiKeysAccepted ? '' : ' The service refuses it until AUTH_MODE includes apiKey.'}`,
           }),
           el('label', { for: 'newKey', text: 'The key' }),
           keyField,
@@ -1621,11 +1715,11 @@
       field(
         'auditAction',
         'Action',
-        el('input', {
-          name: 'action',
-          value: query.get('action') || '',
-          placeholder: 'job.retried',
-        }),
+        select(
+          'action',
+          [['', 'Any'], ...(me.auditActions || []).map((action) => [action, action])],
+          query.get('action') || '',
+        ),
       ),
       el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Show' })),
     );
