@@ -67,6 +67,8 @@ interface Series {
     runP95Ms: number | null;
     started: number;
     finished: number;
+    succeeded: number;
+    failed: number;
     queueDepth: number;
   }>;
 }
@@ -324,6 +326,8 @@ function seriesOf(bucketSeconds: number, rows: OverviewBucketRow[]): Series {
       runP95Ms: ms(row.run_p95),
       started: row.started,
       finished: row.finished,
+      succeeded: row.succeeded,
+      failed: row.failed,
       queueDepth: row.queue_depth,
     })),
   };

@@ -221,9 +221,17 @@ describe('the operator console in Chromium', () => {
         'demo done one job',
       );
       expect(await textOf(demo.locator('td[data-label="Running"]'))).toBe('0');
-      // Three charts as pictures, each with its words for those who cannot see it.
+      // Four charts as pictures, each with its words for those who cannot see it.
       const charts = page.locator('svg.chart[role="img"]');
-      expect(await charts.count()).toBe(3);
+      expect(await charts.count()).toBe(4);
+      await waitForText(
+        page.locator('#chartThroughput-desc'),
+        /^done: latest \d+, highest [1-9]\d*; failed: /,
+        'the job counted done',
+      );
+      expect(await textOf(page.locator('#chartThroughput-title'))).toBe(
+        'Jobs done and failed per minute (last hour)',
+      );
       expect(await textOf(page.locator('#chartWait-title'))).toBe(
         'Wait time, submission to start (last hour)',
       );

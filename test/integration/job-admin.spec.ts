@@ -327,14 +327,21 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     expect(started.wait_p50).toBeCloseTo(10 * 60 * 1000, -3);
     const finished = buckets.find((b) => b.finished === 1)!;
     expect(finished.run_p95).toBeCloseTo(10 * 60 * 1000, -3);
+    // It ended without a result: finished, but neither succeeded nor failed.
+    expect([finished.succeeded, finished.failed]).toEqual([0, 0]);
+    // Two more end now: one succeeds, one fails; the last bucket says so.
+    await runToEnd(ids[1], true);
+    await runToEnd(ids[2], false);
+    const now = (await jobs.overviewSeries(['demo'], 60, 60))[59];
+    expect([now.finished, now.succeeded, now.failed]).toEqual([2, 1, 1]);
     expect(await jobs.overviewSeries(['other'], 900, 96)).toHaveLength(96);
     expect(await jobs.overviewApplications(null)).toEqual([
       {
         application_name: 'demo',
-        queued: 2,
+        queued: 0,
         running: 0,
-        succeeded_last_hour: 0,
-        failed_last_hour: 0,
+        succeeded_last_hour: 1,
+        failed_last_hour: 1,
       },
     ]);
   });

@@ -707,6 +707,17 @@
           formatDuration,
         ),
         lineChart(
+          'chartThroughput',
+          `Jobs done and failed per ${period === 'hour' ? 'minute' : '15 minutes'} (${span})`,
+          times,
+          [
+            { name: 'done', values: pick('succeeded') },
+            { name: 'failed', values: pick('failed') },
+          ],
+          (v) => String(Math.round(v)),
+          true,
+        ),
+        lineChart(
           'chartQueue',
           `Queue depth (${span})`,
           times,
