@@ -2,7 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import { ValidateIf } from 'class-validator';
 import { JsonObject, Satisfies, unknownFields, WholeSatisfies } from '../common/dto-validation';
 
-const FIELDS = ['application', 'state', 'kind', 'source', 'principal', 'from', 'to', 'limit'];
+const FIELDS = ['id', 'application', 'state', 'kind', 'source', 'principal', 'from', 'to', 'limit'];
 export const CANCEL_MAX_LIMIT = 1000;
 export const CANCEL_DEFAULT_LIMIT = 100;
 
@@ -27,6 +27,8 @@ const optionalText = (name: string): PropertyDecorator =>
     : `${unknown.slice(0, 64)}: unknown field (known: ${FIELDS.join(', ')})`;
 })
 export class CancelJobsDto {
+  @optionalText('id') id?: string;
+
   @optionalText('application') application?: string;
 
   @optionalText('state') state?: string;

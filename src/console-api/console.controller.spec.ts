@@ -59,6 +59,7 @@ describe('ConsoleController', () => {
     const position = { at: '2026-11-02T10:00:00.123456Z', id: JOB_ID };
     service.list.mockResolvedValue({ jobs: [], next: 'CURSOR' });
     const query = {
+      id: '5B1E0C52-7D',
       application: 'demo',
       state: 'QUEUED,FAILED',
       kind: 'script',
@@ -79,6 +80,11 @@ describe('ConsoleController', () => {
         principal: 'user:bob',
         from: new Date('2026-11-01T00:00:00Z'),
         to: null,
+        // A prefix, dashes and case as typed: every id that starts with its digits.
+        idRange: {
+          from: '5b1e0c52-7d00-0000-0000-000000000000',
+          to: '5b1e0c52-7dff-ffff-ffff-ffffffffffff',
+        },
       },
       10,
       position,

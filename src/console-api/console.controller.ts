@@ -125,6 +125,18 @@ export class ConsoleController {
     return this.console.retry(callerOf(req), app, jobId, this.base(req));
   }
 
+  @Post('jobs/:app/:jobId/cancel')
+  @RawData()
+  @HttpCode(HttpStatus.OK)
+  @Header('Cache-Control', 'no-store')
+  cancelOne(
+    @Req() req: Request,
+    @Param('app', ApplicationNamePipe) app: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+  ): Promise<ConsoleJob> {
+    return this.console.cancelOne(callerOf(req), app, jobId, this.base(req));
+  }
+
   @Get('overview')
   @RawData()
   @Header('Cache-Control', 'no-store')

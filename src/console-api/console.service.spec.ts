@@ -1,4 +1,5 @@
 import { Test } from '@nestjs/testing';
+import { AUDIT_ACTIONS } from '../audit/audit.service';
 import { ApplicationsDirectory } from '../admin/applications-directory.service';
 import { QueueConfig, SecurityConfig } from '../config/config-slices';
 import { JobCancellationService } from '../jobs/job-cancellation.service';
@@ -23,6 +24,7 @@ const EVERYTHING: RequestedJobs = {
   principal: null,
   from: null,
   to: null,
+  idRange: null,
 };
 
 function row(id: string, overrides: Partial<AdminJobRow> = {}): AdminJobRow {
@@ -63,6 +65,7 @@ describe('ConsoleService', () => {
   beforeEach(async () => {
     jobs = {
       list: jest.fn().mockResolvedValue([]),
+      count: jest.fn().mockResolvedValue({ total: 0, capped: false }),
       findOne: jest.fn().mockResolvedValue(row(JOB_ID)),
       retry: jest.fn().mockResolvedValue({ outcome: 'retried', repliesQueued: false }),
       unfinished: jest.fn().mockResolvedValue([]),
@@ -107,11 +110,30 @@ describe('ConsoleService', () => {
       principal: 'user:root',
       globalAdmin: true,
       applications: ['demo', 'other'],
+      apiKeysAccepted: false,
+      auditActions: [...AUDIT_ACTIONS],
     });
     expect(await service.caller(ALICE)).toEqual({
       principal: 'user:alice',
       globalAdmin: false,
       applications: ['demo'],
+      apiKeysAccepted: false,
+      auditActions: [],
+    });
+  });
+
+  it('cancels one job in the name of the console caller; 404 for another application, 409 once done', async () => {
+    jobs.findOne.mockResolvedValue(row(JOB_ID, { state: 'RUNNING' }));
+    cancellation.cancel.mockResolvedValue('stopping');
+    await service.cancelOne(ALICE, 'demo', JOB_ID, BASE);
+    expect(cancellation.cancel).toHaveBeenCalledWith('demo', JOB_ID, 'user:alice');
+    expect(await apiErrorOf(() => service.cancelOne(ALICE, 'other', JOB_ID, BASE))).toMatchObject({
+      status: 404,
+    });
+    expect(cancellation.cancel).toHaveBeenCalledTimes(1);
+    cancellation.cancel.mockResolvedValue('finished');
+    expect(await apiErrorOf(() => service.cancelOne(ROOT, 'demo', JOB_ID, BASE))).toMatchObject({
+      status: 409,
     });
   });
 
@@ -224,6 +246,8 @@ describe('ConsoleService', () => {
         at: new Date('2026-11-02T10:00:00Z'),
         started: 1,
         finished: 2,
+        succeeded: 1,
+        failed: 1,
         wait_p50: 10.4,
         wait_p95: 20.6,
         run_p50: null,
@@ -271,6 +295,8 @@ describe('ConsoleService', () => {
           runP95Ms: null,
           started: 1,
           finished: 2,
+          succeeded: 1,
+          failed: 1,
           queueDepth: 3,
         },
       ],

@@ -1,9 +1,10 @@
 import { HttpStatus, Injectable, Optional } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
 import { missing } from '../common/missing-resource';
-import { QueueConfig } from '../config/config-slices';
+import { QueueConfig, SecurityConfig } from '../config/config-slices';
+import { authMethodsOf } from '../config/security-settings';
 import { auditRowJson } from '../audit/audit.repository';
-import { AuditService } from '../audit/audit.service';
+import { AUDIT_ACTIONS, AuditService } from '../audit/audit.service';
 import { ApplicationsDirectory } from '../admin/applications-directory.service';
 import { JobCancellationService } from '../jobs/job-cancellation.service';
 import {
@@ -28,13 +29,27 @@ export interface ConsoleCaller {
   globalAdmin: boolean;
   /** The applications they administer (a global admin: every known one). */
   applications: string[];
+  /**
+   * Whether AUTH_MODE lets API keys in: without `apiKey` in it, a key made at run time is stored
+   * but every request that sends it is refused, which the console says before one is made.
+   */
+  apiKeysAccepted: boolean;
+  /** The actions the audit trail records, for its filter (a global admin's; else empty). */
+  auditActions: string[];
 }
 
 export interface JobPage {
   jobs: ConsoleJob[];
   /** The next page's cursor; null on the last page. */
   next: string | null;
+  /** The jobs the filter matches, counted up to TOTAL_CAP. */
+  total: number;
+  /** More than `total` match. */
+  totalCapped: boolean;
 }
+
+/** A list's total is counted up to this many jobs. */
+export const TOTAL_CAP = 10000;
 
 export interface BulkCancel {
   cancelled: number;
@@ -52,6 +67,8 @@ interface Series {
     runP95Ms: number | null;
     started: number;
     finished: number;
+    succeeded: number;
+    failed: number;
     queueDepth: number;
   }>;
 }
@@ -98,6 +115,7 @@ export class ConsoleService {
     private readonly notifier: QueueNotifier,
     private readonly events: JobEventsService,
     private readonly queueConfig: QueueConfig,
+    private readonly security: SecurityConfig,
     @Optional() private readonly audit?: AuditService,
   ) {}
 
@@ -109,6 +127,8 @@ export class ConsoleService {
       applications: globalAdmin
         ? (await this.directory.list()).map((entry) => entry.application)
         : this.policy.administeredApplications(principal),
+      apiKeysAccepted: authMethodsOf(this.security.authMode).has('apiKey'),
+      auditActions: globalAdmin ? [...AUDIT_ACTIONS] : [],
     };
   }
 
@@ -126,12 +146,18 @@ export class ConsoleService {
     after: JobPosition | null,
     base: string,
   ): Promise<JobPage> {
-    const rows = await this.jobs.list(this.filterFor(principal, requested), limit + 1, after);
+    const filter = this.filterFor(principal, requested);
+    const [rows, counted] = await Promise.all([
+      this.jobs.list(filter, limit + 1, after),
+      this.jobs.count(filter, TOTAL_CAP),
+    ]);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
       jobs: page.map((row) => consoleJob(base, row)),
       next: rows.length > limit ? cursorOf({ at: last.position_at, id: last.id }) : null,
+      total: counted.total,
+      totalCapped: counted.capped,
     };
   }
 
@@ -170,6 +196,32 @@ export class ConsoleService {
       this.notifier.jobQueued(JobKind.MAIL_REPLY);
     }
     this.events.changed(applicationName);
+    return this.job(principal, applicationName, jobId, base);
+  }
+
+  /**
+   * Cancels one queued or running job as DELETE /jobs/{app}/{id} does, in the name of the
+   * console's caller (audited as them whatever AUTH_MODE is: the job API's DELETE has no caller
+   * in AUTH_MODE=none); answers the job as it stands then. 409 when it had finished, 404 as for
+   * job().
+   */
+  async cancelOne(
+    principal: Principal,
+    applicationName: string,
+    jobId: string,
+    base: string,
+  ): Promise<ConsoleJob> {
+    await this.visibleJob(principal, applicationName, jobId);
+    const outcome = await this.cancellation.cancel(applicationName, jobId, principal.id);
+    if (outcome === 'unknown') {
+      throw missing.job(applicationName, jobId);
+    }
+    if (outcome === 'finished') {
+      throw new ApiError(
+        HttpStatus.CONFLICT,
+        `Job ${jobId} of application ${applicationName} has finished already: only a queued or running job can be cancelled.`,
+      );
+    }
     return this.job(principal, applicationName, jobId, base);
   }
 
@@ -274,6 +326,8 @@ function seriesOf(bucketSeconds: number, rows: OverviewBucketRow[]): Series {
       runP95Ms: ms(row.run_p95),
       started: row.started,
       finished: row.finished,
+      succeeded: row.succeeded,
+      failed: row.failed,
       queueDepth: row.queue_depth,
     })),
   };

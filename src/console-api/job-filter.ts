@@ -17,6 +17,25 @@ const SOURCES: readonly JobSource[] = [
 /** `<kind>:<name>`, as jobs record who submitted them. */
 const PRINCIPAL = /^[a-z]+:\S+$/;
 
+/** A job id or its first hex digits, dashes where the id has them or none. */
+const ID_PREFIX = /^[0-9a-f]{1,32}$/;
+
+/**
+ * The ids a job id or its prefix stands for, as the first and the last id with those digits:
+ * a range on the primary key's index, not a pattern over every id.
+ */
+export function idRangeOf(value: string): { from: string; to: string } {
+  const digits = value.toLowerCase().replace(/-/g, '');
+  if (!ID_PREFIX.test(digits)) {
+    throw ApiError.badRequest(
+      'id must be a job id or its first hex digits (1 to 32), e.g. 5b1e0c52.',
+    );
+  }
+  const uuid = (hex: string): string =>
+    `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return { from: uuid(digits.padEnd(32, '0')), to: uuid(digits.padEnd(32, 'f')) };
+}
+
 /** What a caller asks for: the filter's fields before the caller's applications narrow it. */
 export interface RequestedJobs {
   /** One application, or null: every application the caller may see. */
@@ -27,6 +46,8 @@ export interface RequestedJobs {
   principal: string | null;
   from: Date | null;
   to: Date | null;
+  /** The ids of `id`, a job id or its prefix; null: any. */
+  idRange: { from: string; to: string } | null;
 }
 
 /**
@@ -40,6 +61,7 @@ export function requestedJobs(
   const application = textParameter(fields.application, 'application');
   const state = textParameter(fields.state, 'state');
   const principal = textParameter(fields.principal, 'principal');
+  const id = textParameter(fields.id, 'id');
   if (principal !== null && !PRINCIPAL.test(principal)) {
     throw ApiError.badRequest('principal must be <kind>:<name>, e.g. user:alice.');
   }
@@ -55,6 +77,7 @@ export function requestedJobs(
     principal,
     from: timeParameter(fields.from, 'from'),
     to: timeParameter(fields.to, 'to'),
+    idRange: id === null ? null : idRangeOf(id),
   };
   if (requested.from !== null && requested.to !== null && requested.from >= requested.to) {
     throw ApiError.badRequest('from must be before to.');

@@ -39,6 +39,8 @@ export interface JobFilter {
   from: Date | null;
   /** Submitted before. */
   to: Date | null;
+  /** Ids from `from` to `to` (a job id's prefix); null: any. */
+  idRange?: { from: string; to: string } | null;
 }
 
 /** Where the previous page ended: its last job's submission time (microseconds, UTC) and id. */
@@ -86,6 +88,9 @@ export interface OverviewBucketRow {
   at: Date;
   started: number;
   finished: number;
+  /** Of those finished: succeeded, and failed (cancelled ones in neither). */
+  succeeded: number;
+  failed: number;
   wait_p50: number | null;
   wait_p95: number | null;
   run_p50: number | null;
@@ -167,6 +172,11 @@ function conditionsOf(filter: JobFilter, params: unknown[]): string[] {
   if (filter.to !== null) {
     conditions.push(`j.submitted_at < ${add(filter.to)}`);
   }
+  if (filter.idRange) {
+    conditions.push(
+      `j.id BETWEEN ${add(filter.idRange.from)}::uuid AND ${add(filter.idRange.to)}::uuid`,
+    );
+  }
   return conditions;
 }
 
@@ -202,6 +212,23 @@ export class JobAdminRepository {
         ORDER BY j.submitted_at DESC, j.id DESC LIMIT $${params.length}`,
       params,
     );
+  }
+
+  /**
+   * How many jobs `filter` matches, counted up to `cap` (the count then stops: a page's total
+   * must not cost a pass over a table of millions); `capped`: more than `cap` match.
+   */
+  async count(filter: JobFilter, cap: number): Promise<{ total: number; capped: boolean }> {
+    const params: unknown[] = [];
+    const conditions = conditionsOf(filter, params);
+    params.push(cap + 1);
+    const [row] = await this.dataSource.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT 1 FROM job j LEFT JOIN result r ON r.job_id = j.id
+          WHERE ${conditions.join(' AND ')} LIMIT $${params.length}) AS matched`,
+      params,
+    );
+    return { total: Math.min(row.n, cap), capped: row.n > cap };
   }
 
   /** One R job of `applicationName`; null when there is none. */
@@ -365,6 +392,8 @@ export class JobAdminRepository {
            FROM w, origin WHERE w.started_at >= origin.at GROUP BY 1),
        finished AS (
          SELECT floor(extract(epoch FROM w.finished_at - origin.at) / $2)::int AS i, count(*)::int AS n,
+                count(*) FILTER (WHERE w.success AND w.cancelled_at IS NULL)::int AS ok,
+                count(*) FILTER (WHERE NOT w.success AND w.cancelled_at IS NULL)::int AS bad,
                 percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (
                   ORDER BY extract(epoch FROM w.finished_at - w.started_at) * 1000) AS ms
            FROM w, origin WHERE w.finished_at >= origin.at GROUP BY 1),
@@ -377,6 +406,7 @@ export class JobAdminRepository {
                 count(*)::int AS n
            FROM w, origin WHERE coalesce(w.started_at, w.finished_at) IS NOT NULL GROUP BY 1)
        SELECT bucket.at, coalesce(s.n, 0) AS started, coalesce(f.n, 0) AS finished,
+              coalesce(f.ok, 0) AS succeeded, coalesce(f.bad, 0) AS failed,
               s.ms[1] AS wait_p50, s.ms[2] AS wait_p95, f.ms[1] AS run_p50, f.ms[2] AS run_p95,
               ((SELECT coalesce(sum(n), 0) FROM arrived WHERE arrived.i <= bucket.i)
                - (SELECT coalesce(sum(n), 0) FROM left_queue WHERE left_queue.i <= bucket.i))::int AS queue_depth

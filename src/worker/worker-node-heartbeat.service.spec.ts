@@ -1,5 +1,6 @@
 import { Test } from '@nestjs/testing';
-import { NodeConfig, QueueConfig, REngineConfig } from '../config/config-slices';
+import { NodeConfig, QueueConfig } from '../config/config-slices';
+import { R_ENGINE } from '../r-engine/r-engine';
 import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import { WorkerNodeHeartbeat } from './worker-node-heartbeat.service';
@@ -32,7 +33,8 @@ describe('WorkerNodeHeartbeat', () => {
         },
         { provide: NodeIdentity, useValue: node },
         { provide: NodeConfig, useValue: { role: 'worker' } },
-        { provide: REngineConfig, useValue: { rEngine: 'native' } },
+        // R_ENGINE=auto chose native R: the heartbeat names the engine, not the setting.
+        { provide: R_ENGINE, useValue: { kind: 'native' } },
         { provide: QueueConfig, useValue: { heartbeatSeconds: 5 } },
       ],
     }).compile();

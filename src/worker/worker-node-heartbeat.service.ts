@@ -1,5 +1,12 @@
-import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { NodeConfig, QueueConfig, REngineConfig } from '../config/config-slices';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
+import { NodeConfig, QueueConfig } from '../config/config-slices';
+import { R_ENGINE, type REngine } from '../r-engine/r-engine';
 import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
 import { NodeIdentity } from '../storage/node-identity';
 import { WorkerService } from './worker.service';
@@ -19,7 +26,8 @@ export class WorkerNodeHeartbeat implements OnApplicationBootstrap, OnApplicatio
     private readonly worker: WorkerService,
     private readonly node: NodeIdentity,
     private readonly nodeConfig: NodeConfig,
-    private readonly engine: REngineConfig,
+    /** The engine in use (R_ENGINE=auto has chosen by now), not the setting. */
+    @Inject(R_ENGINE) private readonly engine: REngine,
     private readonly queue: QueueConfig,
   ) {}
 
@@ -45,7 +53,7 @@ export class WorkerNodeHeartbeat implements OnApplicationBootstrap, OnApplicatio
       await this.nodes.beat({
         nodeId: this.node.id,
         role: this.nodeConfig.role,
-        rEngine: this.engine.rEngine,
+        rEngine: this.engine.kind,
         ...this.worker.rSlots,
       });
     } catch (error) {

@@ -164,11 +164,15 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
       principal: 'user:root',
       globalAdmin: true,
       applications: expect.arrayContaining(['demo', 'other']) as string[],
+      apiKeysAccepted: false,
+      auditActions: expect.arrayContaining(['job.cancelled', 'job.retried']) as string[],
     });
     expect(await admin(base, '/me', ALICE, 200)).toEqual({
       principal: 'user:alice',
       globalAdmin: false,
       applications: ['demo'],
+      apiKeysAccepted: false,
+      auditActions: [],
     });
     expect(await admin<ErrorBody>(base, '/me', BOB, 403)).toMatchObject({
       status: 403,
@@ -225,6 +229,40 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
       await ids(`application=demo&from=${encodeURIComponent(bobsFirst.submittedAt)}`),
     ).toHaveLength(7);
     expect(await ids(`to=${encodeURIComponent(bobsFirst.submittedAt)}`)).toEqual([sleeper]);
+  });
+
+  it('finds a job by its id or its first characters, and counts what a filter matches', async () => {
+    type Counted = Page & { total: number; totalCapped: boolean };
+    const target = bobs[2];
+    for (const id of [target, target.slice(0, 8), target.slice(0, 13), target.toUpperCase()]) {
+      const found = await admin<Counted>(base, `/jobs?id=${id}`, ROOT, 200);
+      expect({ id, jobs: found.jobs.map((job) => job.jobId), total: found.total }).toEqual({
+        id,
+        jobs: [target],
+        total: 1,
+      });
+    }
+    // One hex digit: the jobs whose id starts with it, no other.
+    const digit = target[0];
+    const byDigit = await allPages(base, `id=${digit}`, ROOT);
+    expect(byDigit.map((job) => job.jobId)).toContain(target);
+    expect(byDigit.every((job) => job.jobId.startsWith(digit))).toBe(true);
+    // The total counts every page's jobs, not the page's.
+    const paged = await admin<Counted>(
+      base,
+      '/jobs?application=demo&state=QUEUED&limit=2',
+      ROOT,
+      200,
+    );
+    expect([paged.jobs.length, paged.total, paged.totalCapped]).toEqual([2, 7, false]);
+    // An application admin finds their jobs only: another application's id matches nothing.
+    expect((await admin<Counted>(base, `/jobs?id=${sleeper}`, ALICE, 200)).jobs).toEqual([]);
+    expect((await admin<Counted>(base, `/jobs?id=${sleeper}`, ALICE, 200)).total).toBe(0);
+    await admin<ErrorBody>(base, `/jobs?id=${sleeper}&application=other`, ALICE, 403);
+    for (const id of ['xyz', '0'.repeat(33), `${target}0`, '%20']) {
+      const body = await admin<ErrorBody>(base, `/jobs?id=${id}`, ROOT, 400);
+      expect(body.message).toContain('id must be a job id or its first hex digits');
+    }
   });
 
   it('answers 400 naming the parameter for every bad filter', async () => {

@@ -23,6 +23,29 @@ writeLines("all good", "report.txt")
 const FAIL_SCRIPT = 'stop("no data today")\n';
 const LONG_SCRIPT = 'cat("started\\n")\nSys.sleep(300)\n';
 
+/**
+ * Injected before the page's own script: counts the console's `jobs` events and records each
+ * request it makes (method and address), passing both on to the browser's own.
+ */
+const INSTRUMENT = `(() => {
+  const test = { jobsEvents: 0, requests: [] };
+  window.svcTest = test;
+  const nativeFetch = window.fetch.bind(window);
+  window.fetch = (input, init) => {
+    test.requests.push(((init && init.method) || 'GET') + ' ' + String(input));
+    return nativeFetch(input, init);
+  };
+  const NativeEventSource = window.EventSource;
+  window.EventSource = class extends NativeEventSource {
+    constructor(url, options) {
+      super(url, options);
+      this.addEventListener('jobs', () => {
+        test.jobsEvents += 1;
+      });
+    }
+  };
+})();`;
+
 /** root: the global admin; alice: admin of demo only; bob: an admin of nothing. */
 const USERS = {
   root: { username: 'root', password: 'root-secret-1' },
@@ -198,9 +221,17 @@ describe('the operator console in Chromium', () => {
         'demo done one job',
       );
       expect(await textOf(demo.locator('td[data-label="Running"]'))).toBe('0');
-      // Three charts as pictures, each with its words for those who cannot see it.
+      // Four charts as pictures, each with its words for those who cannot see it.
       const charts = page.locator('svg.chart[role="img"]');
-      expect(await charts.count()).toBe(3);
+      expect(await charts.count()).toBe(4);
+      await waitForText(
+        page.locator('#chartThroughput-desc'),
+        /^done: latest \d+, highest [1-9]\d*; failed: /,
+        'the job counted done',
+      );
+      expect(await textOf(page.locator('#chartThroughput-title'))).toBe(
+        'Jobs done and failed per minute (last hour)',
+      );
       expect(await textOf(page.locator('#chartWait-title'))).toBe(
         'Wait time, submission to start (last hour)',
       );
@@ -309,6 +340,8 @@ describe('the operator console in Chromium', () => {
       await row.waitFor();
       expect(await page.locator('#newKey').count()).toBe(0);
       expect(await page.content()).not.toContain(secret);
+      // AUTH_MODE=basic lets no key in: the view said so above the form.
+      expect(await page.locator('#keysRefused').count()).toBe(1);
       page.once('dialog', (dialog) => void dialog.accept());
       await row.getByRole('button', { name: `Revoke key ${keyId}` }).click();
       await row.waitFor({ state: 'detached' });
@@ -344,7 +377,11 @@ describe('the operator console in Chromium', () => {
       const mine = JSON.parse(await editor.inputValue()) as { settings: Record<string, unknown> };
       mine.settings = { ...mine.settings, resultRetentionHours: 12 };
       await editor.fill(JSON.stringify(mine, null, 2));
-      await page.getByRole('button', { name: 'Save the settings' }).click();
+      const [saved] = await Promise.all([
+        page.waitForResponse((r) => r.request().method() === 'PUT'),
+        page.getByRole('button', { name: 'Save the settings' }).click(),
+      ]);
+      expect(saved.status()).toBe(412);
       const alert = page.locator('#settingsMessage [role="alert"]');
       await alert.waitFor();
       expect(await textOf(alert)).toMatch(
@@ -407,6 +444,19 @@ describe('the operator console in Chromium', () => {
       expect(rows.every((line) => line.includes('job.retried'))).toBe(true);
       // The same address of the job in the audit trail, the API's links and the console.
       expect(csv).toContain(`${base}/svc/console/${href ?? ''}`);
+      // The action filter lists the actions the trail records.
+      const action = page.getByLabel('Action', { exact: true });
+      expect(await action.inputValue()).toBe('job.retried');
+      const actions = await action.locator('option').allTextContents();
+      expect(actions).toEqual(expect.arrayContaining(['Any', 'job.cancelled', 'apiKey.created']));
+      await action.selectOption('job.cancelled');
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await waitForText(
+        page.locator('#view tbody tr td[data-label="Action"]').first(),
+        'job.cancelled',
+        'the cancels listed',
+      );
+      expect(page.url()).toContain('action=job.cancelled');
     });
 
     it('lists, uploads and deletes catalog files, and lists packages', async () => {
@@ -432,6 +482,111 @@ describe('the operator console in Chromium', () => {
       );
       await screenshot(page, 'packages');
     });
+  });
+
+  it('keeps an edit of the settings when jobs change meanwhile: no refetch replaces it (hostile)', async () => {
+    const { context, page, errors } = await signedIn('root');
+    const heard = (): Promise<number> => page.evaluate<number>('window.svcTest.jobsEvents');
+    const requests = (): Promise<string[]> => page.evaluate<string[]>('window.svcTest.requests');
+    try {
+      await context.addInitScript(INSTRUMENT);
+      await page.clock.install();
+      await open(page, '#/overview', 'Overview');
+      await waitForText(page.locator('#liveState'), /^Live/, 'the event stream open');
+      // From here on the page's timers fire only when the test moves its clock.
+      await page.clock.pauseAt((await page.evaluate<number>('Date.now()')) + 1000);
+      const before = await heard();
+      await submit('demo', 'writeLines("x", "x.txt")\n');
+      await waitFor(async () => (await heard()) > before, JOB_WAIT_MS, 'a jobs event heard');
+      // The overview's refetch is now due in a second; the settings are opened before it is.
+      await page.evaluate("location.hash = '#/settings?application=demo'");
+      await waitForText(page.locator('#viewHeading'), 'Application settings', 'the settings');
+      const editor = page.locator('#settingsText');
+      await waitFor(
+        async () => (await editor.inputValue()).includes('"security"'),
+        JOB_WAIT_MS,
+        'the settings read',
+      );
+      const opened = (await requests()).length;
+      const current = await request(`${base}${REST}/admin/applications/demo`, { headers: ROOT });
+      const changed = await request(`${base}${REST}/admin/applications/demo`, {
+        method: 'PUT',
+        headers: {
+          ...ROOT,
+          'Content-Type': 'application/json',
+          'If-Match': current.headers.get('etag') ?? '',
+        },
+        body: JSON.stringify({
+          security: { adminPrincipals: ['user:alice'] },
+          settings: { resultRetentionHours: 36 },
+        }),
+      });
+      expect(changed.status).toBe(200);
+      const mine = JSON.parse(await editor.inputValue()) as { settings: Record<string, unknown> };
+      mine.settings = { ...mine.settings, resultRetentionHours: 7 };
+      await editor.fill(JSON.stringify(mine, null, 2));
+      // The moment the refetch was due passes: it must not read the settings again.
+      await page.clock.runFor(3000);
+      expect((await requests()).slice(opened)).toEqual([]);
+      expect(await editor.inputValue()).toContain('"resultRetentionHours": 7');
+      const [saved] = await Promise.all([
+        page.waitForResponse((r) => r.request().method() === 'PUT'),
+        page.getByRole('button', { name: 'Save the settings' }).click(),
+      ]);
+      expect(saved.status()).toBe(412);
+      await page.locator('#settingsMessage [role="alert"]').waitFor();
+      expect(await editor.inputValue()).toContain('"resultRetentionHours": 7');
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('finds a job by its id or its first characters from any view, and counts and pages the list', async () => {
+    const { context, page, errors } = await signedIn('root', { bypassCSP: true });
+    try {
+      for (let i = 0; i < 3; i++) {
+        await submit('demo', 'writeLines("x", "x.txt")\n');
+      }
+      const listed = await request(`${base}${REST}/admin/jobs?application=demo&limit=200`, {
+        headers: { ...ROOT, Accept: 'application/json' },
+      });
+      const jobs = (JSON.parse(listed.text) as { jobs: Array<{ jobId: string }> }).jobs;
+      expect(jobs.length).toBeGreaterThanOrEqual(3);
+      const target = jobs[1].jobId;
+      await open(page, '#/schedules', 'Schedules');
+      await page
+        .getByLabel('Find a job by its id or its first characters')
+        .fill(target.slice(0, 8));
+      await page.getByRole('button', { name: 'Find', exact: true }).click();
+      await waitForText(page.locator('#viewHeading'), `Job ${target}`, 'the job found');
+      expect(page.url()).toBe(`${base}/svc/console/#/jobs/demo/${target}`);
+      expect((await wcagViolations(page)).map((v) => v.text)).toEqual([]);
+      // No job has these: the list says so, with the id in its filter.
+      await page.getByLabel('Find a job by its id or its first characters').fill('ffffffffffff');
+      await page.getByRole('button', { name: 'Find', exact: true }).click();
+      await waitForText(page.locator('#view .empty'), 'No job matches.', 'nothing found');
+      expect(await page.locator('#jobsId').inputValue()).toBe('ffffffffffff');
+      // Two a page: the total, the page's place, and the next page.
+      const pages = Math.ceil(jobs.length / 2);
+      await open(page, '#/jobs?application=demo&limit=2', 'Jobs');
+      await waitForText(
+        page.locator('#jobsTotal'),
+        `${jobs.length} jobs match; 1–2 shown, page 1 of ${pages}.`,
+        'the total',
+      );
+      expect((await wcagViolations(page)).map((v) => v.text)).toEqual([]);
+      await page.getByRole('link', { name: 'Next page (2)' }).click();
+      await waitForText(
+        page.locator('#jobsTotal'),
+        `${jobs.length} jobs match; 3–${Math.min(4, jobs.length)} shown, page 2 of ${pages}.`,
+        'the second page',
+      );
+      expect(await page.locator(`tr[data-job-id="${jobs[2].jobId}"]`).count()).toBe(1);
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
   });
 
   it('shows an application admin only their applications', async () => {

@@ -737,6 +737,17 @@ describe('the OpenAPI document against the running service', () => {
     expect((await call('POST', retry, `${list}/demo/${unknown}/retry`, post)).status).toBe(404);
     expect((await call('POST', retry, `${list}/demo/x/retry`, post)).status).toBe(400);
     await waitFor(async () => (await stateOf(failed)) === 'DONE', 60000, 'the retried failure');
+    const cancelOne = '/admin/jobs/{app}/{jobId}/cancel';
+    const sleeper = await submit(SLEEPER);
+    for (const [path, status] of [
+      [`${list}/demo/${sleeper}/cancel`, 200],
+      [`${list}/demo/${sleeper}/cancel`, 409],
+      [`${list}/demo/${unknown}/cancel`, 404],
+      [`${list}/demo/x/cancel`, 400],
+    ] as const) {
+      expect((await call('POST', cancelOne, path, post)).status).toBe(status);
+    }
+    expect((await call('POST', cancelOne, `${list}/demo/${sleeper}/cancel`)).status).toBe(401);
     const cancel = '/admin/jobs/cancel';
     for (const [body, status] of [
       [{ application: 'demo', state: 'QUEUED', limit: 1 }, 200],

@@ -327,25 +327,58 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     expect(started.wait_p50).toBeCloseTo(10 * 60 * 1000, -3);
     const finished = buckets.find((b) => b.finished === 1)!;
     expect(finished.run_p95).toBeCloseTo(10 * 60 * 1000, -3);
+    // It ended without a result: finished, but neither succeeded nor failed.
+    expect([finished.succeeded, finished.failed]).toEqual([0, 0]);
+    // Two more end now: one succeeds, one fails; the last bucket says so.
+    await runToEnd(ids[1], true);
+    await runToEnd(ids[2], false);
+    const now = (await jobs.overviewSeries(['demo'], 60, 60))[59];
+    expect([now.finished, now.succeeded, now.failed]).toEqual([2, 1, 1]);
     expect(await jobs.overviewSeries(['other'], 900, 96)).toHaveLength(96);
     expect(await jobs.overviewApplications(null)).toEqual([
       {
         application_name: 'demo',
-        queued: 2,
+        queued: 0,
         running: 0,
-        succeeded_last_hour: 0,
-        failed_last_hour: 0,
+        succeeded_last_hour: 1,
+        failed_last_hour: 1,
       },
     ]);
   });
 
   it('keeps one heartbeat row per worker node, forgotten when it stops', async () => {
     const nodes = new WorkerNodesRepository(dataSource);
-    const report = { nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 1 };
+    const report = { nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 0 };
     await nodes.beat(report);
-    await nodes.beat({ ...report, busy: 3 });
+    await nodes.beat({ ...report, slots: 3 });
     const { nodes: rows } = await nodes.list();
-    expect(rows).toEqual([{ ...report, busy: 3, heartbeatAt: expect.any(Date) as Date }]);
+    expect(rows).toEqual([{ ...report, slots: 3, heartbeatAt: expect.any(Date) as Date }]);
+    await nodes.remove('n1');
+    expect((await nodes.list()).nodes).toEqual([]);
+  });
+
+  it('counts a node busy slots from the R jobs it runs now, not from its last heartbeat', async () => {
+    const nodes = new WorkerNodesRepository(dataSource);
+    // The heartbeat said 3 busy a while ago; the node has claimed two jobs since, one finished.
+    await nodes.beat({ nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 3 });
+    const [first, second] = [await submit(), await submit('other')];
+    await submit();
+    expect(await queue.claim('n1', 2, 30, null)).toHaveLength(2);
+    expect((await nodes.list()).nodes[0].busy).toBe(2);
+    const done = (
+      await dataSource.query<Array<{ id: string }>>(
+        "SELECT id FROM job WHERE state = 'RUNNING' ORDER BY id LIMIT 1",
+      )
+    )[0].id;
+    expect([first, second]).toContain(done);
+    expect(
+      await queue.complete(done, 'n1', resultData(true, 'txt', 'text/plain', Buffer.from('ok'))),
+    ).toBe(true);
+    const [row] = (await nodes.list()).nodes;
+    expect(row.busy).toBe(1);
+    // The overview's running count of every application says the same at the same moment.
+    const running = (await jobs.overviewApplications(null)).reduce((n, a) => n + a.running, 0);
+    expect(running).toBe(row.busy);
     await nodes.remove('n1');
     expect((await nodes.list()).nodes).toEqual([]);
   });

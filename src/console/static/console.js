@@ -282,7 +282,8 @@
     if (answer.response.status === 403) {
       // The service's own words name the caller and say why ("user:bob is not an admin of any
       // application."); the page adds only what the console is for.
-      $('accountName').textContent = session && session.principal ? `Signed in as ${session.principal}` : '';
+      $('accountName').textContent =
+        session && session.principal ? `Signed in as ${session.principal}` : '';
       showGate(`The console is for admins: ${problem(answer)}`);
       return;
     }
@@ -299,6 +300,11 @@
       link.parentElement.hidden = !me.globalAdmin;
     }
     $('nav').hidden = false;
+    $('findJob').hidden = false;
+    $('findJob').addEventListener('submit', (event) => {
+      event.preventDefault();
+      void findJob($('findJobId').value);
+    });
     window.addEventListener('hashchange', route);
     listen();
     route();
@@ -328,16 +334,29 @@
     }, FALLBACK_REFRESH_MS);
   }
 
+  /**
+   * Refetches the live view on screen after `delay`, once. The refetch belongs to the view it was
+   * asked for: a navigation cancels it (route), and a view that is not live (the settings, whose
+   * text may hold an edit in progress against the version it was opened at) is never refetched.
+   */
   function scheduleRefresh(delay) {
     if (refreshTimer !== null || !current || !current.live) {
       return;
     }
+    const target = current;
     refreshTimer = setTimeout(() => {
       refreshTimer = null;
-      if (current && current.refresh) {
-        current.refresh().catch(() => undefined);
+      if (current === target && target.refresh) {
+        target.refresh().catch(() => undefined);
       }
     }, delay);
+  }
+
+  function cancelRefresh() {
+    if (refreshTimer !== null) {
+      clearTimeout(refreshTimer);
+      refreshTimer = null;
+    }
   }
 
   // ---- routing -------------------------------------------------------------------------------
@@ -365,6 +384,7 @@
     if (current && current.stop) {
       current.stop();
     }
+    cancelRefresh();
     current = null;
     const { parts, query } = parseHash();
     const name = parts[0] || 'overview';
@@ -687,6 +707,17 @@
           formatDuration,
         ),
         lineChart(
+          'chartThroughput',
+          `Jobs done and failed per ${period === 'hour' ? 'minute' : '15 minutes'} (${span})`,
+          times,
+          [
+            { name: 'done', values: pick('succeeded') },
+            { name: 'failed', values: pick('failed') },
+          ],
+          (v) => String(Math.round(v)),
+          true,
+        ),
+        lineChart(
           'chartQueue',
           `Queue depth (${span})`,
           times,
@@ -732,11 +763,44 @@
 
   // ---- Jobs ----------------------------------------------------------------------------------
 
-  const JOB_FILTERS = ['application', 'state', 'kind', 'source', 'principal', 'from', 'to'];
+  const JOB_FILTERS = ['id', 'application', 'state', 'kind', 'source', 'principal', 'from', 'to'];
+
+  /**
+   * From any view: a job id, or its first characters, opens the job when one job the caller may
+   * see has it, else the list of those that do (or the service's word on what was typed).
+   */
+  async function findJob(value) {
+    const id = value.trim();
+    if (!id) {
+      return;
+    }
+    let page = null;
+    try {
+      page = await read(`${ADMIN}/jobs?${new URLSearchParams({ id, limit: '2' })}`);
+    } catch {
+      page = null;
+    }
+    if (page && page.jobs.length === 1) {
+      location.hash = jobHash(page.jobs[0].applicationName, page.jobs[0].jobId);
+    } else {
+      go(['jobs'], new URLSearchParams({ id }));
+    }
+  }
 
   function jobsView(query) {
     const form = el('form', { class: 'filters', 'aria-label': 'Filter the jobs' });
     form.append(
+      field(
+        'jobsId',
+        'Job id (or its first characters)',
+        el('input', {
+          name: 'id',
+          value: query.get('id') || '',
+          autocomplete: 'off',
+          spellcheck: 'false',
+          maxlength: '36',
+        }),
+      ),
       field(
         'jobsApplication',
         'Application',
@@ -809,7 +873,10 @@
     routeOnSubmit(form, 'jobs', JOB_FILTERS);
     const note = el('div', { class: 'notes' });
     const list = el('div', {}, 'Loading…');
+    const summary = el('p', { id: 'jobsTotal', class: 'help' });
     const pager = el('div', { class: 'pager' });
+    /** The page's number (1: the first), carried in the address with its cursor. */
+    const pageNumber = query.get('cursor') ? Math.max(2, Number(query.get('page')) || 2) : 1;
     const bulk = el(
       'p',
       {},
@@ -817,9 +884,20 @@
         class: 'danger',
       }),
     );
-    const element = el('div', {}, form, bulk, note, list, pager);
+    const element = el('div', {}, form, bulk, note, summary, list, pager);
 
-    const filterQuery = () => filtersOf(query, JOB_FILTERS);
+    /** Jobs a page: 50, or the address's `limit` (1 to 200), which the page links keep. */
+    const pageSize = Math.min(
+      200,
+      Math.max(1, Math.floor(Number(query.get('limit'))) || PAGE_SIZE),
+    );
+    const filterQuery = () => {
+      const params = filtersOf(query, JOB_FILTERS);
+      if (pageSize !== PAGE_SIZE) {
+        params.set('limit', String(pageSize));
+      }
+      return params;
+    };
 
     async function cancelMatching() {
       const body = {};
@@ -848,7 +926,7 @@
 
     async function refresh() {
       const params = filterQuery();
-      params.set('limit', String(PAGE_SIZE));
+      params.set('limit', String(pageSize));
       if (query.get('cursor')) {
         params.set('cursor', query.get('cursor'));
       }
@@ -896,6 +974,13 @@
           'No job matches.',
         ),
       );
+      const pages = Math.max(1, Math.ceil(page.total / pageSize));
+      const first = (pageNumber - 1) * pageSize;
+      summary.textContent =
+        page.total === 0
+          ? ''
+          : `${page.totalCapped ? 'More than ' : ''}${page.total.toLocaleString()} job${page.total === 1 && !page.totalCapped ? '' : 's'} match; ` +
+            `${first + 1}–${first + page.jobs.length} shown, page ${pageNumber} of ${page.totalCapped ? `more than ${pages}` : pages}.`;
       const links = [];
       if (query.get('cursor')) {
         links.push(el('a', { href: `#/jobs?${filterQuery()}`, text: 'First page' }));
@@ -903,7 +988,8 @@
       if (page.next) {
         const next = filterQuery();
         next.set('cursor', page.next);
-        links.push(el('a', { href: `#/jobs?${next}`, text: 'Next page' }));
+        next.set('page', String(pageNumber + 1));
+        links.push(el('a', { href: `#/jobs?${next}`, text: `Next page (${pageNumber + 1})` }));
       }
       pager.replaceChildren(...links);
     }
@@ -936,10 +1022,16 @@
     return buttons;
   }
 
+  /** The console's address of a job in the admin API. */
+  function adminJobUrl(job) {
+    return `${ADMIN}/jobs/${encodeURIComponent(job.applicationName)}/${encodeURIComponent(job.jobId)}`;
+  }
+
+  /** Through the console's API, so that the cancel is recorded as the signed-in admin. */
   async function cancelJob(job, say, after) {
-    const answer = await call(job.links.status, { method: 'DELETE' });
+    const answer = await call(`${adminJobUrl(job)}/cancel`, { method: 'POST' });
     if (answer.response.ok) {
-      say(`Cancelling job ${job.jobId}.`);
+      say(`Job ${job.jobId} cancelled.`);
     } else if (answer.response.status === 409) {
       say(`Job ${job.jobId} had already finished.`);
     } else {
@@ -949,10 +1041,7 @@
   }
 
   async function retryJob(job, say, after) {
-    const answer = await call(
-      `${ADMIN}/jobs/${encodeURIComponent(job.applicationName)}/${encodeURIComponent(job.jobId)}/retry`,
-      { method: 'POST' },
-    );
+    const answer = await call(`${adminJobUrl(job)}/retry`, { method: 'POST' });
     if (answer.response.ok) {
       say(`Job ${job.jobId} is queued again.`);
     } else {
@@ -997,6 +1086,7 @@
     let streamEnded = false;
     let resultShown = false;
     let stopped = false;
+    let ticker = null;
     const url = `${ADMIN}/jobs/${encodeURIComponent(application)}/${encodeURIComponent(jobId)}`;
 
     function followLog(job) {
@@ -1045,6 +1135,16 @@
       }
       heading.textContent = `Job ${job.jobId}`;
       facts.replaceChildren(jobFacts(job));
+      // A running job's run time counts up each second on the page, without asking the service.
+      clearInterval(ticker);
+      if (job.state === 'RUNNING' && job.startedAt) {
+        ticker = setInterval(() => {
+          const elapsed = $('jobElapsed');
+          if (elapsed) {
+            elapsed.textContent = elapsedText(job.startedAt);
+          }
+        }, 1000);
+      }
       facts.dataset.outcome = job.outcome;
       actions.replaceChildren(
         ...jobActions(job, (text, kind) => setMessage(note, text, kind), refresh),
@@ -1057,7 +1157,8 @@
           }),
         );
       }
-      showProgress(job.progress);
+      // A job's progress is a note about its run: it goes when the run ends.
+      showProgress(job.state === 'DONE' ? null : job.progress);
       // A job queued again (retried) prints anew: its log is followed again.
       if (stream === null || (streamEnded && job.state !== 'DONE')) {
         followLog(job);
@@ -1136,11 +1237,17 @@
 
     function stop() {
       stopped = true;
+      clearInterval(ticker);
       if (stream) {
         stream.close();
       }
     }
     return { element, refresh, stop, live: true };
+  }
+
+  /** How long a running job has run, by this browser's clock. */
+  function elapsedText(startedAt) {
+    return `running for ${formatDuration(Math.max(0, Date.now() - new Date(startedAt).getTime()))}`;
   }
 
   function jobFacts(job) {
@@ -1156,7 +1263,12 @@
       ['Started', timeElement(job.startedAt)],
       ['Finished', timeElement(job.finishedAt)],
       ['Wait', formatDuration(between(job.submittedAt, job.startedAt))],
-      ['Run time', formatDuration(between(job.startedAt, job.finishedAt))],
+      [
+        'Run time',
+        job.state === 'RUNNING' && job.startedAt
+          ? el('span', { id: 'jobElapsed', text: elapsedText(job.startedAt) })
+          : formatDuration(between(job.startedAt, job.finishedAt)),
+      ],
       ['Attempts', String(job.attempts)],
       ['Lost runs', String(job.lostRuns)],
     ];
@@ -1339,10 +1451,18 @@
       event.preventDefault();
       void create();
     });
+    // Said before a key is made: in a mode without apiKey the service refuses every key.
+    const refused = me.apiKeysAccepted
+      ? null
+      : el(
+          'p',
+          { id: 'keysRefused', class: 'message warning', role: 'note' },
+          'AUTH_MODE does not let API keys in: a key made here is stored, but the service refuses every request that sends it until AUTH_MODE includes apiKey.',
+        );
     const element = el(
       'div',
       {},
-      el('section', {}, el('h2', { id: 'newKeyHeading', text: 'New key' }), form, created),
+      el('section', {}, el('h2', { id: 'newKeyHeading', text: 'New key' }), refused, form, created),
       el('section', {}, el('h2', { text: 'Keys' }), note, list),
     );
     async function create() {
@@ -1376,7 +1496,7 @@
           'div',
           { class: 'message ok', role: 'status' },
           el('p', {
-            text: `Key ${answer.body.id} for ${answer.body.principal} created. Copy it now: it is shown only this once.`,
+            text: `Key ${answer.body.id} for ${answer.body.principal} created. Copy it now: it is shown only this once.${me.apiKeysAccepted ? '' : ' The service refuses it until AUTH_MODE includes apiKey.'}`,
           }),
           el('label', { for: 'newKey', text: 'The key' }),
           keyField,
@@ -1606,11 +1726,11 @@
       field(
         'auditAction',
         'Action',
-        el('input', {
-          name: 'action',
-          value: query.get('action') || '',
-          placeholder: 'job.retried',
-        }),
+        select(
+          'action',
+          [['', 'Any'], ...(me.auditActions || []).map((action) => [action, action])],
+          query.get('action') || '',
+        ),
       ),
       el('div', { class: 'form-actions' }, el('button', { type: 'submit', text: 'Show' })),
     );
