@@ -63,7 +63,7 @@ export class JobLogRepository {
   }
 
   /**
-   * Appends lines and sets the job's last progress when `progress` is given; nothing when the job
+   * Appends lines (maybe none) and sets the job's last progress when `progress` is given; nothing when the job
    * is gone (its result was deleted). One statement: the lines and the progress they report are
    * stored together, and only while the job exists, and the lines' JOB_LOG_CHANNEL notification
    * (payload: this node's prefix and the job id) commits with them. The live streams of the log
@@ -74,7 +74,7 @@ export class JobLogRepository {
    * most four a second, however many lines.
    */
   async append(jobId: string, lines: LogLine[], progress?: JobProgress): Promise<void> {
-    if (lines.length === 0) {
+    if (lines.length === 0 && progress === undefined) {
       return;
     }
     const rows = rowsOf<{ notified: unknown }>(
