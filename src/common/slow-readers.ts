@@ -27,7 +27,7 @@ export function watchSlowReader(socket: Socket, limitMs: number): void {
     }
   };
   const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
-  socket.write = ((...args: unknown[]): boolean => {
+  socket.write = (...args: unknown[]): boolean => {
     const taken = write(...args);
     if (!taken && clock === null && !socket.destroyed) {
       clock = setTimeout(() => {
@@ -37,7 +37,7 @@ export function watchSlowReader(socket: Socket, limitMs: number): void {
       clock.unref();
     }
     return taken;
-  });
+  };
   socket.on('drain', stop);
   socket.once('close', stop);
 }
