@@ -29,6 +29,7 @@ import { EmbeddedPostgres } from './storage/embedded-postgres';
 import { usePrivateUmask } from './storage/private-files';
 import { StorageModule } from './storage/storage.module';
 import { MEDIA_TYPE_ROUTES } from './common/event-stream-route';
+import { cutSlowReaders } from './common/slow-readers';
 
 /** How long an idle HTTP keep-alive connection stays open. */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -173,6 +174,8 @@ export async function startService(
       // be cut off before authentication, and some Node versions then reset the connection
       // instead of answering 431. Read per connection, so set before listening.
       (server as typeof server & { maxHeaderSize?: number }).maxHeaderSize = MAX_HEADER_BYTES;
+      // A client that takes nothing of an answer for too long is cut, whatever the answer.
+      cutSlowReaders(server, config.streamSlowReaderSeconds * 1000);
       await httpApp.listen(config.port, config.host);
       const address = server.address() as { port: number } | null;
       url = `http://${localUrlHost(config.host)}:${address?.port ?? config.port}`;

@@ -40,6 +40,7 @@ export class ApiKeysService implements OnModuleInit {
   /** Raised by every invalidation: a read that began before one must not fill the cache. */
   private generation = 0;
   private readonly lastUseWritten = new Map<string, number>();
+  private readonly changeListeners = new Set<() => void>();
 
   constructor(
     private readonly repository: ApiKeyRepository,
@@ -161,6 +162,18 @@ export class ApiKeysService implements OnModuleInit {
     return key;
   }
 
+  /**
+   * Calls `listener` after each revocation this node hears of (and when revocations may have
+   * been missed: the LISTEN connection back or lost), once the key is out of the cache: what a
+   * key opened must be checked again. Returns unsubscribe.
+   */
+  onChanged(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => {
+      this.changeListeners.delete(listener);
+    };
+  }
+
   /** Drops one key (or all, null) from this node's cache. */
   private forget(id: string | null): void {
     this.generation++;
@@ -168,6 +181,9 @@ export class ApiKeysService implements OnModuleInit {
       this.cache.clear();
     } else {
       this.cache.delete(id);
+    }
+    for (const listener of [...this.changeListeners]) {
+      listener();
     }
   }
 

@@ -12,6 +12,7 @@ import type { ApplicationSettings } from '../config/application-settings';
 import { applicationSecurityProblems, type ApplicationSecurity } from '../config/security-settings';
 import { AuditService } from '../audit/audit.service';
 import { DatabaseEvents } from '../storage/database-events.service';
+import { HeldRights } from '../security/held-rights';
 import { parseApplicationEntry } from './application-entry-input';
 import type { ApplicationEntryDto } from './application-entry.dto';
 import { ApplicationSettingsEntity, StoredApplicationEntry } from './application-settings.entity';
@@ -84,6 +85,8 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
     private readonly repository: ApplicationSettingsRepository,
     @Optional() private readonly events?: DatabaseEvents,
     @Optional() private readonly audit?: AuditService,
+    /** What requests hold open under these rights (API nodes), checked again on each change. */
+    @Optional() private readonly held?: HeldRights,
   ) {
     this.configured = clone({
       security: config.applicationSecurity,
@@ -261,6 +264,8 @@ export class ApplicationSettingsService implements OnModuleInit, OnApplicationSh
       ...(clone(row.entry.settings) as ApplicationSettings),
       ...(dropDirectory !== undefined ? { dropDirectory } : {}),
     };
+    // In force now: what was opened under the old rights is held to the new ones.
+    this.held?.changed();
   }
 }
 

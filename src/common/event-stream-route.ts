@@ -9,7 +9,7 @@ export function acceptsEventStream(req: Pick<Request, 'headers'>): boolean {
 }
 
 /**
- * Two handlers on one path, chosen by Accept: an `@Sse()` handler marked `@EventStreamRoute()`
+ * Two handlers on one path, chosen by Accept: a handler returning an EventStream marked `@EventStreamRoute()`
  * answers the requests that accept text/event-stream, the path's next handler the others.
  *
  * Nest's router picks a handler by method and path only; its one filter on anything else is
@@ -23,5 +23,5 @@ export const MEDIA_TYPE_ROUTES: VersioningOptions = {
   extractor: (req) => (acceptsEventStream(req as Request) ? [EVENT_STREAM] : []),
 };
 
-/** Marks the `@Sse()` handler of a path whose other handler answers without an event stream. */
+/** Marks the event stream's handler of a path whose other handler answers without an event stream. */
 export const EventStreamRoute = (): MethodDecorator => Version(EVENT_STREAM);

@@ -195,6 +195,11 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   @IsInt() @Min(1) @Max(3600) resultWaitMaxSeconds!: number;
   /** Event streams (live logs, the console's events) one caller may hold open on a node at once. */
   @IsInt() @Min(1) eventStreamsPerCaller!: number;
+  /**
+   * Seconds a client may leave what the node writes to it untaken (an event stream, a download,
+   * any answer) before its connection is cut (docs/security.md, the HTTP edge).
+   */
+  @IsInt() @Min(1) @Max(3600) streamSlowReaderSeconds!: number;
   /** Days a finished job's usage record is kept for the usage statistics (0: kept). */
   @IsInt() @Min(0) usageRetentionDays!: number;
   /** Days an audit row is kept (0: kept); deleted by the supervisor pass (docs/security.md#audit-trail). */

@@ -7,8 +7,10 @@ import {
   apiErrorOf,
   BASE,
   controllerOf,
+  eventStreamOf,
   fakeRequest,
   FakeRequestInit,
+  UNCHANGING_RIGHTS,
 } from '../../test/support/controller-testing';
 import type { CancelJobsDto } from './cancel-jobs.dto';
 import { ConsoleController } from './console.controller';
@@ -46,6 +48,7 @@ describe('ConsoleController', () => {
       { provide: JobEventsService, useValue: events },
       { provide: NodeConfig, useValue: { publicBaseUrl: BASE } },
       EventStreamQuota,
+      UNCHANGING_RIGHTS,
       { provide: RestApiConfig, useValue: { eventStreamsPerCaller: 1 } },
     ]);
   });
@@ -143,16 +146,19 @@ describe('ConsoleController', () => {
 
   it('follows the events of the applications the caller may see; 406 without an event stream', async () => {
     const stream = new Subject<MessageEvent>();
-    events.follow.mockReturnValue(stream);
+    events.follow.mockReturnValue(eventStreamOf(stream));
     const seen: MessageEvent[] = [];
-    const subscription = controller.follow(asAlice()).subscribe((event) => seen.push(event));
+    const subscription = controller
+      .follow(asAlice())
+      .asObservable()
+      .subscribe((event) => seen.push(event));
     stream.next({ data: { application: 'demo' }, type: 'jobs' });
     expect(seen).toEqual([{ data: { application: 'demo' }, type: 'jobs' }]);
     expect(events.follow).toHaveBeenCalledWith(['demo']);
     // EVENT_STREAMS_PER_CALLER=1 here: alice's second stream waits for her first to end.
     expect(await apiErrorOf(() => controller.follow(asAlice()))).toMatchObject({ status: 429 });
     subscription.unsubscribe();
-    controller.follow(asAlice()).subscribe().unsubscribe();
+    controller.follow(asAlice()).asObservable().subscribe().unsubscribe();
     expect(await apiErrorOf(() => controller.eventsWithoutStream())).toMatchObject({
       status: 406,
     });

@@ -4,16 +4,14 @@ import {
   Header,
   HttpCode,
   HttpStatus,
-  MessageEvent,
   Param,
   Post,
   Query,
   Req,
-  Sse,
 } from '@nestjs/common';
 import type { Request } from 'express';
-import type { Observable } from 'rxjs';
 import { ApiError } from '../common/api-error';
+import type { EventStream } from '../common/event-stream';
 import { ApplicationNamePipe, JobIdPipe } from '../common/application-name';
 import { EventStreamRoute } from '../common/event-stream-route';
 import { JsonBody } from '../common/json-body';
@@ -144,13 +142,17 @@ export class ConsoleController {
     return this.console.overview(callerOf(req));
   }
 
-  @Sse('events')
+  /**
+   * The events of the applications the caller administers now; should they lose one (or their
+   * right to the console), the stream ends with a `revoked` event.
+   */
+  @Get('events')
   @EventStreamRoute()
   @RawData()
-  follow(@Req() req: Request): Observable<MessageEvent> {
-    return this.streams.hold(
-      req,
-      this.events.follow(this.console.visibleApplications(callerOf(req))),
+  follow(@Req() req: Request): EventStream {
+    const visible = this.console.visibleApplications(callerOf(req));
+    return this.streams.hold(req, this.events.follow(visible), (now) =>
+      now === null ? 'its caller is gone' : this.console.lostApplications(now, visible),
     );
   }
 

@@ -139,6 +139,19 @@ export class ConsoleService {
       : this.policy.administeredApplications(principal);
   }
 
+  /** Why `principal` can no longer see all of `visible` (null: every application), or null. */
+  lostApplications(principal: Principal, visible: readonly string[] | null): string | null {
+    const now = this.visibleApplications(principal);
+    if (now === null) {
+      return null;
+    }
+    if (visible === null) {
+      return 'its caller is no longer a global admin';
+    }
+    const lost = visible.filter((application) => !now.includes(application));
+    return lost.length === 0 ? null : `its caller no longer administers ${lost.join(', ')}`;
+  }
+
   async list(
     principal: Principal,
     requested: RequestedJobs,

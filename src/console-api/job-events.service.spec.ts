@@ -45,7 +45,12 @@ describe('JobEventsService', () => {
 
   function open(applications: string[] | null): MessageEvent[] {
     const events: MessageEvent[] = [];
-    subscriptions.push(service.follow(applications).subscribe((event) => events.push(event)));
+    subscriptions.push(
+      service
+        .follow(applications)
+        .asObservable()
+        .subscribe((event) => events.push(event)),
+    );
     return events;
   }
 
@@ -107,7 +112,12 @@ describe('JobEventsService', () => {
 
   it('ends the open streams when the node stops', () => {
     let completed = false;
-    subscriptions.push(service.follow(null).subscribe({ complete: () => (completed = true) }));
+    subscriptions.push(
+      service
+        .follow(null)
+        .asObservable()
+        .subscribe({ complete: () => (completed = true) }),
+    );
     service.beforeApplicationShutdown();
     expect(completed).toBe(true);
   });

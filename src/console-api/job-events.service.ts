@@ -1,5 +1,5 @@
 import { BeforeApplicationShutdown, Injectable, Logger, MessageEvent } from '@nestjs/common';
-import { Observable, Subscriber } from 'rxjs';
+import { EventSink, EventStream } from '../common/event-stream';
 import { outsideRequests } from '../common/outside-requests';
 import { JobAdminRepository } from '../queue/job-admin.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
@@ -15,7 +15,12 @@ const QUEUED_LOOKBACK_SECONDS = 5;
 interface Listener {
   /** The applications it may see; null: every one. */
   applications: ReadonlySet<string> | null;
-  subscriber: Subscriber<MessageEvent>;
+  sink: EventSink;
+  /**
+   * While its reader is behind: the applications to tell it of once it has caught up. At most
+   * one entry per application, so a reader that does not read costs the node no more than that.
+   */
+  behind: Set<string> | null;
 }
 
 /**
@@ -24,6 +29,8 @@ interface Listener {
  * from the others over LISTEN). The node gathers the signals for a second, looks up once which
  * applications' jobs they were about, and sends each stream a `jobs` event per application it
  * may see. A quiet queue costs nothing; a busy one one statement a second, whatever the streams.
+ * A stream whose reader is behind gets no ping, and its events wait as the set of applications
+ * they name, sent once it has caught up.
  */
 @Injectable()
 export class JobEventsService implements BeforeApplicationShutdown {
@@ -47,17 +54,22 @@ export class JobEventsService implements BeforeApplicationShutdown {
   }
 
   /** A stream of `jobs` events about `applications` (null: all), with a ping comment now and every 25 s. */
-  follow(applications: readonly string[] | null): Observable<MessageEvent> {
+  follow(applications: readonly string[] | null): EventStream {
     this.subscribe();
-    return new Observable<MessageEvent>((subscriber) => {
+    return new EventStream((sink) => {
       const listener: Listener = {
         applications: applications === null ? null : new Set(applications),
-        subscriber,
+        sink,
+        behind: null,
       };
       this.listeners.add(listener);
       // The first comment sends the stream's headers at once.
-      subscriber.next({ comment: 'ping' });
-      const ping = setInterval(() => subscriber.next({ comment: 'ping' }), EVENT_PING_MS);
+      this.send(listener, { comment: 'ping' });
+      const ping = setInterval(() => {
+        if (listener.behind === null) {
+          this.send(listener, { comment: 'ping' });
+        }
+      }, EVENT_PING_MS);
       ping.unref();
       return () => {
         clearInterval(ping);
@@ -74,7 +86,7 @@ export class JobEventsService implements BeforeApplicationShutdown {
 
   beforeApplicationShutdown(): void {
     for (const listener of [...this.listeners]) {
-      listener.subscriber.complete();
+      listener.sink.complete();
     }
     if (this.flushTimer) {
       clearTimeout(this.flushTimer);
@@ -143,9 +155,32 @@ export class JobEventsService implements BeforeApplicationShutdown {
     for (const listener of this.listeners) {
       for (const application of [...applications].sort()) {
         if (listener.applications === null || listener.applications.has(application)) {
-          listener.subscriber.next({ type: 'jobs', data: { application } });
+          this.tell(listener, application);
         }
       }
     }
+  }
+
+  private tell(listener: Listener, application: string): void {
+    if (listener.behind !== null) {
+      listener.behind.add(application);
+      return;
+    }
+    this.send(listener, { type: 'jobs', data: { application } });
+  }
+
+  /** Sends `event`; when the reader is behind, waits for it before anything more is sent. */
+  private send(listener: Listener, event: MessageEvent): void {
+    if (listener.sink.next(event)) {
+      return;
+    }
+    listener.behind = new Set();
+    void listener.sink.ready().then(() => {
+      const waiting = [...(listener.behind ?? [])].sort();
+      listener.behind = null;
+      for (const application of waiting) {
+        this.tell(listener, application);
+      }
+    });
   }
 }

@@ -6,9 +6,17 @@ import { JobLogRepository, LogLine } from './job-log.repository';
 export const LOG_FLUSH_MS = 250;
 
 /**
+ * What a stored line costs against JOB_LOG_MAX_BYTES beyond its text: its line break (1) and
+ * its row (63: a job_log_line row's header, job id, number, stream and time, and its index
+ * entry, rounded down). So an empty line costs 64 bytes, and a log of empty lines stops as
+ * soon as one of text does (docs/api.md#a-jobs-log).
+ */
+export const LOG_LINE_OVERHEAD_BYTES = 64;
+
+/**
  * Collects one run's output lines and writes them in batches (every LOG_FLUSH_MS), so they reach
- * the database as R prints them without a statement per line. Past `maxBytes` of line text the
- * rest is cut, with one note line saying so.
+ * the database as R prints them without a statement per line. Each line costs its UTF-8 bytes
+ * and LOG_LINE_OVERHEAD_BYTES; past `maxBytes` the rest is cut, with one note line saying so.
  */
 export class JobLogWriter {
   private readonly logger = new Logger(JobLogWriter.name);
@@ -43,29 +51,45 @@ export class JobLogWriter {
   }
 
   add(stream: 'stdout' | 'stderr', line: string): void {
-    if (this.cut) {
-      return;
+    if (this.fits(line)) {
+      this.push(stream, line);
     }
-    const size = Buffer.byteLength(line, 'utf8');
-    if (this.bytes + size > this.maxBytes) {
+  }
+
+  /**
+   * A progress report: the job's last progress, written with the next batch, and a `progress`
+   * line in the log, which costs as any line against the cap (past it only the job's progress
+   * is kept up to date).
+   */
+  progress(progress: JobProgress): void {
+    this.latestProgress = progress;
+    const line = JSON.stringify(progress);
+    if (this.fits(line)) {
+      this.push('progress', line);
+    } else {
+      this.timer ??= setTimeout(() => {
+        this.timer = null;
+        void this.flush();
+      }, LOG_FLUSH_MS);
+    }
+  }
+
+  /** Whether `line` may still be stored; the first that may not cuts the log, with its note. */
+  private fits(line: string): boolean {
+    if (this.cut) {
+      return false;
+    }
+    const cost = Buffer.byteLength(line, 'utf8') + LOG_LINE_OVERHEAD_BYTES;
+    if (this.bytes + cost > this.maxBytes) {
       this.cut = true;
       this.push(
         'svc',
         `[output cut: the log of a job keeps at most ${this.maxBytes} bytes (JOB_LOG_MAX_BYTES)]`,
       );
-      return;
+      return false;
     }
-    this.bytes += size;
-    this.push(stream, line);
-  }
-
-  /**
-   * A progress report: a `progress` line in the log (not counted against the cap) and the job's
-   * last progress, both written with the next batch.
-   */
-  progress(progress: JobProgress): void {
-    this.latestProgress = progress;
-    this.push('progress', JSON.stringify(progress));
+    this.bytes += cost;
+    return true;
   }
 
   private push(stream: LogLine['stream'], line: string): void {

@@ -30,6 +30,20 @@ function logLineOf(r: LogLineRow): LogLine {
   return { seq: r.seq, stream: r.stream, time: new Date(r.logged_at), line: r.line };
 }
 
+/**
+ * The lines of job `jobId` after seq $3: at most $4 lines, and only those that start within $5
+ * bytes of text (so a page holds at most $5 bytes and one line). The running sum is taken over
+ * the $4 lines the index gives in order, so the page costs no more rows than its limit.
+ */
+function page(jobId: string): string {
+  return `(SELECT seq, stream, logged_at, line FROM (
+            SELECT seq, stream, logged_at, line,
+                   sum(octet_length(line)) OVER (ORDER BY seq) - octet_length(line) AS before
+              FROM (SELECT seq, stream, logged_at, line FROM job_log_line
+                     WHERE job_id = ${jobId} AND seq > $3 ORDER BY seq LIMIT $4) limited) summed
+           WHERE before < $5)`;
+}
+
 /** A job's state and the lines of its log after a point (`readTail`). */
 export interface LogTail {
   state: JobState;
@@ -63,7 +77,7 @@ export class JobLogRepository {
   }
 
   /**
-   * Appends lines and sets the job's last progress when `progress` is given; nothing when the job
+   * Appends lines (maybe none) and sets the job's last progress when `progress` is given; nothing when the job
    * is gone (its result was deleted). One statement: the lines and the progress they report are
    * stored together, and only while the job exists, and the lines' JOB_LOG_CHANNEL notification
    * (payload: this node's prefix and the job id) commits with them. The live streams of the log
@@ -74,7 +88,7 @@ export class JobLogRepository {
    * most four a second, however many lines.
    */
   async append(jobId: string, lines: LogLine[], progress?: JobProgress): Promise<void> {
-    if (lines.length === 0) {
+    if (lines.length === 0 && progress === undefined) {
       return;
     }
     const rows = rowsOf<{ notified: unknown }>(
@@ -110,29 +124,32 @@ export class JobLogRepository {
   }
 
   /**
-   * Lines of a job of `applicationName` after `afterSeq`, oldest first, at most `limit`. One
-   * statement: the job's application is checked on the rows that are read.
+   * Lines of a job of `applicationName` after `afterSeq`, oldest first, at most `limit` and
+   * `maxBytes` of text (and the line that crosses it: at least one line). One statement: the
+   * job's application is checked on the rows that are read.
    */
   async read(
     applicationName: string,
     jobId: string,
     afterSeq: number,
     limit: number,
+    maxBytes: number,
   ): Promise<LogLine[]> {
     const rows = rowsOf<LogLineRow>(
       await this.dataSource.query(
-        `SELECT l.seq, l.stream, l.logged_at, l.line FROM job_log_line l
-           JOIN job j ON j.id = l.job_id AND j.application_name = $2 AND ${rJob('j.kind')}
-          WHERE l.job_id = $1 AND l.seq > $3 ORDER BY l.seq LIMIT $4`,
-        [jobId, applicationName, afterSeq, limit],
+        `SELECT l.seq, l.stream, l.logged_at, l.line FROM job j
+           CROSS JOIN LATERAL ${page('j.id')} l
+          WHERE j.id = $1 AND j.application_name = $2 AND ${rJob('j.kind')}
+          ORDER BY l.seq`,
+        [jobId, applicationName, afterSeq, limit, maxBytes],
       ),
     );
     return rows.map(logLineOf);
   }
 
   /**
-   * The job's state and its lines after `afterSeq` (oldest first, at most `limit`); null when the
-   * job of `applicationName` is gone. One statement, so one snapshot: when the state read is
+   * The job's state and its lines after `afterSeq` (oldest first, at most `limit` and `maxBytes`
+   * of text, as `read`); null when the job of `applicationName` is gone. One statement, so one snapshot: when the state read is
    * DONE, every line the job's runs stored is among those read or before them (a worker stores
    * its last lines before the result).
    */
@@ -141,17 +158,17 @@ export class JobLogRepository {
     jobId: string,
     afterSeq: number,
     limit: number,
+    maxBytes: number,
   ): Promise<LogTail | null> {
     // No line: one row whose line columns are null.
     const rows = rowsOf<{ state: JobState; cancelled: boolean } & (LogLineRow | { seq: null })>(
       await this.dataSource.query(
         `SELECT j.state, j.cancelled_at IS NOT NULL AS cancelled, l.seq, l.stream, l.logged_at, l.line
            FROM job j
-           LEFT JOIN LATERAL (SELECT seq, stream, logged_at, line FROM job_log_line
-                               WHERE job_id = j.id AND seq > $3 ORDER BY seq LIMIT $4) l ON true
+           LEFT JOIN LATERAL ${page('j.id')} l ON true
           WHERE j.id = $1 AND j.application_name = $2 AND ${rJob('j.kind')}
           ORDER BY l.seq`,
-        [jobId, applicationName, afterSeq, limit],
+        [jobId, applicationName, afterSeq, limit, maxBytes],
       ),
     );
     if (rows.length === 0) {

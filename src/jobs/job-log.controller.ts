@@ -1,17 +1,7 @@
-import {
-  Controller,
-  Get,
-  Header,
-  Headers,
-  MessageEvent,
-  Param,
-  Req,
-  Sse,
-  StreamableFile,
-} from '@nestjs/common';
+import { Controller, Get, Header, Headers, Param, Req, StreamableFile } from '@nestjs/common';
 import type { Request } from 'express';
-import type { Observable } from 'rxjs';
 import { ApplicationNamePipe, JobIdPipe } from '../common/application-name';
+import type { EventStream } from '../common/event-stream';
 import { EventStreamRoute } from '../common/event-stream-route';
 import { RawData } from '../common/negotiation.guard';
 import { Access } from '../security/access.decorator';
@@ -31,7 +21,7 @@ export class JobLogController {
     private readonly streams: EventStreamQuota,
   ) {}
 
-  @Sse(':app/:jobId/log')
+  @Get(':app/:jobId/log')
   @EventStreamRoute()
   @Access('readResults')
   @RawData()
@@ -40,7 +30,7 @@ export class JobLogController {
     @Param('app', ApplicationNamePipe) applicationName: string,
     @Param('jobId', JobIdPipe) jobId: string,
     @Headers('last-event-id') lastEventId?: string,
-  ): Promise<Observable<MessageEvent>> {
+  ): Promise<EventStream> {
     // The 400 and 404 first: a refused stream is counted only for a job that is there.
     const stream = await this.jobLogs.follow(applicationName, jobId, lastEventId);
     return this.streams.hold(req, stream);

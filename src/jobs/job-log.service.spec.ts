@@ -90,7 +90,7 @@ describe('JobLogService live stream', () => {
 
   async function open(lastEventId?: string): Promise<void> {
     const stream = await service.follow(APP, JOB, lastEventId);
-    subscription = stream.subscribe({
+    subscription = stream.asObservable().subscribe({
       next: (event) => events.push(event),
       complete: () => (completed = true),
     });

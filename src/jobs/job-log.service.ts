@@ -6,8 +6,8 @@ import {
   MessageEvent,
   StreamableFile,
 } from '@nestjs/common';
-import { Observable, Subscriber } from 'rxjs';
 import { ApiError } from '../common/api-error';
+import { EventSink, EventStream } from '../common/event-stream';
 import { missing } from '../common/missing-resource';
 import { ResultRepository } from '../results/result.repository';
 import { JobLogRepository, LogLine, LogTail } from '../job-log/job-log.repository';
@@ -15,7 +15,10 @@ import { JobState } from '../queue/queue.types';
 import { JobRecordsRepository } from '../queue/job-records.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 
+/** A read of the log takes at most this many lines, and at most PAGE_BYTES of text and one line. */
 const PAGE = 500;
+/** What one reader of the log holds of it at a time, a line aside (docs/security.md). */
+export const PAGE_BYTES = 256 * 1024;
 
 /** One line of the text/plain log: time, stream, text. */
 export function plainLogLine(line: LogLine): string {
@@ -30,7 +33,7 @@ export function plainLogLine(line: LogLine): string {
 export class JobLogService implements BeforeApplicationShutdown {
   private readonly logger = new Logger(JobLogService.name);
   /** The open live streams, ended when the node stops. */
-  private readonly streams = new Set<Subscriber<MessageEvent>>();
+  private readonly streams = new Set<EventSink>();
 
   constructor(
     private readonly logs: JobLogRepository,
@@ -50,17 +53,20 @@ export class JobLogService implements BeforeApplicationShutdown {
     const logs = this.logs;
     async function* pages(): AsyncGenerator<string> {
       for (let after = -1; ;) {
-        const lines = await logs.read(applicationName, jobId, after, PAGE);
+        const lines = await logs.read(applicationName, jobId, after, PAGE, PAGE_BYTES);
         if (lines.length > 0) {
           yield lines.map(plainLogLine).join('');
         }
-        if (lines.length < PAGE) {
+        if (!fullPage(lines)) {
           return;
         }
         after = lines[lines.length - 1].seq;
       }
     }
-    return new StreamableFile(Readable.from(pages()), { type: 'text/plain; charset=utf-8' });
+    // One page read ahead at most: a reader that does not read holds no more than that.
+    return new StreamableFile(Readable.from(pages(), { highWaterMark: 1 }), {
+      type: 'text/plain; charset=utf-8',
+    });
   }
 
   /**
@@ -77,23 +83,25 @@ export class JobLogService implements BeforeApplicationShutdown {
    * connection is back (what was sent while it was down is lost), or, with no LISTEN connection
    * at all, every POLL_INTERVAL_MS (QueueNotifier.onListening). Wake-ups during a read are
    * coalesced into one more read. A quiet job costs its open streams no query.
+   *
+   * The stream waits for its reader: a read takes at most PAGE_BYTES of lines (and one line),
+   * each line is sent once the reader took the one before, and the next read is made only then.
+   * So a reader that stops reading holds one page on this node, not the log.
    */
   async follow(
     applicationName: string,
     jobId: string,
     lastEventIdHeader: string | undefined,
-  ): Promise<Observable<MessageEvent>> {
+  ): Promise<EventStream> {
     const from = lastEventId(lastEventIdHeader);
     await this.existingJob(applicationName, jobId);
-    return new Observable<MessageEvent>((subscriber) =>
-      this.stream(applicationName, jobId, from, subscriber),
-    );
+    return new EventStream((sink) => this.stream(applicationName, jobId, from, sink));
   }
 
   /** Ends the open streams (without an end event: a client reconnects to another node). */
   beforeApplicationShutdown(): void {
-    for (const subscriber of [...this.streams]) {
-      subscriber.complete();
+    for (const sink of [...this.streams]) {
+      sink.complete();
     }
   }
 
@@ -102,7 +110,7 @@ export class JobLogService implements BeforeApplicationShutdown {
     applicationName: string,
     jobId: string,
     from: number,
-    subscriber: Subscriber<MessageEvent>,
+    subscriber: EventSink,
   ): () => void {
     let after = from;
     let reading = false;
@@ -110,21 +118,26 @@ export class JobLogService implements BeforeApplicationShutdown {
     const readAll = async (): Promise<void> => {
       do {
         again = false;
-        const tail = await this.logs.readTail(applicationName, jobId, after, PAGE);
+        const tail = await this.logs.readTail(applicationName, jobId, after, PAGE, PAGE_BYTES);
         if (subscriber.closed) {
           return;
         }
         for (const line of tail?.lines ?? []) {
-          subscriber.next(lineEvent(line));
+          const taken = subscriber.next(lineEvent(line));
           after = line.seq;
+          if (!taken) {
+            await subscriber.ready();
+            if (subscriber.closed) {
+              return;
+            }
+          }
         }
-        if (tail !== null && tail.lines.length === PAGE) {
+        if (tail !== null && fullPage(tail.lines)) {
           again = true; // a backlog: the next page at once
         } else if (tail === null || tail.state === JobState.DONE) {
           // One snapshot: every line of a finished job was among those read or before them.
           const end = await this.endEvent(applicationName, jobId, tail, after);
-          subscriber.next(end);
-          subscriber.complete();
+          subscriber.complete(end);
           return;
         }
       } while (again && !subscriber.closed);
@@ -191,6 +204,15 @@ export class JobLogService implements BeforeApplicationShutdown {
       throw missing.job(applicationName, jobId);
     }
   }
+}
+
+/** A read that may have left lines behind: the next one is made at once. */
+function fullPage(lines: LogLine[]): boolean {
+  let bytes = 0;
+  for (const line of lines) {
+    bytes += Buffer.byteLength(line.line, 'utf8');
+  }
+  return lines.length === PAGE || bytes >= PAGE_BYTES;
 }
 
 /** One line as an event: `progress` for a svc_progress report, else `line`. */

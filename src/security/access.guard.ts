@@ -10,6 +10,7 @@ import {
 import { SecurityConfig } from '../config/config-slices';
 import { AccessQuestion, AccessPolicyService } from './access-policy.service';
 import { ACCESS_RULE, AccessRule } from './access.decorator';
+import { rememberAccessQuestion } from './held-rights';
 import { RequestAccessService } from './request-access.service';
 import { malformed, missing } from '../common/missing-resource';
 
@@ -82,9 +83,10 @@ export class AccessGuard implements CanActivate {
       this.access.enforce(principal === null ? { outcome: 'authenticate' } : { outcome: 'allow' });
       return true;
     }
-    this.access.enforce(this.policy.decide(principal, this.questionOf(rule, req)), () =>
-      hiddenAsMissing(req),
-    );
+    const question = this.questionOf(rule, req);
+    this.access.enforce(this.policy.decide(principal, question), () => hiddenAsMissing(req));
+    // Asked again of what the request keeps open, when rights change (HeldRights).
+    rememberAccessQuestion(req, question);
     return true;
   }
 

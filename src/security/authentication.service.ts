@@ -95,6 +95,25 @@ export class AuthenticationService {
     return { kind: 'authenticated', principal: outcome };
   }
 
+  /**
+   * The request's credentials checked again, as they would be now (a key revoked since, a token
+   * expired since): its principal, null when it sent none, or why they no longer hold. Counts no
+   * failure and logs nothing: the caller authenticated once already (HeldRights).
+   */
+  async recheck(req: Request): Promise<Principal | null | { refused: string }> {
+    const credentials = this.credentialsOf(req);
+    if (credentials === null) {
+      return null;
+    }
+    const outcome =
+      typeof credentials === 'string'
+        ? credentials
+        : credentials.scheme === 'oidc'
+          ? await this.verifyToken(credentials.token)
+          : await this.verifyCached(credentials);
+    return typeof outcome === 'string' ? { refused: outcome } : outcome;
+  }
+
   /** The credentials sent, null when none, or why they cannot be used. */
   private credentialsOf(req: Request): Credentials | string | null {
     const authorization = rawHeaderValues(req, 'authorization');

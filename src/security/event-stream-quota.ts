@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import type { Request } from 'express';
-import { finalize, Observable } from 'rxjs';
 import { ApiError } from '../common/api-error';
+import type { EventStream } from '../common/event-stream';
 import { RestApiConfig } from '../config/config-slices';
 import { addressBucket } from './auth-failure-limiter';
+import { FurtherCheck, HeldRights } from './held-rights';
 import { principalOf } from './principal';
 
 /** What a refused stream's Retry-After says: streams end when their clients go, not on a clock. */
@@ -16,19 +17,26 @@ const RETRY_AFTER_SECONDS = 5;
  * it, so one caller must not be able to hold them all. A caller is its principal
  * (`<kind>:<name>`, so names of different sign-in methods are counted apart), an anonymous
  * one its address (IPv6 by its /64, as failed sign-ins are counted).
+ *
+ * A stream is also held to the right it was opened with (HeldRights): when its caller loses it,
+ * it ends with a `revoked` event that says why.
  */
 @Injectable()
 export class EventStreamQuota {
   private readonly held = new Map<string, number>();
 
-  constructor(private readonly config: RestApiConfig) {}
+  constructor(
+    private readonly config: RestApiConfig,
+    private readonly rights: HeldRights,
+  ) {}
 
   /**
    * `stream`, counted as one of the request's caller's until it ends, its subscriber goes or
-   * the response closes, whichever is first. Throws the 429 before anything is sent when the
-   * caller holds all of theirs already.
+   * the response closes, whichever is first, and ended with a `revoked` event should its
+   * caller lose the right it was opened with (or what `further` requires). Throws the 429
+   * before anything is sent when the caller holds all of theirs already.
    */
-  hold<T>(req: Request, stream: Observable<T>): Observable<T> {
+  hold(req: Request, stream: EventStream, further?: FurtherCheck): EventStream {
     const release = this.take(callerOf(req));
     // Also when the stream is never subscribed to: its client went before it started, maybe
     // while the handler was still looking the job up.
@@ -37,7 +45,21 @@ export class EventStreamQuota {
     } else {
       req.res?.once('close', release);
     }
-    return stream.pipe(finalize(release));
+    return stream.around((sink) => {
+      const letGo = this.rights.hold(
+        req,
+        (reason) =>
+          sink.complete({
+            type: 'revoked',
+            data: { message: `This stream has ended: ${reason}.` },
+          }),
+        further,
+      );
+      return () => {
+        letGo();
+        release();
+      };
+    });
   }
 
   /** How many streams `caller` (a principal's id, or `address:` and its bucket) holds here. */

@@ -122,6 +122,23 @@ export class RequestAccessService {
   }
 
   /**
+   * The request's caller as its credentials say now (a session signed out, a key revoked, a
+   * token expired since it was authenticated): a principal, null for none sent, or why they no
+   * longer hold. No failure counted, nothing remembered on the request.
+   */
+  async recheck(req: Request): Promise<Principal | null | { refused: string }> {
+    if (this.sessionsEnabled) {
+      const id = sessionCookieOf(req);
+      const credentials =
+        rawHeaderValues(req, 'authorization').length + rawHeaderValues(req, API_KEY_HEADER).length;
+      if (id !== null && credentials === 0) {
+        return (await this.sessionOf(id)) ?? { refused: 'the session has ended' };
+      }
+    }
+    return this.authentication.recheck(req);
+  }
+
+  /**
    * The principal of a signed-in browser: undefined when the request carries credentials of its
    * own or no session cookie (then they decide), null for a cookie of no live session. Where it
    * may come from is the access guard's question first (refuseCrossSite).
@@ -136,6 +153,11 @@ export class RequestAccessService {
     if (id === null || credentials > 0) {
       return undefined;
     }
+    return this.sessionOf(id);
+  }
+
+  /** The principal of a live session, null for none. */
+  private async sessionOf(id: string): Promise<Principal | null> {
     const session = (await this.sessions?.find(id)) ?? null;
     // A session names its principal with its kind; one stored without (before kinds) is no
     // session: its browser signs in again.

@@ -3,6 +3,7 @@ import { AccessGuard } from './access.guard';
 import { AccessPolicyService } from './access-policy.service';
 import { AuthenticationService } from './authentication.service';
 import { EventStreamQuota } from './event-stream-quota';
+import { HeldRights } from './held-rights';
 import { RequestAccessService } from './request-access.service';
 import { OidcTokenVerifier } from './oidc-token.verifier';
 
@@ -20,6 +21,7 @@ import { OidcTokenVerifier } from './oidc-token.verifier';
     RequestAccessService,
     AccessGuard,
     EventStreamQuota,
+    HeldRights,
   ],
   exports: [
     AccessPolicyService,
@@ -28,6 +30,7 @@ import { OidcTokenVerifier } from './oidc-token.verifier';
     RequestAccessService,
     AccessGuard,
     EventStreamQuota,
+    HeldRights,
   ],
 })
 export class SecurityModule {}

@@ -99,7 +99,7 @@ describe('job log live stream across nodes (real database)', () => {
     await notifier.listen();
     const seen: MessageEvent[] = [];
     let ended = false;
-    subscription = (await service.follow('demo', jobId, undefined)).subscribe({
+    subscription = (await service.follow('demo', jobId, undefined)).asObservable().subscribe({
       next: (event) => seen.push(event),
       complete: () => (ended = true),
     });
@@ -172,9 +172,9 @@ describe('job log live stream across nodes (real database)', () => {
       });
       await notifier.listen();
       const seen: MessageEvent[] = [];
-      subscription = (await service.follow('demo', jobId, undefined)).subscribe((event) =>
-        seen.push(event),
-      );
+      subscription = (await service.follow('demo', jobId, undefined))
+        .asObservable()
+        .subscribe((event) => seen.push(event));
       await notifier.listen();
       await waitFor(() => Promise.resolve(reads.mock.calls.length === 1), 5000, 'the first read');
       await logs.append(jobId, [{ seq: 0, stream: 'stdout', time: new Date(), line: 'mine' }]);

@@ -1,8 +1,11 @@
-import type { Provider, Type } from '@nestjs/common';
+import type { MessageEvent, Provider, Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { Request, Response } from 'express';
 import { Readable } from 'node:stream';
+import type { Observable } from 'rxjs';
 import { ApiError } from '../../src/common/api-error';
+import { EventStream } from '../../src/common/event-stream';
+import { HeldRights } from '../../src/security/held-rights';
 
 /** The public base URL every controller spec configures: no request's Host is read. */
 export const BASE = 'https://svc.example';
@@ -96,3 +99,20 @@ export async function apiErrorOf(
   }
   throw new Error('expected an ApiError, but the call succeeded');
 }
+
+/** An EventStream of `events` (a producer that sends each as it comes, for unit tests). */
+export function eventStreamOf(events: Observable<MessageEvent>): EventStream {
+  return new EventStream((sink) => {
+    const subscription = events.subscribe({
+      next: (event) => sink.next(event),
+      complete: () => sink.complete(),
+    });
+    return () => subscription.unsubscribe();
+  });
+}
+
+/** HeldRights that hold nothing: the rights a stream was opened with never change. */
+export const UNCHANGING_RIGHTS: Provider = {
+  provide: HeldRights,
+  useValue: { hold: () => () => undefined },
+};
