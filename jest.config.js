@@ -33,7 +33,7 @@ const passes = (process.env.SVC_TEST_PASSES ?? '')
   .filter(Boolean);
 
 const project = (name) => ({
-  displayName: name,
+  ...(name ? { displayName: name } : {}),
   rootDir: __dirname,
   testEnvironment: 'node',
   transform,

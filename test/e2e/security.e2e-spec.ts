@@ -503,7 +503,10 @@ describe.each(['basic', 'apiKey'] as const)('AUTH_MODE=%s over HTTP', (mode) => 
       'X-SVC-Application-Name': 'scripts',
     });
     expect(refused.status).toBe(403);
-    expect(parseXml(refused.text).error.message).toContain('functionCallAllowed');
+    // The request sent JSON: its error is plain JSON (docs/api.md, representations).
+    expect((JSON.parse(refused.text) as { message: string }).message).toContain(
+      'functionCallAllowed',
+    );
   });
 
   it('the admin configuration shows the security settings masked and none of their secrets', async () => {

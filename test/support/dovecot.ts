@@ -78,6 +78,10 @@ export async function startDovecot(users: string[]): Promise<Dovecot> {
     join(root, 'passwd'),
     users.map((user) => `${user}:{PLAIN}${user}-secret::::::\n`).join(''),
   );
+  // Modes set, not left to the umask: a service started in this test process makes it 0077, and
+  // Dovecot's auth and mail processes (the mail user) must read the passwd file and enter run/.
+  chmodSync(join(root, 'passwd'), 0o644);
+  chmodSync(run, 0o755);
   const conf = join(root, 'dovecot.conf');
   writeFileSync(
     conf,

@@ -49,6 +49,9 @@ export async function startPgBouncer(databaseUrl: string, poolSize = 4): Promise
       '',
     ].join('\n'),
   );
+  // Readable by PgBouncer's user whatever the umask (a service started in this process sets 0077).
+  chmodSync(join(dir, 'userlist.txt'), 0o644);
+  chmodSync(join(dir, 'pgbouncer.ini'), 0o644);
   const args = [join(dir, 'pgbouncer.ini')];
   if (process.getuid?.() === 0) {
     args.unshift('-u', 'postgres');

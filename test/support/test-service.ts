@@ -95,6 +95,9 @@ export async function startTestService(
   const database = await createTestDatabase();
   const config = loadConfig(testEnvironment(database, overrides));
   logger ??= new PinoLoggerService(config.logLevel);
+  // The service makes the process's umask 0077, as it does in production; the next test file on
+  // this Jest worker gets the umask it had before, not the one a service left behind.
+  const umask = process.umask();
   const service = await startService(config, logger);
   return {
     ...service,
@@ -102,6 +105,7 @@ export async function startTestService(
     database,
     stop: async () => {
       await service.close();
+      process.umask(umask);
       const leaked = await waitForNoChildProcesses();
       await database.drop();
       if (leaked.length > 0) {
