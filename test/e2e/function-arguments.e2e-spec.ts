@@ -24,6 +24,11 @@ function messageOf(answer: Answer): string {
   return (JSON.parse(answer.text) as { message: string }).message;
 }
 
+/** The message of a form post's JSON error: the seed's `error` element in mapped JSON (docs/api.md). */
+function formMessageOf(answer: Answer): string {
+  return (JSON.parse(answer.text) as { error: { message: string } }).error.message;
+}
+
 const TYPED = `
 #' Typed arguments
 #'
@@ -279,7 +284,7 @@ describe('exported functions check their arguments before R runs', () => {
       ],
       { Accept: 'application/json' },
     );
-    expect([field.status, messageOf(field)]).toEqual([400, expect.stringContaining('"note"')]);
+    expect([field.status, formMessageOf(field)]).toEqual([400, expect.stringContaining('"note"')]);
     for (const configuration of ['note = abc\\u0000def\n', 'note = abc\\ud800\n']) {
       const zip = await makeZip([
         { name: 'job.R', content: 'cat(1)\n' },
