@@ -7,6 +7,10 @@
  */
 const { specsOfPass } = require('./test/passes');
 
+// The umask Jest was started with: each spec file starts with it (test/support/pass-environment.js),
+// whatever a service started by an earlier file on the same worker left (the service makes it 0077).
+process.env.SVC_TEST_UMASK ??= String(process.umask());
+
 const transform = {
   '^.+\\.ts$': [
     '@swc/jest',
