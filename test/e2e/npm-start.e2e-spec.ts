@@ -47,10 +47,16 @@ function processTree(pid: number): number[] {
   return [...children, ...children.flatMap(processTree)];
 }
 
+/** Whether a process runs: it exists and is not a zombie (ended, waiting to be reaped by its new parent). */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }
@@ -130,6 +136,12 @@ describe('npm start ends on a signal to npm', () => {
 
     started.npm.kill(signal);
     await started.exited;
+    // R's processes end once they see the service go: under load that takes a moment.
+    await waitFor(
+      () => Promise.resolve(tree.filter(alive).length === 0),
+      15000,
+      'the tree to end',
+    ).catch(() => undefined);
     expect(tree.filter(alive)).toEqual([]);
     expect(await portOpen(port)).toBe(false);
     expect(started.output()).toContain(`${signal} received: shutting down`);
