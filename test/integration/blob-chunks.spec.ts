@@ -69,13 +69,12 @@ describe('chunked job files and results', () => {
   let spillParent: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase({ migrated: true });
     dir = await mkdtemp(join(tmpdir(), 'svc-blob-test-'));
     spillParent = join(dir, 'spill');
     await mkdir(spillParent);
     config = loadConfig(testEnvironment(database, { FORM_TEMP_DIR: spillParent }));
     ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
-    await dataSource.runMigrations();
     // An embedded target: the notifier wakes in-process listeners only (there are none here).
     const queue = new QueueRepository(dataSource, node);
     jobsService = new JobsService(

@@ -38,15 +38,12 @@ describe('fair claims', () => {
   });
 
   beforeAll(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase({ migrated: true });
     const config = loadConfig(
       testEnvironment(database, { APPLICATION_SETTINGS: JSON.stringify(SETTINGS) }),
     );
     for (let i = 0; i < (database.url ? 2 : 1); i++) {
       const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
-      if (i === 0) {
-        await dataSource.runMigrations();
-      }
       nodes.push({ dataSource, close, queue: new QueueRepository(dataSource, new NodeIdentity()) });
     }
   });

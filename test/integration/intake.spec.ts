@@ -42,7 +42,7 @@ describe('JobsService.submit: the intake of every front end', () => {
   let spillParent: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase({ migrated: true });
     dir = await mkdtemp(join(tmpdir(), 'svc-intake-test-'));
     spillParent = join(dir, 'spill');
     await mkdir(spillParent);
@@ -50,7 +50,6 @@ describe('JobsService.submit: the intake of every front end', () => {
       testEnvironment(database, { FORM_TEMP_DIR: spillParent, MAX_REQUEST_BYTES: '4096' }),
     );
     ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
-    await dataSource.runMigrations();
     const module = await Test.createTestingModule({
       providers: [
         JobsService,

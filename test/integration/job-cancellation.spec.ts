@@ -29,10 +29,9 @@ describe('JobCancellationService (real database)', () => {
   notifier.onResultReady((jobId) => reported.push(jobId));
 
   beforeAll(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase({ migrated: true });
     const config = loadConfig(testEnvironment(database));
     ({ dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA));
-    await dataSource.runMigrations();
     queue = new QueueRepository(dataSource, node);
     const module = await Test.createTestingModule({
       providers: [

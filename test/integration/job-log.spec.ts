@@ -39,12 +39,11 @@ describe('job log live stream across nodes (real database)', () => {
   let subscription: Subscription | null = null;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase({ migrated: true });
     ({ dataSource, close } = await openDatabaseForCli(
       loadConfig(testEnvironment(database)),
       DATABASE_SCHEMA,
     ));
-    await dataSource.runMigrations();
   });
   afterAll(async () => {
     await close();

@@ -55,12 +55,11 @@ describeWithServer('KEDA backlog query', () => {
   let keda: Client;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase({ migrated: true });
     ({ dataSource, close } = await openDatabaseForCli(
       loadConfig(testEnvironment(database)),
       DATABASE_SCHEMA,
     ));
-    await dataSource.runMigrations();
     const created = spawnSync(
       'psql',
       [

@@ -41,10 +41,9 @@ export interface MigratedDatabase {
 export async function openMigratedDatabase(
   overrides: Record<string, string> = {},
 ): Promise<MigratedDatabase> {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ migrated: true });
   const config = loadConfig(testEnvironment(database, overrides));
   const { dataSource, close } = await openDatabaseForCli(config, DATABASE_SCHEMA);
-  await dataSource.runMigrations();
   return {
     database,
     config,

@@ -14,12 +14,11 @@ export interface MigratedDatabase {
 
 /** A fresh test database with every migration run, for a spec of statements; `drop` ends it. */
 export async function openMigratedDatabase(): Promise<MigratedDatabase> {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ migrated: true });
   const { dataSource, close } = await openDatabaseForCli(
     loadConfig(testEnvironment(database)),
     DATABASE_SCHEMA,
   );
-  await dataSource.runMigrations();
   return {
     database,
     dataSource,

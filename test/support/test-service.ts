@@ -7,6 +7,7 @@ import { DataSource } from 'typeorm';
 import { startService, RunningService } from '../../src/bootstrap';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { PinoLoggerService } from '../../src/common/pino-logger';
+import { copyMigratedEmbeddedDatabase, createMigratedServerDatabase } from './database-template';
 
 /** The server the suite runs against: DATABASE_URL when set (a fresh database per test file), else embedded PGlite. */
 export const SERVER_DATABASE_URL = process.env.DATABASE_URL || null;
@@ -18,10 +19,18 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh, empty database: a new database on the server, or a new embedded data directory. */
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * A fresh database: a new database on the server, or a new embedded data directory. Empty, or with
+ * `migrated` every migration run (a copy of a template made once: database-template.ts).
+ */
+export async function createTestDatabase(
+  options: { migrated?: boolean } = {},
+): Promise<TestDatabase> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-data-'));
   if (!SERVER_DATABASE_URL) {
+    if (options.migrated) {
+      await copyMigratedEmbeddedDatabase(dataDir);
+    }
     return {
       url: null,
       dataDir,
@@ -29,10 +38,14 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     };
   }
   const name = `svc_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
-  const admin = new Client({ connectionString: SERVER_DATABASE_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+  if (options.migrated) {
+    await createMigratedServerDatabase(SERVER_DATABASE_URL, name);
+  } else {
+    const admin = new Client({ connectionString: SERVER_DATABASE_URL });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+  }
   const url = new URL(SERVER_DATABASE_URL);
   url.pathname = `/${name}`;
   return {
@@ -92,7 +105,10 @@ export async function startTestService(
   overrides: Record<string, string> = {},
   logger?: PinoLoggerService,
 ): Promise<TestService> {
-  const database = await createTestDatabase();
+  // The service would run every migration at its start (MIGRATIONS_RUN=true here, and always on
+  // the embedded database): it starts on a copy of the database they make instead.
+  const migrated = !SERVER_DATABASE_URL || (overrides.MIGRATIONS_RUN ?? 'true') === 'true';
+  const database = await createTestDatabase({ migrated });
   const config = loadConfig(testEnvironment(database, overrides));
   logger ??= new PinoLoggerService(config.logLevel);
   // The service makes the process's umask 0077, as it does in production; the next test file on
