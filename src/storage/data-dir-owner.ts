@@ -111,6 +111,19 @@ function findOwner(dataDir: string, file: string): FoundOwner | null {
 }
 
 /**
+ * The live process that owns DATA_DIR, as its owner file names it, or null when none does (no
+ * file, a file being written, or one left by a process that is gone). Read as DataDirLock reads
+ * it, with the same refusals: a DATA_DIR others may write, an owner file that is not this user's.
+ * Takes nothing and creates nothing but a missing DATA_DIR (secureDataDir).
+ */
+export function runningOwner(dataDir: string): DataDirOwner | null {
+  secureDataDir(dataDir);
+  const found = findOwner(dataDir, resolve(dataDir, OWNER_FILE));
+  const owner = found?.owner ?? null;
+  return owner !== null && owner.pid !== process.pid && alive(owner.pid) ? owner : null;
+}
+
+/**
  * The lock that makes one process at a time the owner of DATA_DIR's embedded database: the
  * file `DATA_DIR/svc.owner`, created exclusively (O_EXCL), holding the owner's pid and, once it
  * serves, its database's private socket directory. A file whose process is gone (killed with
