@@ -49,6 +49,7 @@ export async function performHere<Request>(
   request: Request,
   output: CommandOutput,
 ): Promise<number> {
+  await command.check?.(request);
   const config = loadConfig();
   const { dataSource, target, close } = await openStateForCli(config);
   try {

@@ -44,6 +44,11 @@ export interface ServiceCommand<Request = unknown> {
   /** Printed by `svc <name> --help` (stdout) and after a usage error (stderr). */
   usage: string;
   parse(args: string[], read: InputReader): Request;
+  /**
+   * The checks of what the arguments carry that need the admin API's validation (a key's
+   * expiry, a settings file's fields): run before anything is opened, where `act` will run.
+   */
+  check?(request: Request): Promise<void>;
   act(request: Request, services: CommandServices, output: CommandOutput): Promise<number>;
 }
 

@@ -205,6 +205,7 @@ export class CommandChannel implements OnApplicationBootstrap, OnApplicationShut
         return request.input;
       });
       this.logger.debug(`svc ${command.name} ${request.args[0] ?? ''}`);
+      await command.check?.(parsed);
       end = { status: await performCommand(command, parsed, this.services, output) };
     } catch (error) {
       const refusal = await refusalOf(error);

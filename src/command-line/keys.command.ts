@@ -123,5 +123,10 @@ export const keysCommand: ServiceCommand<KeysRequest> = {
   summary: 'create, list or revoke API keys kept in the database',
   usage: USAGE,
   parse: parseKeysArgs,
+  check: async (request) => {
+    if (request.command === 'create') {
+      await createRequest(request);
+    }
+  },
   act: actOnKeys,
 };

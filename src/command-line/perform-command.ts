@@ -3,8 +3,9 @@ import type { CommandOutput, ServiceCommand } from './cli-command';
 import type { CommandServices } from './command-services';
 
 /**
- * Performs a parsed command as the command line's actor (its audit rows name `cli:<OS user>`),
- * wherever it runs: in the command line's own process or in the service (CommandChannel).
+ * Performs a parsed and checked command (ServiceCommand.check) as the command line's actor (its
+ * audit rows name `cli:<OS user>`), wherever it runs: in the command line's own process or in the
+ * service (CommandChannel).
  */
 export function performCommand<Request>(
   command: ServiceCommand<Request>,

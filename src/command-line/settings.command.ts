@@ -119,5 +119,10 @@ export const settingsCommand: ServiceCommand<SettingsRequest> = {
   summary: "show or change an application's rights and settings",
   usage: USAGE,
   parse: parseSettingsArgs,
+  check: async (request) => {
+    if (request.command === 'set') {
+      await entryOf(request.body);
+    }
+  },
   act: actOnSettings,
 };
