@@ -12,7 +12,6 @@ import {
   ServiceCommand,
   UsageError,
 } from '../command-line/cli-command';
-import { askService, commandSocketOf } from '../command-line/command-channel.client';
 import { SERVICE_COMMANDS } from '../command-line/service-commands';
 import { catalogCommand } from './catalog';
 import { hashSecretCommand } from './hash-secret';
@@ -46,6 +45,7 @@ async function runServiceCommand(command: ServiceCommand, args: string[]): Promi
     args,
     (file) => (input = readFileSync(file === '-' ? 0 : file, 'utf8')),
   );
+  const { askService, commandSocketOf } = await import('../command-line/command-channel.client');
   const dataDir = embeddedDataDir();
   const socket = dataDir === null ? null : commandSocketOf(dataDir);
   const answer =

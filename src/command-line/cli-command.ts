@@ -104,13 +104,16 @@ export async function refusalOf(
 export async function checkedAs<T extends object>(
   value: unknown,
   metatype: new () => T,
+  /** The command line's name of a field the message names first (`expiresAt` → `--expires`). */
+  names: Record<string, string> = {},
 ): Promise<T> {
   const { HttpException } = await import('@nestjs/common');
   const { DTO_VALIDATION } = await import('../common/dto-validation');
   try {
     return (await DTO_VALIDATION.transform(value, { type: 'custom', metatype })) as T;
   } catch (error) {
-    throw new UsageError(error instanceof HttpException ? error.message : String(error));
+    const message = error instanceof HttpException ? error.message : String(error);
+    throw new UsageError(message.replace(/^\w+/, (field) => names[field] ?? field));
   }
 }
 

@@ -73,6 +73,7 @@ async function createRequest(
   return checkedAs(
     { principal: parsed.principal, roles: parsed.roles, expiresAt: parsed.expires },
     NewApiKeyDto,
+    { expiresAt: '--expires', roles: '--roles' },
   );
 }
 

@@ -143,6 +143,10 @@ describe('the command line through a running service’s command socket', () => 
       'svc settings: the settings of ledger changed since you read them (version 1 is in ' +
         'force, not 0); read them again with `svc settings show ledger` and retry\n',
     );
+    // The option's name, not the admin API's field.
+    expect(answers.badExpiry.output).toMatch(
+      /^svc keys: --expires: must be a time in ISO 8601 with a zone/,
+    );
     expect(answers.configuredName.output).toMatch(
       /^svc admin: "root" is ADMIN_USER; choose another name\nusage: svc admin create/,
     );
