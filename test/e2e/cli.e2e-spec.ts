@@ -456,7 +456,8 @@ describe('the command line beside a running service', () => {
     for (const unused of ['@electric-sql/pglite', '@electric-sql/pglite-socket', 'prom-client']) {
       expect({ unused, loaded: packages.has(unused) }).toEqual({ unused, loaded: false });
     }
-    // The tables' entities (the database's schema) load, the other features' code does not.
+    // On a server the tables' entities (the database's schema) load, the other features' code does
+    // not; beside an embedded service none of it does (cli-command-socket.e2e).
     const otherCommands = listed.loaded.filter(
       (file) =>
         !file.endsWith('.entity.js') &&
