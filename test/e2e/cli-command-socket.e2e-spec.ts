@@ -6,10 +6,18 @@
  * hostile: an oversized, malformed, unknown or unfinished request is refused and the service goes
  * on; a socket or directory of another user's is never reached.
  */
-import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { embeddedEnv, runSvc, ServiceProcess, spawnService } from '../support/service-process';
 import { HTTP_WORDS, listedStatus, packagesOf, svcLoading } from '../support/svc-loading';
 
@@ -160,6 +168,9 @@ describe('the command line through a running service’s command socket', () => 
 
   it('refuses an oversized, malformed, unknown or unfinished request, and goes on serving', async () => {
     const path = commandSocket();
+    // The service's user's alone, whatever the umask: a socket in a directory no one else enters.
+    expect(lstatSync(path).mode & 0o777).toBe(0o600);
+    expect(lstatSync(dirname(path)).mode & 0o777).toBe(0o700);
     const refusal = (message: string): Record<string, unknown> => ({
       stdout: '',
       stderr: '',
