@@ -149,7 +149,9 @@ export class CommandChannel implements OnApplicationBootstrap, OnApplicationShut
     const answer = (reply: CommandAnswer): void => {
       settled = true;
       clearTimeout(timer);
+      // Nothing more is read: what a client sends past its request or the limit is not taken in.
       socket.removeAllListeners('data');
+      socket.pause();
       socket.end(`${JSON.stringify(reply)}\n`);
       // A client that does not read its answer does not keep the connection.
       setTimeout(() => socket.destroy(), REQUEST_TIMEOUT_MS).unref();
@@ -174,7 +176,6 @@ export class CommandChannel implements OnApplicationBootstrap, OnApplicationShut
       if (end !== -1) {
         settled = true;
         clearTimeout(timer);
-        // Nothing more is read: what a client sends after its request is not taken in.
         socket.pause();
         void this.perform(Buffer.concat(chunks).toString('utf8')).then(answer);
       }
