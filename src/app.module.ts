@@ -13,6 +13,7 @@ import { StorageModule } from './storage/storage.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { DropDirectoryModule } from './dropdir/dropdir.module';
 import { MailModule } from './mail/mail.module';
+import { CommandLineModule } from './command-line/command-line.module';
 
 /**
  * The module set of a role. Every role shares the same providers (configuration, storage,
@@ -34,8 +35,9 @@ export class AppModule {
         MetricsModule,
         ApplicationsModule,
         AuditModule,
-        // The drop directory and the mailboxes are front ends like REST: they run where jobs are taken in.
-        ...(withApi ? [ApiModule, DropDirectoryModule, MailModule] : []),
+        // The drop directory and the mailboxes are front ends like REST: they run where jobs are
+        // taken in; so does the command socket, which serves `svc` beside an embedded database.
+        ...(withApi ? [ApiModule, DropDirectoryModule, MailModule, CommandLineModule] : []),
         ...(withWorker ? [WorkerModule] : []),
       ],
     };

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'nod
 import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/app-config';
 import { CatalogService } from '../catalog/catalog.service';
-import { UsageError } from './cli-command';
+import { UsageError } from '../command-line/cli-command';
 import { openStateForCli } from './cli-state';
 import { describeDatabase } from './run-command';
 

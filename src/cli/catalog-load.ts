@@ -5,9 +5,9 @@ import { CatalogService } from '../catalog/catalog.service';
 import { loadCatalogFolder } from '../catalog/catalog-folder';
 import { auditRowJson, AuditRepository } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
-import { UsageError } from './cli-command';
+import { UsageError } from '../command-line/cli-command';
 import { openStateForCli } from './cli-state';
-import { cliActor } from './run-command';
+import { cliActor } from '../command-line/cli-actor';
 
 /**
  * `svc catalog load <dir> [--keep-existing]`: upserts a catalog folder into the configured

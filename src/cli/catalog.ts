@@ -1,4 +1,4 @@
-import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
+import { CliCommand, parseCommandArgs, UsageError } from '../command-line/cli-command';
 
 const USAGE = `usage: svc catalog load <dir> [--keep-existing] | dump <dir>
   load <dir>   upsert the files of <dir>/<application>/<SECTION>/<file> into the catalog

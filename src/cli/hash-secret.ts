@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CliCommand, parseCommandArgs, UsageError } from './cli-command';
+import { CliCommand, parseCommandArgs, UsageError } from '../command-line/cli-command';
 import { hashSecret, randomSecret } from '../common/secret-hash';
 
 const USAGE = `usage:

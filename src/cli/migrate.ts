@@ -1,7 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT_DIR } from '../config/project-root';
-import { CliCommand, CommandFailed, parseCommandArgs, UsageError } from './cli-command';
+import {
+  CliCommand,
+  CommandFailed,
+  parseCommandArgs,
+  UsageError,
+} from '../command-line/cli-command';
 import { describeDatabase } from './run-command';
 
 const USAGE = `usage: svc migrate run | revert | show | generate <Name>

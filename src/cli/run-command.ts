@@ -1,33 +1,13 @@
-import { userInfo } from 'node:os';
 import { maskUrlCredentials } from '../admin/masked-configuration';
-import type { AuditActor } from '../audit/audit.service';
-import { identifyRequestActor, runAsRequest } from '../common/request-actor';
 import type { DatabaseConfig } from '../config/config-slices';
 import { usePrivateUmask } from '../storage/private-files';
-import { EXIT_CONFIGURATION, EXIT_FAILED } from './cli-command';
+import { EXIT_CONFIGURATION, EXIT_FAILED } from '../command-line/cli-command';
 
 /** Which database a command works on, for its output; a password in the URL is masked. */
 export function describeDatabase(config: DatabaseConfig): string {
   return config.embeddedDatabase
     ? `embedded database in ${config.dataDir}`
     : `database ${maskUrlCredentials(config.databaseUrl ?? '')}`;
-}
-
-/** Who the command line acts as, in the audit trail: `cli:<OS user>`. */
-export function cliActor(): AuditActor {
-  return { principal: `cli:${userInfo().username}`, authMethod: 'commandLine' };
-}
-
-/**
- * Runs `fn` as the command line's actor (cliActor), for services that take who acts from the
- * request: their audit rows name `cli:<OS user>`.
- */
-export function asCliActor<T>(fn: () => Promise<T>): Promise<T> {
-  return runAsRequest(null, null, () => {
-    const actor = cliActor();
-    identifyRequestActor(actor.principal ?? 'cli', actor.authMethod ?? 'commandLine');
-    return fn();
-  });
 }
 
 /**

@@ -1,44 +1,76 @@
 import 'reflect-metadata';
+import { readFileSync } from 'node:fs';
 import { SERVICE_VERSION } from '../config/project-root';
-import { adminCommand } from './admin';
-import { catalogCommand } from './catalog';
+import { embeddedDataDir } from '../config/config-files';
 import {
   CliCommand,
   CommandFailed,
   EXIT_FAILED,
   EXIT_STATUSES,
   EXIT_USAGE,
+  refusalOf,
+  ServiceCommand,
   UsageError,
-} from './cli-command';
+} from '../command-line/cli-command';
+import { SERVICE_COMMANDS } from '../command-line/service-commands';
+import { catalogCommand } from './catalog';
 import { hashSecretCommand } from './hash-secret';
-import { keysCommand } from './keys';
 import { migrateCommand } from './migrate';
 import { runCommand } from './run-command';
-import { schedulesCommand } from './schedules';
-import { settingsCommand } from './settings';
 
-const COMMANDS: CliCommand[] = [
+const COMMANDS: Array<CliCommand | ServiceCommand> = [
   migrateCommand,
   catalogCommand,
   hashSecretCommand,
-  keysCommand,
-  schedulesCommand,
-  settingsCommand,
-  adminCommand,
+  ...SERVICE_COMMANDS,
 ];
 
 const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its arguments; svc --version)
 ${COMMANDS.map((command) => `  ${command.name.padEnd(12)}${command.summary}`).join('\n')}
 The database is the one the service uses: DATABASE_URL, else the embedded one in DATA_DIR;
-while a service owns DATA_DIR, commands work through its database (docs/operations.md).
+while a service owns DATA_DIR, that service performs keys, settings, admin and schedules, and
+the other commands work through its database (docs/operations.md).
 ${EXIT_STATUSES}`;
 
 const HELP = new Set(['--help', '-h', 'help']);
 
 /**
+ * A command on what a service holds: its arguments checked here; then, while a service owns
+ * DATA_DIR, that service performs it (command-channel.ts) and this process loads no database,
+ * framework or feature; else it is performed here, on the database this process opens.
+ */
+async function runServiceCommand(command: ServiceCommand, args: string[]): Promise<number> {
+  let input: string | null = null;
+  const request = command.parse(
+    args,
+    (file) => (input = readFileSync(file === '-' ? 0 : file, 'utf8')),
+  );
+  const { askService, commandSocketOf } = await import('../command-line/command-channel.client');
+  const dataDir = embeddedDataDir();
+  const socket = dataDir === null ? null : commandSocketOf(dataDir);
+  const answer =
+    socket === null ? null : await askService(socket, { command: command.name, args, input });
+  if (answer === null) {
+    const { performHere } = await import('./cli-state');
+    return performHere(command, request, {
+      out: (line) => console.log(line),
+      err: (line) => console.error(line),
+    });
+  }
+  process.stdout.write(answer.stdout);
+  process.stderr.write(answer.stderr);
+  if ('refused' in answer) {
+    throw answer.refused === 'usage'
+      ? new UsageError(answer.message)
+      : new CommandFailed(answer.message);
+  }
+  return answer.status;
+}
+
+/**
  * The `svc` command line: arguments are checked before any configuration is read or any
  * database is opened, so `--help` and mistakes never touch one. This module and the commands'
- * own load only what checking arguments needs (cli-command.ts).
+ * own load only what checking arguments needs (command-line/cli-command.ts).
  */
 async function svc(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
@@ -64,23 +96,18 @@ async function svc(argv: string[]): Promise<number> {
     return 0;
   }
   try {
-    return await command.run(args);
+    return 'act' in command ? await runServiceCommand(command, args) : await command.run(args);
   } catch (error) {
-    if (error instanceof UsageError) {
-      console.error(`svc ${name}: ${error.message}\n${command.usage}`);
-      return EXIT_USAGE;
+    const refusal = await refusalOf(error);
+    if (refusal === null) {
+      throw error;
     }
-    if (error instanceof CommandFailed) {
-      console.error(`svc ${name}: ${error.message}`);
-      return EXIT_FAILED;
-    }
-    // Loaded already when a service refused (no such schedule, a bad field): its own message.
-    const { HttpException } = await import('@nestjs/common');
-    if (error instanceof HttpException) {
-      console.error(`svc ${name}: ${error.message}`);
-      return EXIT_FAILED;
-    }
-    throw error;
+    console.error(
+      refusal.refused === 'usage'
+        ? `svc ${name}: ${refusal.message}\n${command.usage}`
+        : `svc ${name}: ${refusal.message}`,
+    );
+    return refusal.refused === 'usage' ? EXIT_USAGE : EXIT_FAILED;
   }
 }
 

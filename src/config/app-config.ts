@@ -1,7 +1,6 @@
 import 'reflect-metadata';
-import { readFileSync, existsSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import {
   IsArray,
@@ -32,6 +31,7 @@ import {
 } from './security-settings';
 import { applicationSettingsProblems, type ApplicationSettings } from './application-settings';
 import { emailAccountsOf, type EmailAccount } from './mail-settings';
+import { readConfigFiles } from './config-files';
 import { PROJECT_ROOT_DIR, SERVICE_VERSION } from './project-root';
 
 /** The origins CORS_ORIGINS lets call the API from a browser; empty when cross-origin is off. */
@@ -319,12 +319,6 @@ export function envNameOf(key: string): string {
   return key.replace(/([A-Z])/g, '_$1').toUpperCase();
 }
 
-function readJson(path: string): Record<string, unknown> {
-  return existsSync(path)
-    ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>)
-    : {};
-}
-
 /** A value as configuration errors may show it: secrets (SECRET_CONFIG_KEYS) never appear. */
 function shown(key: string, value: string): string {
   return SECRET_CONFIG_KEYS.has(key) ? '(value hidden)' : value;
@@ -371,11 +365,7 @@ function describe(error: ValidationError): string {
  * each naming the environment variable to fix.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
-  const defaults = readJson(join(PROJECT_ROOT_DIR, 'config', 'default.json'));
-  const merged: Record<string, unknown> = {
-    ...defaults,
-    ...readJson(join(PROJECT_ROOT_DIR, 'config', 'local.json')),
-  };
+  const { defaults, merged } = readConfigFiles();
   const problems: string[] = [];
   for (const key of Object.keys(defaults)) {
     const raw = env[envNameOf(key)];

@@ -1,6 +1,7 @@
 import {
   closeSync,
   constants as fsConstants,
+  existsSync,
   fstatSync,
   openSync,
   readFileSync,
@@ -108,6 +109,22 @@ function findOwner(dataDir: string, file: string): FoundOwner | null {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The live process that owns DATA_DIR, as its owner file names it, or null when none does (no
+ * file, a file being written, or one left by a process that is gone). Read as DataDirLock reads
+ * it, with the same refusals: a DATA_DIR others may write, an owner file that is not this user's.
+ * Takes nothing and creates nothing: a missing DATA_DIR has no owner.
+ */
+export function runningOwner(dataDir: string): DataDirOwner | null {
+  if (!existsSync(dataDir)) {
+    return null;
+  }
+  secureDataDir(dataDir);
+  const found = findOwner(dataDir, resolve(dataDir, OWNER_FILE));
+  const owner = found?.owner ?? null;
+  return owner !== null && owner.pid !== process.pid && alive(owner.pid) ? owner : null;
 }
 
 /**

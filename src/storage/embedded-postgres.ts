@@ -13,15 +13,21 @@ const SOCKET_NAME = '.s.PGSQL.5432';
 
 /**
  * The socket directory a running owner's `svc.owner` names, once it is known to be this user's:
- * a directory of this user's that no one else may enter, holding a socket of this user's. The
- * owner file is this user's already (DataDirLock), but the command line checks what it connects
- * to as well: a socket of another user's would be another database, answering as if it were ours.
+ * a directory of this user's that no one else may enter, holding a socket of this user's (the
+ * database's, or `socketName`: the service's command socket). The owner file is this user's
+ * already (DataDirLock), but the command line checks what it connects to as well: a socket of
+ * another user's would be another database or service, answering as if it were ours.
  */
-export function trustedSocketDirectory(dataDir: string, socketDirectory: string): string {
+export function trustedSocketDirectory(
+  dataDir: string,
+  socketDirectory: string,
+  socketName = SOCKET_NAME,
+): string {
   const uid = effectiveUid();
+  const label = socketName === SOCKET_NAME ? 'database socket' : 'command socket';
   const refuse = (what: string): never => {
     throw new DataDirUnsafeError(
-      `${join(dataDir, OWNER_FILE)} names the database socket ${join(socketDirectory, SOCKET_NAME)}, ` +
+      `${join(dataDir, OWNER_FILE)} names the ${label} ${join(socketDirectory, socketName)}, ` +
         `but ${what}: not connecting to it; stop the svc process that owns DATA_DIR, or run this ` +
         'command as its user',
     );
@@ -30,7 +36,7 @@ export function trustedSocketDirectory(dataDir: string, socketDirectory: string)
   let socket;
   try {
     directory = lstatSync(socketDirectory);
-    socket = lstatSync(join(socketDirectory, SOCKET_NAME));
+    socket = lstatSync(join(socketDirectory, socketName));
   } catch (error) {
     return refuse(`it cannot be found (${(error as NodeJS.ErrnoException).code})`);
   }

@@ -10,58 +10,19 @@ import { explodeZip } from '../../src/jobs/job-archive';
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, request, waitForResult } from '../support/rest-client';
 import { runCli, runSvc, ServiceProcess, spawnService } from '../support/service-process';
+import {
+  exitStatusesOf,
+  HTTP_WORDS,
+  listedStatus,
+  packagesOf,
+  svcLoading,
+} from '../support/svc-loading';
 import { createTestDatabase, TestDatabase, testEnvironment } from '../support/test-service';
 import { MIGRATIONS } from '../../migrations';
 import { SERVICE_VERSION } from '../../src/config/app-config';
 
 /** The newest migration's class name without its timestamp (revert undoes it). */
 const NEWEST = MIGRATIONS[MIGRATIONS.length - 1].name.replace(/\d+$/, '');
-
-/** Runs `svc` and returns the files its process loaded besides its answer. */
-async function svcLoading(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-): Promise<{ code: number; output: string; loaded: string[] }> {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-loaded-'));
-  try {
-    const file = join(dir, 'loaded.json');
-    const answer = await runSvc(args, {
-      ...env,
-      NODE_OPTIONS: `--import ${join(__dirname, '..', 'support', 'loaded-modules.mjs')}`,
-      SVC_TEST_LOADED_MODULES: file,
-    });
-    return { ...answer, loaded: JSON.parse(readFileSync(file, 'utf8')) as string[] };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-/** The packages among loaded files: `node_modules/<package>/`. */
-function packagesOf(loaded: string[]): Set<string> {
-  return new Set(
-    loaded.flatMap((file) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(file)?.[1] ?? []),
-  );
-}
-
-/** What `svc --help` lists under "Exit status:": meaning → status. */
-function exitStatusesOf(help: string): Array<{ status: number; meaning: string }> {
-  const line = /^Exit status: (.*)\.$/m.exec(help);
-  expect(line).not.toBeNull();
-  return line![1].split(', ').map((entry) => {
-    const [, status, meaning] = /^(\d+) (.*)$/.exec(entry)!;
-    return { status: Number(status), meaning };
-  });
-}
-
-/** The status `svc --help` lists for the meaning that contains `words`. */
-function listedStatus(help: string, words: string): number {
-  const found = exitStatusesOf(help).filter((entry) => entry.meaning.includes(words));
-  expect(found).toHaveLength(1);
-  return found[0].status;
-}
-
-/** Words of HTTP that the command line's messages do not use. */
-const HTTP_WORDS = /If-Match|ETag|\bGET\b|\bPUT\b|\bPOST\b|\bHTTP\b|\b(?:4\d\d|5\d\d)\b/;
 
 /** The admin command lines (SPEC §8): migrations and catalog loading, run as an operator would. */
 describe('command-line operations', () => {
@@ -495,7 +456,8 @@ describe('the command line beside a running service', () => {
     for (const unused of ['@electric-sql/pglite', '@electric-sql/pglite-socket', 'prom-client']) {
       expect({ unused, loaded: packages.has(unused) }).toEqual({ unused, loaded: false });
     }
-    // The tables' entities (the database's schema) load, the other features' code does not.
+    // On a server the tables' entities (the database's schema) load, the other features' code does
+    // not; beside an embedded service none of it does (cli-command-socket.e2e).
     const otherCommands = listed.loaded.filter(
       (file) =>
         !file.endsWith('.entity.js') &&

@@ -23,7 +23,7 @@ import {
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runSvc, ServiceProcess, spawnService } from '../support/service-process';
+import { embeddedEnv, runSvc, ServiceProcess, spawnService } from '../support/service-process';
 import { waitFor } from '../support/test-service';
 
 const NOBODY = 65534;
@@ -38,25 +38,6 @@ function asNobody(command: string, args: string[], env: NodeJS.ProcessEnv = {}) 
     { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', timeout: 60_000 },
   );
   return { code: ran.status, output: `${ran.stdout}${ran.stderr}` };
-}
-
-/** The environment of an embedded service (or command line) on `dataDir`. */
-function embeddedEnv(dataDir: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-    AUTH_MODE: 'basic',
-    ADMIN_USER: 'root',
-    ADMIN_PASSWORD: 'root-secret-1',
-    POLL_INTERVAL_MS: '200',
-    // HTTP only: no R engine to start, which these tests do not need.
-    ROLE: 'api',
-  };
-  delete env.DATABASE_URL;
-  return env;
 }
 
 /** Every entry below `dir` (not following links), with its lstat. */

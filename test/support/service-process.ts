@@ -167,3 +167,22 @@ export async function spawnExampleService(): Promise<{
   }
   return { database, service, stop };
 }
+
+/** The environment of an embedded service (or command line) on `dataDir`. */
+export function embeddedEnv(dataDir: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    AUTH_MODE: 'basic',
+    ADMIN_USER: 'root',
+    ADMIN_PASSWORD: 'root-secret-1',
+    POLL_INTERVAL_MS: '200',
+    // HTTP only: no R engine to start, which these tests do not need.
+    ROLE: 'api',
+  };
+  delete env.DATABASE_URL;
+  return env;
+}
