@@ -193,6 +193,33 @@ describe('ConsoleService', () => {
     expect(jobs.findOne).toHaveBeenCalledTimes(1);
   });
 
+  it('shows a job with its input files and their downloads; 404 for a file it does not have', async () => {
+    jobs.inputFiles.mockResolvedValue({
+      files: [{ id: '42', name: 'data.csv', size: 12 }],
+      total: 3,
+    });
+    expect((await service.job(ALICE, 'demo', JOB_ID, BASE)).inputFiles).toEqual({
+      total: 3,
+      files: [
+        {
+          name: 'data.csv',
+          size: 12,
+          uri: `${BASE}/svc/api/rest/admin/jobs/demo/${JOB_ID}/files/42`,
+        },
+      ],
+    });
+    expect(jobs.inputFiles).toHaveBeenCalledWith(JOB_ID, 200);
+    jobs.inputFile = jest.fn().mockResolvedValue(null);
+    expect((await apiErrorOf(() => service.inputFile(ALICE, 'demo', JOB_ID, '7'))).status).toBe(
+      404,
+    );
+    // Another application's job: not even asked for its file.
+    expect((await apiErrorOf(() => service.inputFile(ALICE, 'other', JOB_ID, '7'))).status).toBe(
+      404,
+    );
+    expect(jobs.inputFile).toHaveBeenCalledTimes(1);
+  });
+
   it('retries a failed job and wakes the workers and the event streams', async () => {
     await service.retry(ALICE, 'demo', JOB_ID, BASE);
     expect(jobs.retry).toHaveBeenCalledWith('demo', JOB_ID, null, null);
