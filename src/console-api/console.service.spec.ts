@@ -10,7 +10,7 @@ import { AccessPolicyService } from '../security/access-policy.service';
 import { makePrincipal } from '../security/principal';
 import { apiErrorOf, BASE } from '../../test/support/controller-testing';
 import { SubmissionLimits } from '../jobs/submission-limits';
-import { ConsoleService } from './console.service';
+import { auditedFilter, ConsoleService } from './console.service';
 import { RequestedJobs } from './job-filter';
 import { JobEventsService } from './job-events.service';
 
@@ -291,7 +291,8 @@ describe('ConsoleService', () => {
       .mockResolvedValueOnce({ outcome: 'retried', repliesQueued: false })
       .mockResolvedValueOnce({ outcome: 'refused', reason: 'no-inputs' })
       .mockResolvedValueOnce({ outcome: 'queue-full', queued: 1 });
-    expect(await service.retryFailed(ROOT, EVERYTHING, 4, { application: 'demo' })).toEqual({
+    const fields = { application: 'demo', from: '2026-11-01T00:00:00Z' };
+    expect(await service.retryFailed(ROOT, EVERYTHING, 4, fields)).toEqual({
       retried: 1,
       jobIds: [ids[0]],
       queueFull: [{ application: 'demo', maxQueuedJobs: 1, skipped: 2 }],
@@ -303,6 +304,16 @@ describe('ConsoleService', () => {
     expect(jobs.matching).toHaveBeenCalledWith(expect.objectContaining({ states: ['FAILED'] }), 5);
     expect(notifier.jobQueued.mock.calls).toEqual([['script']]);
     expect(events.changed.mock.calls).toEqual([['demo']]);
+  });
+
+  it('records a bulk retry’s filter with its times named apart from e-mail fields', () => {
+    // The audit trail pseudonymises fields named from and to (e-mail addresses).
+    expect(auditedFilter({ application: 'demo', from: 'a', to: 'b' })).toEqual({
+      application: 'demo',
+      submittedFrom: 'a',
+      submittedTo: 'b',
+    });
+    expect(auditedFilter({ kind: 'script' })).toEqual({ kind: 'script' });
   });
 
   it('counts the failed jobs a bulk retry would take, narrowed to the caller’s applications', async () => {

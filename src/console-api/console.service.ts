@@ -321,7 +321,9 @@ export class ConsoleService {
         skipping.skipped += 1;
         continue;
       }
-      const done = await this.retryOne(application, row.id, row.kind, { filter: filterFields });
+      const done = await this.retryOne(application, row.id, row.kind, {
+        filter: auditedFilter(filterFields),
+      });
       if (done.outcome === 'retried') {
         answer.jobIds.push(row.id);
         touched.add(application);
@@ -500,6 +502,19 @@ export class ConsoleService {
     }
     return row;
   }
+}
+
+/**
+ * A bulk action's filter as its audit rows record it: `from` and `to` (submission times) renamed,
+ * since the audit trail takes fields of those names for e-mail addresses and pseudonymises them.
+ */
+export function auditedFilter(fields: Record<string, unknown>): Record<string, unknown> {
+  const { from, to, ...rest } = fields;
+  return {
+    ...rest,
+    ...(from === undefined ? {} : { submittedFrom: from }),
+    ...(to === undefined ? {} : { submittedTo: to }),
+  };
 }
 
 function seriesOf(bucketSeconds: number, rows: OverviewBucketRow[]): Series {
