@@ -177,7 +177,7 @@ describe('the console’s operator tools', () => {
     expect(confirmation).toBe('Retry 3 failed jobs that match the filter?');
     await screenshot('retry-failed');
     expect(await textOf('.notes')).toBe(
-      'Retried 1 failed job. 2 of limited not retried: it has 1 jobs queued, its limit (maxQueuedJobs).',
+      'Retried 1 failed job. 2 of limited not retried: it has 1 job queued, its limit (maxQueuedJobs).',
     );
     await noViolations();
 

@@ -998,7 +998,7 @@
       const parts = [`Retried ${retried} failed job${retried === 1 ? '' : 's'}.`];
       for (const full of queueFull) {
         parts.push(
-          `${full.skipped} of ${full.application} not retried: it has ${full.maxQueuedJobs} jobs queued, its limit (maxQueuedJobs).`,
+          `${full.skipped} of ${full.application} not retried: it has ${full.maxQueuedJobs} job${full.maxQueuedJobs === 1 ? '' : 's'} queued, its limit (maxQueuedJobs).`,
         );
       }
       if (notRetryable > 0) {
