@@ -61,7 +61,8 @@ export interface ApplicationSettingsSource {
 }
 
 const APPLICATION = /^\w{1,64}$/;
-const FIELDS = new Set([
+/** Every setting an entry may have (the OpenAPI's ApplicationSettingsEntry names the same). */
+export const APPLICATION_SETTING_FIELDS: ReadonlySet<string> = new Set([
   'networkAllowed',
   'resultRetentionHours',
   'callbackHosts',
@@ -168,8 +169,10 @@ export function applicationSettingsProblems(settings: unknown): string[] {
     }
     const e = entry as Record<string, unknown>;
     for (const key of Object.keys(e)) {
-      if (!FIELDS.has(key)) {
-        problems.push(`${where}: unknown setting "${key}" (known: ${[...FIELDS].join(', ')})`);
+      if (!APPLICATION_SETTING_FIELDS.has(key)) {
+        problems.push(
+          `${where}: unknown setting "${key}" (known: ${[...APPLICATION_SETTING_FIELDS].join(', ')})`,
+        );
       }
     }
     if (e.networkAllowed !== undefined && typeof e.networkAllowed !== 'boolean') {

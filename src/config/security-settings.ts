@@ -337,6 +337,18 @@ export function securityConfigProblems(config: SecuritySettings & OidcSettings):
   return problems;
 }
 
+/** An APPLICATION_SECURITY entry's lists of names and its flags (the OpenAPI's ApplicationSecurityEntry names them). */
+export const APPLICATION_SECURITY_LISTS = [
+  'userPrincipals',
+  'userRoles',
+  'adminPrincipals',
+  'adminRoles',
+] as const;
+export const APPLICATION_SECURITY_FLAGS = [
+  'functionCallAllowed',
+  'scriptSubmissionAllowed',
+] as const;
+
 /**
  * Problems in APPLICATION_SECURITY entries, one line each naming the application: the start-up
  * check and the run-time settings (PUT /admin/applications/{app}) use this one check.
@@ -355,8 +367,8 @@ export function applicationSecurityProblems(
       problems.push(`APPLICATION_SECURITY: "${app}" must be an object`);
       continue;
     }
-    const lists = ['userPrincipals', 'userRoles', 'adminPrincipals', 'adminRoles'] as const;
-    const flags = ['functionCallAllowed', 'scriptSubmissionAllowed'] as const;
+    const lists = APPLICATION_SECURITY_LISTS;
+    const flags = APPLICATION_SECURITY_FLAGS;
     for (const key of Object.keys(rules)) {
       if (
         !(lists as readonly string[]).includes(key) &&

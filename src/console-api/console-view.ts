@@ -18,6 +18,8 @@ export interface ConsoleJob {
   startedAt: string | null;
   finishedAt: string | null;
   submittedBy: string | null;
+  /** A function call's R function (an exported one, or svcXmlService/svcJsonService); null: a script. */
+  functionName: string | null;
   attempts: number;
   lostRuns: number;
   lastError: string | null;
@@ -59,6 +61,7 @@ export function consoleJob(base: string, row: AdminJobRow): ConsoleJob {
     startedAt: isoOrNull(row.started_at),
     finishedAt: isoOrNull(row.finished_at),
     submittedBy: row.submitted_by,
+    functionName: row.function_name,
     attempts: row.attempts,
     lostRuns: row.lost_runs,
     lastError: row.last_error,

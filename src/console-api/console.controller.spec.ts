@@ -12,7 +12,7 @@ import {
   FakeRequestInit,
   UNCHANGING_RIGHTS,
 } from '../../test/support/controller-testing';
-import type { CancelJobsDto } from './cancel-jobs.dto';
+import type { CancelJobsDto } from './bulk-jobs.dto';
 import { ConsoleController } from './console.controller';
 import { ConsoleService } from './console.service';
 import { cursorOf } from './job-filter';

@@ -8,6 +8,7 @@ import {
   Post,
   Query,
   Req,
+  StreamableFile,
 } from '@nestjs/common';
 import type { Request } from 'express';
 import { ApiError } from '../common/api-error';
@@ -22,14 +23,35 @@ import { NodeConfig } from '../config/config-slices';
 import { Access } from '../security/access.decorator';
 import { EventStreamQuota } from '../security/event-stream-quota';
 import { Principal, principalOf } from '../security/principal';
-import { CANCEL_DEFAULT_LIMIT, CancelJobsDto } from './cancel-jobs.dto';
+import { BULK_DEFAULT_LIMIT, CancelJobsDto, RetryJobsDto } from './bulk-jobs.dto';
 import type { ConsoleJob } from './console-view';
-import { BulkCancel, ConsoleCaller, ConsoleService, Overview } from './console.service';
+import {
+  BulkCancel,
+  BulkRetry,
+  BulkRetryCount,
+  ConsoleCaller,
+  ConsoleService,
+  Overview,
+} from './console.service';
 import { positionOf, requestedJobs } from './job-filter';
 import { JobEventsService } from './job-events.service';
 
 const LIST_DEFAULT_LIMIT = 50;
 const LIST_MAX_LIMIT = 200;
+
+/**
+ * A Content-Disposition that downloads under the file's own name: its last path segment, as
+ * ASCII with the rest replaced, and whole in RFC 8187's UTF-8 form.
+ */
+function attachmentOf(name: string): string {
+  const base = name.split('/').pop() || 'file';
+  const ascii = base.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  const encoded = encodeURIComponent(base).replace(
+    /['()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encoded}`;
+}
 
 /** The caller the access guard let through (anyAdmin: always someone). */
 function callerOf(req: Request): Principal {
@@ -97,7 +119,29 @@ export class ConsoleController {
   @Header('Cache-Control', 'no-store')
   cancel(@Req() req: Request, @JsonBody() body: CancelJobsDto): Promise<BulkCancel> {
     const requested = requestedJobs({ ...body }, ['QUEUED', 'RUNNING']);
-    return this.console.cancel(callerOf(req), requested, body.limit ?? CANCEL_DEFAULT_LIMIT);
+    return this.console.cancel(callerOf(req), requested, body.limit ?? BULK_DEFAULT_LIMIT);
+  }
+
+  /**
+   * Retries the failed jobs a filter matches (docs/api.md#the-operator-console): with
+   * `dryRun`, only their count, which the console's confirmation names; else up to `limit`,
+   * each within its application's maxQueuedJobs.
+   */
+  @Post('jobs/retry')
+  @RawData()
+  @HttpCode(HttpStatus.OK)
+  @Header('Cache-Control', 'no-store')
+  retryFailed(
+    @Req() req: Request,
+    @JsonBody() body: RetryJobsDto,
+  ): Promise<BulkRetry | BulkRetryCount> {
+    const { dryRun, limit, ...fields } = body;
+    const requested = requestedJobs({ ...fields });
+    return dryRun === true
+      ? this.console.countFailed(callerOf(req), requested)
+      : this.console.retryFailed(callerOf(req), requested, limit ?? BULK_DEFAULT_LIMIT, {
+          ...fields,
+        });
   }
 
   @Get('jobs/:app/:jobId')
@@ -109,6 +153,33 @@ export class ConsoleController {
     @Param('jobId', JobIdPipe) jobId: string,
   ): Promise<ConsoleJob> {
     return this.console.job(callerOf(req), app, jobId, this.base(req));
+  }
+
+  /**
+   * One input file of a job, to download: as an attachment of no declared type, so a browser
+   * never renders what a client sent.
+   */
+  @Get('jobs/:app/:jobId/files/:fileId')
+  @RawData()
+  @Header('Cache-Control', 'no-store')
+  @Header('X-Content-Type-Options', 'nosniff')
+  async inputFile(
+    @Req() req: Request,
+    @Param('app', ApplicationNamePipe) app: string,
+    @Param('jobId', JobIdPipe) jobId: string,
+    @Param('fileId') fileId: string,
+  ): Promise<StreamableFile> {
+    if (!/^[1-9]\d{0,17}$/.test(fileId)) {
+      throw ApiError.badRequest(
+        "The file id must be the number an input file's uri ends with, as the job gives it.",
+      );
+    }
+    const file = await this.console.inputFile(callerOf(req), app, jobId, fileId);
+    return new StreamableFile(file.open(), {
+      type: 'application/octet-stream',
+      length: file.size,
+      disposition: attachmentOf(file.name),
+    });
   }
 
   @Post('jobs/:app/:jobId/retry')

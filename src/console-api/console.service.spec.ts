@@ -9,7 +9,8 @@ import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
 import { AccessPolicyService } from '../security/access-policy.service';
 import { makePrincipal } from '../security/principal';
 import { apiErrorOf, BASE } from '../../test/support/controller-testing';
-import { ConsoleService } from './console.service';
+import { SubmissionLimits } from '../jobs/submission-limits';
+import { auditedFilter, ConsoleService } from './console.service';
 import { RequestedJobs } from './job-filter';
 import { JobEventsService } from './job-events.service';
 
@@ -39,6 +40,7 @@ function row(id: string, overrides: Partial<AdminJobRow> = {}): AdminJobRow {
     started_at: new Date('2026-11-02T10:00:01Z'),
     finished_at: new Date('2026-11-02T10:00:02Z'),
     submitted_by: 'user:bob',
+    function_name: null,
     attempts: 1,
     lost_runs: 0,
     last_error: null,
@@ -61,14 +63,17 @@ describe('ConsoleService', () => {
   let notifier: Record<string, jest.Mock>;
   let events: Record<string, jest.Mock>;
   let service: ConsoleService;
+  let maxQueued: Record<string, number>;
 
   beforeEach(async () => {
+    maxQueued = {};
     jobs = {
       list: jest.fn().mockResolvedValue([]),
       count: jest.fn().mockResolvedValue({ total: 0, capped: false }),
       findOne: jest.fn().mockResolvedValue(row(JOB_ID)),
+      inputFiles: jest.fn().mockResolvedValue({ files: [], total: 0 }),
       retry: jest.fn().mockResolvedValue({ outcome: 'retried', repliesQueued: false }),
-      unfinished: jest.fn().mockResolvedValue([]),
+      matching: jest.fn().mockResolvedValue([]),
       overviewApplications: jest.fn().mockResolvedValue([]),
       overviewSeries: jest.fn().mockResolvedValue([]),
     };
@@ -100,6 +105,10 @@ describe('ConsoleService', () => {
         { provide: JobCancellationService, useValue: cancellation },
         { provide: QueueNotifier, useValue: notifier },
         { provide: JobEventsService, useValue: events },
+        {
+          provide: SubmissionLimits,
+          useValue: { maxQueuedOf: (app: string) => maxQueued[app] ?? null },
+        },
       ],
     }).compile();
     service = module.get(ConsoleService);
@@ -184,9 +193,36 @@ describe('ConsoleService', () => {
     expect(jobs.findOne).toHaveBeenCalledTimes(1);
   });
 
+  it('shows a job with its input files and their downloads; 404 for a file it does not have', async () => {
+    jobs.inputFiles.mockResolvedValue({
+      files: [{ id: '42', name: 'data.csv', size: 12 }],
+      total: 3,
+    });
+    expect((await service.job(ALICE, 'demo', JOB_ID, BASE)).inputFiles).toEqual({
+      total: 3,
+      files: [
+        {
+          name: 'data.csv',
+          size: 12,
+          uri: `${BASE}/svc/api/rest/admin/jobs/demo/${JOB_ID}/files/42`,
+        },
+      ],
+    });
+    expect(jobs.inputFiles).toHaveBeenCalledWith(JOB_ID, 200);
+    jobs.inputFile = jest.fn().mockResolvedValue(null);
+    expect((await apiErrorOf(() => service.inputFile(ALICE, 'demo', JOB_ID, '7'))).status).toBe(
+      404,
+    );
+    // Another application's job: not even asked for its file.
+    expect((await apiErrorOf(() => service.inputFile(ALICE, 'other', JOB_ID, '7'))).status).toBe(
+      404,
+    );
+    expect(jobs.inputFile).toHaveBeenCalledTimes(1);
+  });
+
   it('retries a failed job and wakes the workers and the event streams', async () => {
     await service.retry(ALICE, 'demo', JOB_ID, BASE);
-    expect(jobs.retry).toHaveBeenCalledWith('demo', JOB_ID, null);
+    expect(jobs.retry).toHaveBeenCalledWith('demo', JOB_ID, null, null);
     expect(notifier.jobQueued.mock.calls).toEqual([['script']]);
     expect(events.changed).toHaveBeenCalledWith('demo');
   });
@@ -213,7 +249,7 @@ describe('ConsoleService', () => {
 
   it('cancels up to the limit one by one, as the caller, and says whether more matched', async () => {
     const ids = ['a', 'b', 'c'].map((c) => JOB_ID.replace(/^./, c));
-    jobs.unfinished.mockResolvedValue(ids.map((id) => ({ id, application_name: 'demo' })));
+    jobs.matching.mockResolvedValue(ids.map((id) => ({ id, application_name: 'demo' })));
     cancellation.cancel
       .mockResolvedValueOnce('stopped')
       .mockResolvedValueOnce('finished')
@@ -223,12 +259,70 @@ describe('ConsoleService', () => {
       jobIds: [ids[0]],
       more: true,
     });
-    expect(jobs.unfinished).toHaveBeenCalledWith(
-      expect.objectContaining({ applications: ['demo'] }),
+    expect(jobs.matching).toHaveBeenCalledWith(
+      expect.objectContaining({ applications: ['demo'], states: ['QUEUED', 'RUNNING'] }),
       3,
     );
     expect(cancellation.cancel).toHaveBeenCalledWith('demo', ids[0], 'user:alice');
     expect(cancellation.cancel).toHaveBeenCalledTimes(2);
+  });
+
+  it('answers 429 to a retry of a failed job whose application has maxQueuedJobs queued', async () => {
+    maxQueued.demo = 2;
+    jobs.retry.mockResolvedValue({ outcome: 'queue-full', queued: 2 });
+    const error = await apiErrorOf(() => service.retry(ALICE, 'demo', JOB_ID, BASE));
+    expect(error).toEqual({
+      status: 429,
+      message:
+        'The application "demo" has 2 jobs queued, its limit (maxQueuedJobs: 2): retry once some have started.',
+    });
+    expect(jobs.retry).toHaveBeenCalledWith('demo', JOB_ID, null, 2);
+    expect(notifier.jobQueued).not.toHaveBeenCalled();
+  });
+
+  it('retries the failed jobs a filter matches within each application’s maxQueuedJobs', async () => {
+    maxQueued.demo = 1;
+    const ids = ['a', 'b', 'c', 'd', 'e'].map((c) => JOB_ID.replace(/^./, c));
+    const apps = ['demo', 'other', 'demo', 'demo', 'other'];
+    jobs.matching.mockResolvedValue(
+      ids.map((id, i) => ({ id, application_name: apps[i], kind: 'script' })),
+    );
+    jobs.retry
+      .mockResolvedValueOnce({ outcome: 'retried', repliesQueued: false })
+      .mockResolvedValueOnce({ outcome: 'refused', reason: 'no-inputs' })
+      .mockResolvedValueOnce({ outcome: 'queue-full', queued: 1 });
+    const fields = { application: 'demo', from: '2026-11-01T00:00:00Z' };
+    expect(await service.retryFailed(ROOT, EVERYTHING, 4, fields)).toEqual({
+      retried: 1,
+      jobIds: [ids[0]],
+      queueFull: [{ application: 'demo', maxQueuedJobs: 1, skipped: 2 }],
+      notRetryable: 1,
+      more: true,
+    });
+    // The fourth job, of the full application, is skipped without a statement.
+    expect(jobs.retry).toHaveBeenCalledTimes(3);
+    expect(jobs.matching).toHaveBeenCalledWith(expect.objectContaining({ states: ['FAILED'] }), 5);
+    expect(notifier.jobQueued.mock.calls).toEqual([['script']]);
+    expect(events.changed.mock.calls).toEqual([['demo']]);
+  });
+
+  it('records a bulk retry’s filter with its times named apart from e-mail fields', () => {
+    // The audit trail pseudonymises fields named from and to (e-mail addresses).
+    expect(auditedFilter({ application: 'demo', from: 'a', to: 'b' })).toEqual({
+      application: 'demo',
+      submittedFrom: 'a',
+      submittedTo: 'b',
+    });
+    expect(auditedFilter({ kind: 'script' })).toEqual({ kind: 'script' });
+  });
+
+  it('counts the failed jobs a bulk retry would take, narrowed to the caller’s applications', async () => {
+    jobs.count.mockResolvedValue({ total: 7, capped: false });
+    expect(await service.countFailed(ALICE, EVERYTHING)).toEqual({ failed: 7, capped: false });
+    expect(jobs.count).toHaveBeenCalledWith(
+      expect.objectContaining({ applications: ['demo'], states: ['FAILED'] }),
+      10000,
+    );
   });
 
   it('fills the overview: every visible application, rounded series, stale workers', async () => {
@@ -266,6 +360,12 @@ describe('ConsoleService', () => {
           slots: 4,
           busy: 1,
           heartbeatAt: new Date('2026-11-02T10:00:25Z'),
+          version: '1.4.0',
+          startedAt: new Date('2026-11-02T09:00:00Z'),
+          memoryBytes: 150000000,
+          runningJobs: [
+            { applicationName: 'demo', jobId: JOB_ID, startedAt: new Date('2026-11-02T10:00:20Z') },
+          ],
         },
         {
           nodeId: 'b',
@@ -274,6 +374,10 @@ describe('ConsoleService', () => {
           slots: 1,
           busy: 1,
           heartbeatAt: new Date('2026-11-02T10:00:14Z'),
+          version: null,
+          startedAt: null,
+          memoryBytes: null,
+          runningJobs: [],
         },
       ],
     });
@@ -306,7 +410,18 @@ describe('ConsoleService', () => {
       ['a', 3, false],
       ['b', 0, true],
     ]);
+    expect(overview.workers[0]).toMatchObject({
+      version: '1.4.0',
+      startedAt: '2026-11-02T09:00:00.000Z',
+      memoryBytes: 150000000,
+      runningJobs: [
+        { applicationName: 'demo', jobId: JOB_ID, startedAt: '2026-11-02T10:00:20.000Z' },
+      ],
+    });
+    expect(workers.list).toHaveBeenLastCalledWith(null);
     await service.overview(ALICE);
     expect(jobs.overviewApplications).toHaveBeenLastCalledWith(['demo']);
+    // An application admin is told only their applications' running jobs.
+    expect(workers.list).toHaveBeenLastCalledWith(['demo']);
   });
 });

@@ -1,5 +1,7 @@
 import { HttpStatus, Injectable, Optional } from '@nestjs/common';
+import type { Readable } from 'node:stream';
 import { ApiError } from '../common/api-error';
+import { REST_PREFIX } from '../common/public-uri';
 import { missing } from '../common/missing-resource';
 import { QueueConfig, SecurityConfig } from '../config/config-slices';
 import { authMethodsOf } from '../config/security-settings';
@@ -7,12 +9,14 @@ import { auditRowJson } from '../audit/audit.repository';
 import { AUDIT_ACTIONS, AuditService } from '../audit/audit.service';
 import { ApplicationsDirectory } from '../admin/applications-directory.service';
 import { JobCancellationService } from '../jobs/job-cancellation.service';
+import { QUEUE_FULL_RETRY_AFTER_SECONDS, SubmissionLimits } from '../jobs/submission-limits';
 import {
   AdminJobRow,
   JobAdminRepository,
   JobFilter,
   JobPosition,
   OverviewBucketRow,
+  RetryOutcome,
 } from '../queue/job-admin.repository';
 import { QueueNotifier } from '../queue/queue-notifier.service';
 import { JobKind } from '../queue/queue.types';
@@ -47,6 +51,19 @@ export interface JobPage {
   /** More than `total` match. */
   totalCapped: boolean;
 }
+
+/** A job as its page shows it: with its input files kept for a run or a retry. */
+export interface ConsoleJobDetail extends ConsoleJob {
+  inputFiles: {
+    /** Every input file kept (a job that succeeded or was cancelled has none left). */
+    total: number;
+    /** The first INPUT_FILES_SHOWN by name, each with its download for the job's admins. */
+    files: Array<{ name: string; size: number; uri: string }>;
+  };
+}
+
+/** A job's page lists this many of its input files at most (a ZIP may hold thousands). */
+export const INPUT_FILES_SHOWN = 200;
 
 /** A list's total is counted up to this many jobs. */
 export const TOTAL_CAP = 10000;
@@ -92,7 +109,33 @@ export interface Overview {
     free: number;
     heartbeatAt: string;
     stale: boolean;
+    /** The service's version it runs; null: a node from before it was reported. */
+    version: string | null;
+    startedAt: string | null;
+    /** Its process's resident memory at the last heartbeat (R's processes not counted). */
+    memoryBytes: number | null;
+    /** Its running R jobs of the applications the caller sees (busy counts every one). */
+    runningJobs: Array<{ applicationName: string; jobId: string; startedAt: string }>;
   }>;
+}
+
+/** What a bulk retry did: the jobs queued again, and those it left failed and why. */
+export interface BulkRetry {
+  retried: number;
+  jobIds: string[];
+  /** Per application whose maxQueuedJobs was reached: its limit and the failed jobs left. */
+  queueFull: Array<{ application: string; maxQueuedJobs: number; skipped: number }>;
+  /** Failed jobs that cannot be retried (they failed before their input files were kept). */
+  notRetryable: number;
+  /** Further failed jobs matched beyond `limit`. */
+  more: boolean;
+}
+
+/** A bulk retry's dry run: the failed jobs it would take, for a confirmation that names them. */
+export interface BulkRetryCount {
+  failed: number;
+  /** More than `failed` match (counted up to TOTAL_CAP). */
+  capped: boolean;
 }
 
 /** A worker is stale after this many heartbeats missed. */
@@ -116,6 +159,7 @@ export class ConsoleService {
     private readonly events: JobEventsService,
     private readonly queueConfig: QueueConfig,
     private readonly security: SecurityConfig,
+    private readonly limits: SubmissionLimits,
     @Optional() private readonly audit?: AuditService,
   ) {}
 
@@ -174,14 +218,47 @@ export class ConsoleService {
     };
   }
 
-  /** One job; 404 when it does not exist or the principal may not see its application. */
+  /**
+   * One job with its input files (the first INPUT_FILES_SHOWN by name); 404 when it does not
+   * exist or the principal may not see its application.
+   */
   async job(
     principal: Principal,
     applicationName: string,
     jobId: string,
     base: string,
-  ): Promise<ConsoleJob> {
-    return consoleJob(base, await this.visibleJob(principal, applicationName, jobId));
+  ): Promise<ConsoleJobDetail> {
+    const row = await this.visibleJob(principal, applicationName, jobId);
+    const inputs = await this.jobs.inputFiles(row.id, INPUT_FILES_SHOWN);
+    const job = consoleJob(base, row);
+    return {
+      ...job,
+      inputFiles: {
+        total: inputs.total,
+        files: inputs.files.map((file) => ({
+          name: file.name,
+          size: file.size,
+          uri: `${base}${REST_PREFIX}/admin/jobs/${row.application_name}/${row.id}/files/${file.id}`,
+        })),
+      },
+    };
+  }
+
+  /** One input file of a job the principal may see, to download; 404 when there is none. */
+  async inputFile(
+    principal: Principal,
+    applicationName: string,
+    jobId: string,
+    fileId: string,
+  ): Promise<{ name: string; size: number; open: () => Readable }> {
+    await this.visibleJob(principal, applicationName, jobId);
+    const file = await this.jobs.inputFile(applicationName, jobId, fileId);
+    if (file === null) {
+      throw ApiError.notFound(
+        `Job ${jobId} of application ${applicationName} has no input file ${fileId} (a job's input files are removed once it succeeds or is cancelled).`,
+      );
+    }
+    return file;
   }
 
   /** Queues a failed job again (202); 409 for one that did not fail, 404 as for job(). */
@@ -192,24 +269,108 @@ export class ConsoleService {
     base: string,
   ): Promise<ConsoleJob> {
     const job = await this.visibleJob(principal, applicationName, jobId);
-    const done = await this.jobs.retry(
-      applicationName,
-      jobId,
-      this.audit ? auditRowJson(this.audit.rowOf({ action: 'job.retried' })) : null,
-    );
+    const done = await this.retryOne(applicationName, job.id, job.kind, null);
     if (done.outcome === 'unknown') {
       throw missing.job(applicationName, jobId);
     }
     if (done.outcome === 'refused') {
       throw new ApiError(HttpStatus.CONFLICT, refusal(jobId, done.reason));
     }
-    // This node's workers at once; the others through the statement's NOTIFY.
-    this.notifier.jobQueued(job.kind);
-    if (done.repliesQueued) {
-      this.notifier.jobQueued(JobKind.MAIL_REPLY);
+    if (done.outcome === 'queue-full') {
+      throw ApiError.tooManyRequests(
+        `The application "${applicationName}" has ${done.queued} jobs queued, its limit (maxQueuedJobs: ${this.limits.maxQueuedOf(applicationName) ?? done.queued}): retry once some have started.`,
+        QUEUE_FULL_RETRY_AFTER_SECONDS,
+      );
     }
     this.events.changed(applicationName);
     return this.job(principal, applicationName, jobId, base);
+  }
+
+  /** How many failed jobs a bulk retry under the filter would take (its dry run). */
+  async countFailed(principal: Principal, requested: RequestedJobs): Promise<BulkRetryCount> {
+    const counted = await this.jobs.count(this.failedFilter(principal, requested), TOTAL_CAP);
+    return { failed: counted.total, capped: counted.capped };
+  }
+
+  /**
+   * Retries up to `limit` failed jobs under the filter, newest first, each through the retry of
+   * one job (audited one by one as `job.retried`, the request's filter in its details) within
+   * its application's maxQueuedJobs: once an application is full its further jobs are skipped
+   * and counted, not tried.
+   */
+  async retryFailed(
+    principal: Principal,
+    requested: RequestedJobs,
+    limit: number,
+    filterFields: Record<string, unknown>,
+  ): Promise<BulkRetry> {
+    const rows = await this.jobs.matching(this.failedFilter(principal, requested), limit + 1);
+    const answer: BulkRetry = {
+      retried: 0,
+      jobIds: [],
+      queueFull: [],
+      notRetryable: 0,
+      more: rows.length > limit,
+    };
+    const full = new Map<string, BulkRetry['queueFull'][number]>();
+    const touched = new Set<string>();
+    for (const row of rows.slice(0, limit)) {
+      const application = row.application_name;
+      const skipping = full.get(application);
+      if (skipping) {
+        skipping.skipped += 1;
+        continue;
+      }
+      const done = await this.retryOne(application, row.id, row.kind, {
+        filter: auditedFilter(filterFields),
+      });
+      if (done.outcome === 'retried') {
+        answer.jobIds.push(row.id);
+        touched.add(application);
+      } else if (done.outcome === 'queue-full') {
+        const entry = {
+          application,
+          maxQueuedJobs: this.limits.maxQueuedOf(application) ?? done.queued,
+          skipped: 1,
+        };
+        full.set(application, entry);
+        answer.queueFull.push(entry);
+      } else {
+        // Refused (failed before its inputs were kept) or gone meanwhile: not retried.
+        answer.notRetryable += 1;
+      }
+    }
+    answer.retried = answer.jobIds.length;
+    for (const application of touched) {
+      this.events.changed(application);
+    }
+    return answer;
+  }
+
+  /**
+   * One job's retry within its application's maxQueuedJobs, audited as the request's caller
+   * (`details`: what the audit row adds), and this node's workers woken (the others through the
+   * statement's NOTIFY).
+   */
+  private async retryOne(
+    applicationName: string,
+    jobId: string,
+    kind: JobKind,
+    details: Record<string, unknown> | null,
+  ): Promise<RetryOutcome> {
+    const done = await this.jobs.retry(
+      applicationName,
+      jobId,
+      this.audit ? auditRowJson(this.audit.rowOf({ action: 'job.retried', details })) : null,
+      this.limits.maxQueuedOf(applicationName),
+    );
+    if (done.outcome === 'retried') {
+      this.notifier.jobQueued(kind);
+      if (done.repliesQueued) {
+        this.notifier.jobQueued(JobKind.MAIL_REPLY);
+      }
+    }
+    return done;
   }
 
   /**
@@ -244,7 +405,10 @@ export class ConsoleService {
    */
   async cancel(principal: Principal, requested: RequestedJobs, limit: number): Promise<BulkCancel> {
     const filter = this.filterFor(principal, requested);
-    const rows = await this.jobs.unfinished(filter, limit + 1);
+    const rows = await this.jobs.matching(
+      { ...filter, states: filter.states.length > 0 ? filter.states : ['QUEUED', 'RUNNING'] },
+      limit + 1,
+    );
     const jobIds: string[] = [];
     for (const row of rows.slice(0, limit)) {
       const outcome = await this.cancellation.cancel(row.application_name, row.id, principal.id);
@@ -263,7 +427,7 @@ export class ConsoleService {
       this.jobs.overviewApplications(visible),
       this.jobs.overviewSeries(visible, 60, 60),
       this.jobs.overviewSeries(visible, 900, 96),
-      this.workers.list(),
+      this.workers.list(visible),
     ]);
     const countsOf = new Map(counts.map((row) => [row.application_name, row]));
     const names = [...new Set([...known, ...countsOf.keys()])].sort();
@@ -290,6 +454,14 @@ export class ConsoleService {
         free: Math.max(0, node.slots - node.busy),
         heartbeatAt: new Date(node.heartbeatAt).toISOString(),
         stale: workers.now.getTime() - new Date(node.heartbeatAt).getTime() > staleMs,
+        version: node.version,
+        startedAt: node.startedAt === null ? null : new Date(node.startedAt).toISOString(),
+        memoryBytes: node.memoryBytes,
+        runningJobs: node.runningJobs.map((job) => ({
+          applicationName: job.applicationName,
+          jobId: job.jobId,
+          startedAt: job.startedAt.toISOString(),
+        })),
       })),
     };
   }
@@ -310,6 +482,11 @@ export class ConsoleService {
     return { ...rest, applications: application !== null ? [application] : visible };
   }
 
+  /** The filter narrowed to the principal's applications, of failed jobs only. */
+  private failedFilter(principal: Principal, requested: RequestedJobs): JobFilter {
+    return { ...this.filterFor(principal, requested), states: ['FAILED'] };
+  }
+
   private async visibleJob(
     principal: Principal,
     applicationName: string,
@@ -325,6 +502,19 @@ export class ConsoleService {
     }
     return row;
   }
+}
+
+/**
+ * A bulk action's filter as its audit rows record it: `from` and `to` (submission times) renamed,
+ * since the audit trail takes fields of those names for e-mail addresses and pseudonymises them.
+ */
+export function auditedFilter(fields: Record<string, unknown>): Record<string, unknown> {
+  const { from, to, ...rest } = fields;
+  return {
+    ...rest,
+    ...(from === undefined ? {} : { submittedFrom: from }),
+    ...(to === undefined ? {} : { submittedTo: to }),
+  };
 }
 
 function seriesOf(bucketSeconds: number, rows: OverviewBucketRow[]): Series {

@@ -32,6 +32,7 @@ import { SubmissionLimits } from './submission-limits';
     JobCancellationService,
     JobLogService,
     JobStatusService,
+    SubmissionLimits,
     CallbacksModule,
   ],
 })

@@ -18,6 +18,7 @@ import {
   FunctionCallKind,
   payloadFileName,
   functionCallText,
+  FUNCTION_OF_KIND,
 } from '../job-core/function-call-result';
 import { MetricsService } from '../metrics/metrics.service';
 import { CallbackUrlPolicy } from '../callbacks/callback-url.policy';
@@ -285,6 +286,7 @@ export class JobsService {
         priority,
         actor: submission.actor,
         submittedBy: submitterOf(submission.caller),
+        functionName: submission.exportedFunction ?? FUNCTION_OF_KIND[submission.functionCall],
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.

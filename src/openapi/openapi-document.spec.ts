@@ -9,11 +9,21 @@ import { DependenciesScanner } from '@nestjs/core/scanner';
 import { OpenApiChecker, validateOpenApiDocument } from '../../test/support/openapi-validation';
 import { ApiModule } from '../api.module';
 import { AUDIT_ACTIONS } from '../audit/audit.service';
+import { APPLICATION_SETTING_FIELDS } from '../config/application-settings';
+import {
+  APPLICATION_SECURITY_FLAGS,
+  APPLICATION_SECURITY_LISTS,
+} from '../config/security-settings';
 import { REST_PREFIX } from '../common/public-uri';
 import { loadOpenApiDocument, withBaseUrl } from './openapi-document';
 import type { MediaTypeObject, OpenApiDocument, ResponseObject } from './openapi-objects';
 
 const BASE_URL = 'https://svc.example.org';
+
+/** A schema's properties, as far as this spec reads them. */
+interface SchemaProperties {
+  properties: Record<string, { type?: unknown; title?: string; readOnly?: boolean }>;
+}
 
 function build(oidcIssuer: string | null = null): OpenApiDocument {
   return withBaseUrl(
@@ -229,6 +239,36 @@ describe('the OpenAPI document of the REST API', () => {
         auditEvents: { items: { properties: { action: { enum: [...AUDIT_ACTIONS] } } } },
       },
     });
+  });
+
+  it('describes every application setting and right the service checks, with its type', () => {
+    const schemas = document.components.schemas as unknown as Record<string, SchemaProperties>;
+    const settings = schemas.ApplicationSettingsEntry.properties;
+    // callbackSecretSet is the read-only stand-in of the secret in a GET answer.
+    expect(
+      Object.keys(settings)
+        .filter((name) => name !== 'callbackSecretSet')
+        .sort(),
+    ).toEqual([...APPLICATION_SETTING_FIELDS].sort());
+    const security = schemas.ApplicationSecurityEntry.properties;
+    expect(Object.keys(security).sort()).toEqual(
+      [...APPLICATION_SECURITY_LISTS, ...APPLICATION_SECURITY_FLAGS].sort(),
+    );
+    for (const name of APPLICATION_SECURITY_LISTS) {
+      expect([name, security[name]]).toEqual([name, expect.objectContaining({ type: 'array' })]);
+    }
+    for (const name of APPLICATION_SECURITY_FLAGS) {
+      expect([name, security[name].type]).toEqual([name, 'boolean']);
+    }
+    expect(settings.networkAllowed.type).toBe('boolean');
+    expect(settings.callbackHosts.type).toBe('array');
+    // Every field the form shows has a label.
+    for (const [name, property] of [...Object.entries(settings), ...Object.entries(security)]) {
+      expect([name, typeof property.title === 'string' || property.readOnly === true]).toEqual([
+        name,
+        true,
+      ]);
+    }
   });
 
   it('gives every operation a unique id, and its links the base URL', () => {

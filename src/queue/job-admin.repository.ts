@@ -6,14 +6,16 @@
  */
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
+import { JOB_FILE_CHUNKS, readChunks, readInline } from '../storage/blob-chunks';
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { rowsOf } from '../storage/query-rows';
 import { NodeIdentity } from '../storage/node-identity';
 import { notificationPrefix } from '../storage/database-events.service';
 import { MailReplyJobsRepository } from './mail-reply-jobs.repository';
 import { JOB_QUEUED_CHANNEL } from './queue-channels';
-import { rJob } from './queue-reads';
+import { queueRoomOf, rJob } from './queue-reads';
 import type { JobKind, JobSource } from './queue.types';
 
 /** A job's state as the console filters it: the queue's three and how a finished one ended. */
@@ -61,6 +63,8 @@ export interface AdminJobRow {
   started_at: Date | null;
   finished_at: Date | null;
   submitted_by: string | null;
+  /** A function call's R function; null: a script job (or a call from before it was kept). */
+  function_name: string | null;
   attempts: number;
   lost_runs: number;
   last_error: string | null;
@@ -81,7 +85,9 @@ export type RetryOutcome =
   /** `repliesQueued`: e-mail replies owed again, whose mail-reply jobs were queued with it. */
   | { outcome: 'retried'; repliesQueued: boolean }
   | { outcome: 'unknown' }
-  | { outcome: 'refused'; reason: 'queued' | 'running' | 'succeeded' | 'cancelled' | 'no-inputs' };
+  | { outcome: 'refused'; reason: 'queued' | 'running' | 'succeeded' | 'cancelled' | 'no-inputs' }
+  /** A failed job whose application has `queued` jobs queued, its maxQueuedJobs. */
+  | { outcome: 'queue-full'; queued: number };
 
 /** One bucket of an overview series, as the statement returns it. */
 export interface OverviewBucketRow {
@@ -108,7 +114,7 @@ export interface OverviewApplicationRow {
 }
 
 const JOB_COLUMNS = `j.id, j.application_name, j.kind, j.source, j.state, j.priority, j.submitted_at,
-  j.started_at, j.finished_at, j.submitted_by, j.attempts, j.lost_runs, j.last_error,
+  j.started_at, j.finished_at, j.submitted_by, j.function_name, j.attempts, j.lost_runs, j.last_error,
   j.cancelled_by, j.cancelled_at, j.meta, j.progress_fraction, j.progress_message, r.success,
   r.type AS result_type,
   to_char(j.submitted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at`;
@@ -242,19 +248,75 @@ export class JobAdminRepository {
   }
 
   /**
-   * Up to `limit` unfinished jobs under `filter` (its states QUEUED and RUNNING only), newest
-   * first: those a bulk cancel ends, one by one, through the cancellation of one job.
+   * A job's input files kept in job_file (a job that succeeded or was cancelled has none left):
+   * the first `limit` by name, with their sizes, and how many there are (job_file_job_name_uq
+   * leads with the job: one index range).
    */
-  async unfinished(
+  async inputFiles(
+    jobId: string,
+    limit: number,
+  ): Promise<{ files: Array<{ id: string; name: string; size: number }>; total: number }> {
+    const rows = await this.dataSource.query<
+      Array<{ id: string; name: string; size: string; total: number }>
+    >(
+      `SELECT f.id::text AS id, f.name, f.size, count(*) OVER ()::int AS total
+         FROM job_file f WHERE f.job_id = $1 ORDER BY f.name LIMIT $2`,
+      [jobId, limit],
+    );
+    return {
+      files: rows.map((row) => ({ id: row.id, name: row.name, size: Number(row.size) })),
+      total: rows[0]?.total ?? 0,
+    };
+  }
+
+  /**
+   * One input file of an R job of `applicationName` as a source to stream from: inline bytes
+   * come with the row, chunked ones are read piece by piece (job_file_chunk) as the stream is
+   * consumed. Null when there is no such file (or it went with its job's success meanwhile).
+   */
+  async inputFile(
+    applicationName: string,
+    jobId: string,
+    fileId: string,
+  ): Promise<{ name: string; size: number; open: () => Readable } | null> {
+    const rows = await this.dataSource.query<
+      Array<{ id: string; name: string; size: string; data: Buffer | null }>
+    >(
+      `SELECT f.id::text AS id, f.name, f.size, CASE WHEN f.chunked THEN NULL ELSE f.content END AS data
+         FROM job_file f JOIN job j ON j.id = f.job_id
+        WHERE f.id = $1::bigint AND f.job_id = $2 AND j.application_name = $3 AND ${rJob('j.kind')}`,
+      [fileId, jobId, applicationName],
+    );
+    const row = rows[0];
+    if (row === undefined) {
+      return null;
+    }
+    const size = Number(row.size);
+    const inline = row.data;
+    return {
+      name: row.name,
+      size,
+      open: () =>
+        inline !== null
+          ? readInline(inline)
+          : readChunks(this.dataSource, JOB_FILE_CHUNKS, row.id, size),
+    };
+  }
+
+  /**
+   * Up to `limit` jobs under `filter`, newest first: those a bulk action takes (a cancel its
+   * queued and running ones, a retry its failed ones; the caller sets the states), one by one,
+   * through the action on one job.
+   */
+  async matching(
     filter: JobFilter,
     limit: number,
-  ): Promise<Array<{ id: string; application_name: string }>> {
+  ): Promise<Array<{ id: string; application_name: string; kind: JobKind }>> {
     const params: unknown[] = [];
     const conditions = conditionsOf(filter, params);
-    conditions.push("j.state IN ('QUEUED', 'RUNNING')");
     params.push(limit);
     return this.dataSource.query(
-      `SELECT j.id, j.application_name FROM job j LEFT JOIN result r ON r.job_id = j.id
+      `SELECT j.id, j.application_name, j.kind FROM job j LEFT JOIN result r ON r.job_id = j.id
         WHERE ${conditions.join(' AND ')}
         ORDER BY j.submitted_at DESC, j.id DESC LIMIT $${params.length}`,
       params,
@@ -274,13 +336,20 @@ export class JobAdminRepository {
    * the same transaction (it goes once the new result is there); a drop directory's result is
    * written to the outbox again (its record counts from the retry for its retention). A reply
    * still pending waits for the new result as it is.
+   *
+   * With `maxQueued` (the application's maxQueuedJobs), a retry queues a job as a submission
+   * does: only while fewer are queued, decided under the same advisory lock as the enqueue's
+   * admission (queueRoomOf), else `queue-full`.
    */
   async retry(
     applicationName: string,
     jobId: string,
     auditRow: string | null,
+    maxQueued: number | null = null,
   ): Promise<RetryOutcome> {
     return this.dataSource.transaction(async (manager) => {
+      const room =
+        maxQueued === null ? null : await queueRoomOf(manager, applicationName, maxQueued);
       const raw: unknown = await manager.query(
         `WITH target AS (
            SELECT j.id, j.state, j.cancelled_at IS NOT NULL AS cancelled, r.success,
@@ -294,7 +363,7 @@ export class JobAdminRepository {
                   progress_fraction = NULL, progress_message = NULL
              FROM target
             WHERE job.id = target.id AND target.state = 'DONE' AND target.success = false
-              AND NOT target.cancelled AND target.has_inputs
+              AND NOT target.cancelled AND target.has_inputs AND $6::boolean
             RETURNING job.id, job.application_name, job.kind),
          result_removed AS (DELETE FROM result WHERE job_id IN (SELECT id FROM retried)),
          callback_removed AS (DELETE FROM job_callback WHERE job_id IN (SELECT id FROM retried)),
@@ -314,7 +383,7 @@ export class JobAdminRepository {
                 (SELECT coalesce(json_agg(json_build_array(source, source_key)), '[]'::json)
                    FROM replies_owed) AS replies
            FROM target`,
-        [jobId, applicationName, auditRow, JOB_QUEUED_CHANNEL, this.sender],
+        [jobId, applicationName, auditRow, JOB_QUEUED_CHANNEL, this.sender, room?.room ?? true],
       );
       const row = rowsOf<{
         state: string;
@@ -334,6 +403,16 @@ export class JobAdminRepository {
             (await this.replyJobs.queue(source, sourceKey, this.sender, manager)) || repliesQueued;
         }
         return { outcome: 'retried', repliesQueued };
+      }
+      if (
+        room !== null &&
+        !room.room &&
+        row.state === 'DONE' &&
+        row.success === false &&
+        !row.cancelled &&
+        row.has_inputs
+      ) {
+        return { outcome: 'queue-full', queued: room.queued };
       }
       const reason =
         row.state === 'QUEUED'

@@ -62,6 +62,14 @@ export class JobEntity {
   @Column({ name: 'submitted_by', type: 'varchar', length: 300, nullable: true })
   submittedBy!: string | null;
 
+  /**
+   * A function call's R function, set at intake: the exported function called, else the
+   * application's svcXmlService or svcJsonService; null for a script job. Kept with the job (the
+   * input file that names an exported call goes once the job succeeds), for the console's list.
+   */
+  @Column({ name: 'function_name', type: 'varchar', length: 255, nullable: true })
+  functionName!: string | null;
+
   /** Not claimed before this time (retry back-off). */
   @Column({ name: 'run_after', type: 'timestamptz' }) runAfter!: Date;
 

@@ -89,10 +89,11 @@ export async function insertJob(
      new_job AS (
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
                         callback_url, callback_links_base, traceparent, tracestate, submitted_by,
-                        started_at, lease_owner, lease_expires_at)
+                        started_at, lease_owner, lease_expires_at, function_name)
        SELECT $1, $2, $3, ${ifStarted("'RUNNING'", "'QUEUED'")}, $15, $4, $5, $6, $6, ${ifStarted('1', '0')},
               $10, $11, $13, $14, $17, ${ifStarted('now()', 'NULL')}, ${ifStarted('$18::varchar', 'NULL')},
-              ${ifStarted('now() + make_interval(secs => $19::int)', 'NULL')}
+              ${ifStarted('now() + make_interval(secs => $19::int)', 'NULL')},
+              $${held ? 22 : 18}::varchar
          FROM start_here s
        RETURNING id, application_name, state, meta),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
@@ -127,6 +128,7 @@ export async function insertJob(
       job.audit ?? null,
       job.submittedBy ?? null,
       ...(held ? [held.owner, held.leaseSeconds, held.kinds, JOB_STARTED_CHANNEL] : []),
+      job.functionName ?? null,
     ],
   );
   const stored = rowsOf<{ state: string; meta: Record<string, string> }>(raw)[0];

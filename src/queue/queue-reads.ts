@@ -49,6 +49,25 @@ export async function queuedJobsOf(
 }
 
 /**
+ * Whether `applicationName` has room for one more queued job under `maxQueued` (its
+ * maxQueuedJobs), decided for the rest of `manager`'s transaction: the application's advisory
+ * lock, held to its end, makes a second node's admission (an enqueue or a retry) wait here and
+ * then count this one (READ COMMITTED: its count is a statement after the wait). `queued`: the
+ * jobs queued that it counted.
+ */
+export async function queueRoomOf(
+  manager: EntityManager,
+  applicationName: string,
+  maxQueued: number,
+): Promise<{ room: boolean; queued: number }> {
+  await manager.query(`SELECT pg_advisory_xact_lock(hashtext('svc.queued:' || $1))`, [
+    applicationName,
+  ]);
+  const queued = await queuedJobsOf(manager.connection, applicationName, maxQueued, manager);
+  return { room: queued < maxQueued, queued };
+}
+
+/**
  * Jobs queued and running per application, for metrics and the statistics: two grouped counts,
  * each over its own partial index (job_claim_idx leads with the application).
  */

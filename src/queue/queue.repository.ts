@@ -59,7 +59,13 @@ import { CLAIM_SQL, ClaimRow, NO_CLAIM_POLICIES, runClaim } from './queue-claim'
 import { cancel, complete } from './queue-completion';
 import { heartbeat, recoverExpiredLeases, release, retryLater } from './queue-leases';
 import { deleteExpiredResults, deleteExpiredUsage } from './queue-retention';
-import { jobsPerApplication, queueBacklog, queueDepth, queuedJobsOf } from './queue-reads';
+import {
+  jobsPerApplication,
+  queueBacklog,
+  queueDepth,
+  queuedJobsOf,
+  queueRoomOf,
+} from './queue-reads';
 
 @Injectable()
 export class QueueRepository implements OnModuleDestroy {
@@ -165,13 +171,8 @@ export class QueueRepository implements OnModuleDestroy {
     }
     const storeAll = async (manager: EntityManager): Promise<EnqueueOutcome> => {
       if (maxQueued !== null) {
-        // Held to the transaction's end: a second node's admission waits here, then counts
-        // this job (READ COMMITTED: its count is a statement after the wait).
-        await manager.query(`SELECT pg_advisory_xact_lock(hashtext('svc.queued:' || $1))`, [
-          job.applicationName,
-        ]);
-        const queued = await this.queuedJobsOf(job.applicationName, maxQueued, manager);
-        if (queued >= maxQueued) {
+        const { room, queued } = await queueRoomOf(manager, job.applicationName, maxQueued);
+        if (!room) {
           return { stored: false, queued };
         }
       }

@@ -116,6 +116,8 @@ export interface NewJobRow {
   audit?: string | null;
   /** The submitting caller's principal id (user:alice); null: the service, or anonymous. */
   submittedBy?: string | null;
+  /** A function call's R function (an exported one, or svcXmlService/svcJsonService); null: a script job. */
+  functionName?: string | null;
 }
 
 export interface ClaimedJob {

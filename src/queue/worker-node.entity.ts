@@ -28,4 +28,13 @@ export class WorkerNodeEntity {
   @Column({ type: 'int' }) busy!: number;
 
   @Column({ name: 'heartbeat_at', type: 'timestamptz' }) heartbeatAt!: Date;
+
+  /** The service's version the node runs (null: written by a node from before it was kept). */
+  @Column({ type: 'varchar', length: 64, nullable: true }) version!: string | null;
+
+  /** When the node's process started. */
+  @Column({ name: 'started_at', type: 'timestamptz', nullable: true }) startedAt!: Date | null;
+
+  /** The node process's resident memory at its last heartbeat, in bytes (its R processes not counted). */
+  @Column({ name: 'memory_bytes', type: 'bigint', nullable: true }) memoryBytes!: string | null;
 }

@@ -1,4 +1,5 @@
 import { Test } from '@nestjs/testing';
+import { SERVICE_VERSION } from '../config/app-config';
 import { NodeConfig, QueueConfig } from '../config/config-slices';
 import { R_ENGINE } from '../r-engine/r-engine';
 import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
@@ -54,7 +55,15 @@ describe('WorkerNodeHeartbeat', () => {
       rEngine: 'native',
       slots: 3,
       busy: 0,
+      version: SERVICE_VERSION,
+      startedAt: expect.any(Date) as Date,
+      memoryBytes: expect.any(Number) as number,
     });
+    // The process's start, not the heartbeat's.
+    const [[report]] = nodes.beat.mock.calls as Array<[{ startedAt: Date }]>;
+    expect(report.startedAt.getTime()).toBeLessThanOrEqual(
+      Date.now() - process.uptime() * 1000 + 1000,
+    );
     slots.busy = 2;
     jest.advanceTimersByTime(4999);
     expect(nodes.beat).toHaveBeenCalledTimes(1);

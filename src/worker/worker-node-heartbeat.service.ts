@@ -5,6 +5,7 @@ import {
   OnApplicationBootstrap,
   OnApplicationShutdown,
 } from '@nestjs/common';
+import { SERVICE_VERSION } from '../config/app-config';
 import { NodeConfig, QueueConfig } from '../config/config-slices';
 import { R_ENGINE, type REngine } from '../r-engine/r-engine';
 import { WorkerNodesRepository } from '../queue/worker-nodes.repository';
@@ -13,13 +14,16 @@ import { WorkerService } from './worker.service';
 
 /**
  * Tells the cluster that this worker node lives: its row in `worker_node` (role, R engine, R
- * slots and how many are busy), written at start and every HEARTBEAT_SECONDS, deleted when the
+ * slots and how many are busy, the service's version, when the process started, its resident
+ * memory), written at start and every HEARTBEAT_SECONDS, deleted when the
  * node stops. The console lists the workers from it; a row three heartbeats old is a dead node.
  */
 @Injectable()
 export class WorkerNodeHeartbeat implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(WorkerNodeHeartbeat.name);
   private timer: NodeJS.Timeout | null = null;
+  /** When this process started, as the console shows the node's start. */
+  private readonly startedAt = new Date(Date.now() - Math.round(process.uptime() * 1000));
 
   constructor(
     private readonly nodes: WorkerNodesRepository,
@@ -55,6 +59,9 @@ export class WorkerNodeHeartbeat implements OnApplicationBootstrap, OnApplicatio
         role: this.nodeConfig.role,
         rEngine: this.engine.kind,
         ...this.worker.rSlots,
+        version: SERVICE_VERSION,
+        startedAt: this.startedAt,
+        memoryBytes: process.memoryUsage.rss(),
       });
     } catch (error) {
       this.logger.warn(`the node's heartbeat failed: ${(error as Error).message}`);

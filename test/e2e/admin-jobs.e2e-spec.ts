@@ -213,7 +213,20 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
         console: `${base}/svc/console/#/jobs/demo/${bobs[0]}`,
       },
     });
-    expect(await admin<Job>(base, `/jobs/demo/${bobs[0]}`, ROOT, 200)).toEqual(first);
+    // One job's answer adds its input files.
+    expect(await admin<Job>(base, `/jobs/demo/${bobs[0]}`, ROOT, 200)).toEqual({
+      ...first,
+      inputFiles: {
+        total: 1,
+        files: [
+          {
+            name: 'job.R',
+            size: expect.any(Number) as number,
+            uri: expect.stringMatching(/\/admin\/jobs\/demo\/[-0-9a-f]+\/files\/\d+$/) as string,
+          },
+        ],
+      },
+    });
 
     const ids = async (query: string, who = ROOT): Promise<string[]> =>
       (await allPages(base, query, who)).map((job) => job.jobId);
@@ -489,6 +502,10 @@ describe('the operator console API (/admin/me, /admin/jobs, /admin/overview, /ad
         free: expect.any(Number) as number,
         heartbeatAt: expect.any(String) as string,
         stale: false,
+        version: expect.any(String) as string,
+        startedAt: expect.any(String) as string,
+        memoryBytes: expect.any(Number) as number,
+        runningJobs: expect.any(Array) as unknown[],
       },
     ]);
     const mine = await admin<Overview>(base, '/overview', ALICE, 200);

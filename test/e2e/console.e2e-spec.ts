@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { ALICE, basicUsersEnvironment, ROOT } from '../support/admin-auth';
+import { ALICE, basicUsersEnvironment, changeSettingsMeanwhile, ROOT } from '../support/admin-auth';
 import { axeViolations, expectPageFiles, launchChromium, violationText } from '../support/browser';
 import { request, REST } from '../support/rest-client';
 import { startTestService, TestService, waitFor } from '../support/test-service';
@@ -352,7 +352,7 @@ describe('the operator console in Chromium', () => {
     });
 
     it('explains the 412 when the settings changed after they were opened', async () => {
-      await open(page, '#/settings?application=demo', 'Application settings');
+      await open(page, '#/settings?application=demo&editor=json', 'Application settings');
       const editor = page.locator('#settingsText');
       await waitFor(
         async () => (await editor.inputValue()).includes('"security"'),
@@ -360,20 +360,12 @@ describe('the operator console in Chromium', () => {
         'the settings',
       );
       // Someone else stores a change meanwhile.
-      const current = await request(`${base}${REST}/admin/applications/demo`, { headers: ROOT });
-      const changed = await request(`${base}${REST}/admin/applications/demo`, {
-        method: 'PUT',
-        headers: {
-          ...ROOT,
-          'Content-Type': 'application/json',
-          'If-Match': current.headers.get('etag') ?? '',
-        },
-        body: JSON.stringify({
+      expect(
+        await changeSettingsMeanwhile(base, 'demo', {
           security: { adminPrincipals: ['user:alice'] },
           settings: { resultRetentionHours: 48 },
         }),
-      });
-      expect(changed.status).toBe(200);
+      ).toBe(200);
       const mine = JSON.parse(await editor.inputValue()) as { settings: Record<string, unknown> };
       mine.settings = { ...mine.settings, resultRetentionHours: 12 };
       await editor.fill(JSON.stringify(mine, null, 2));
@@ -499,7 +491,7 @@ describe('the operator console in Chromium', () => {
       await submit('demo', 'writeLines("x", "x.txt")\n');
       await waitFor(async () => (await heard()) > before, JOB_WAIT_MS, 'a jobs event heard');
       // The overview's refetch is now due in a second; the settings are opened before it is.
-      await page.evaluate("location.hash = '#/settings?application=demo'");
+      await page.evaluate("location.hash = '#/settings?application=demo&editor=json'");
       await waitForText(page.locator('#viewHeading'), 'Application settings', 'the settings');
       const editor = page.locator('#settingsText');
       await waitFor(
@@ -508,20 +500,12 @@ describe('the operator console in Chromium', () => {
         'the settings read',
       );
       const opened = (await requests()).length;
-      const current = await request(`${base}${REST}/admin/applications/demo`, { headers: ROOT });
-      const changed = await request(`${base}${REST}/admin/applications/demo`, {
-        method: 'PUT',
-        headers: {
-          ...ROOT,
-          'Content-Type': 'application/json',
-          'If-Match': current.headers.get('etag') ?? '',
-        },
-        body: JSON.stringify({
+      expect(
+        await changeSettingsMeanwhile(base, 'demo', {
           security: { adminPrincipals: ['user:alice'] },
           settings: { resultRetentionHours: 36 },
         }),
-      });
-      expect(changed.status).toBe(200);
+      ).toBe(200);
       const mine = JSON.parse(await editor.inputValue()) as { settings: Record<string, unknown> };
       mine.settings = { ...mine.settings, resultRetentionHours: 7 };
       await editor.fill(JSON.stringify(mine, null, 2));
@@ -681,7 +665,7 @@ describe('the operator console in Chromium', () => {
         ['#/jobs', 'Jobs', 'tbody tr'],
         ['#/schedules', 'Schedules', 'tr[data-schedule]'],
         ['#/keys', 'API keys', '#view form'],
-        ['#/settings?application=demo', 'Application settings', '#settingsText'],
+        ['#/settings?application=demo', 'Application settings', '#settingsFields select'],
         ['#/audit', 'Audit trail', 'tbody tr'],
         ['#/packages?application=demo', 'R packages', '#view .empty'],
         ['#/catalog?application=demo', 'Catalog', 'tbody tr'],

@@ -240,6 +240,14 @@ describe('requests from another site with a browser’s own credentials', () => 
       allowed: [200, 200],
     },
     {
+      name: 'failed jobs retried in bulk (console)',
+      method: 'POST',
+      path: `${REST}/admin/jobs/retry`,
+      headers: { 'Content-Type': 'application/json' },
+      body: () => JSON.stringify({ application: 'nothing' }),
+      allowed: [200, 200],
+    },
+    {
       name: 'a catalog file written',
       method: 'PUT',
       path: `${REST}/admin/catalog/R_SCRIPTS/more.R`,

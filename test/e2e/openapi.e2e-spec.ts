@@ -737,6 +737,40 @@ describe('the OpenAPI document against the running service', () => {
     expect((await call('POST', retry, `${list}/demo/${unknown}/retry`, post)).status).toBe(404);
     expect((await call('POST', retry, `${list}/demo/x/retry`, post)).status).toBe(400);
     await waitFor(async () => (await stateOf(failed)) === 'DONE', 60000, 'the retried failure');
+    /** The statuses of a bulk action's bodies, each posted as JSON. */
+    const bulkStatuses = async (path: string, bodies: object[]): Promise<number[]> => {
+      const statuses: number[] = [];
+      for (const body of bodies) {
+        const sent = { method: 'POST', headers: json, body: JSON.stringify(body) };
+        statuses.push((await call('POST', path, path, sent)).status);
+      }
+      return statuses;
+    };
+    const bulk = [
+      { application: 'demo', dryRun: true },
+      { application: 'demo', limit: 1 },
+      { state: 'FAILED' },
+    ];
+    expect(await bulkStatuses('/admin/jobs/retry', bulk)).toEqual([200, 200, 400]);
+    await waitFor(
+      async () => (await stateOf(failed)) === 'DONE',
+      60000,
+      'the bulk-retried failure',
+    );
+    const files = '/admin/jobs/{app}/{jobId}/files/{fileId}';
+    const kept = JSON.parse(
+      (await call('GET', one, `${list}/demo/${failed}`, { headers: admin })).text,
+    ) as {
+      inputFiles: { files: Array<{ uri: string }> };
+    };
+    const fileUri = new URL(kept.inputFiles.files[0].uri).pathname.replace(REST, '');
+    for (const [path, status] of [
+      [fileUri, 200],
+      [fileUri.replace(/\d+$/, '999999'), 404],
+      [fileUri.replace(/\d+$/, 'x'), 400],
+    ] as const) {
+      expect((await call('GET', files, path, { headers: admin })).status).toBe(status);
+    }
     const cancelOne = '/admin/jobs/{app}/{jobId}/cancel';
     const sleeper = await submit(SLEEPER);
     for (const [path, status] of [
@@ -748,18 +782,8 @@ describe('the OpenAPI document against the running service', () => {
       expect((await call('POST', cancelOne, path, post)).status).toBe(status);
     }
     expect((await call('POST', cancelOne, `${list}/demo/${sleeper}/cancel`)).status).toBe(401);
-    const cancel = '/admin/jobs/cancel';
-    for (const [body, status] of [
-      [{ application: 'demo', state: 'QUEUED', limit: 1 }, 200],
-      [{ limit: 0 }, 400],
-    ] as const) {
-      const answer = await call('POST', cancel, cancel, {
-        method: 'POST',
-        headers: json,
-        body: JSON.stringify(body),
-      });
-      expect(answer.status).toBe(status);
-    }
+    const cancels = [{ application: 'demo', state: 'QUEUED', limit: 1 }, { limit: 0 }];
+    expect(await bulkStatuses('/admin/jobs/cancel', cancels)).toEqual([200, 400]);
     expect(
       (await call('GET', '/admin/overview', '/admin/overview', { headers: admin })).status,
     ).toBe(200);

@@ -298,9 +298,9 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     expect(new Set((await jobs.list(window, 10, null)).map((r) => r.id))).toEqual(
       new Set(ids.slice(2, 4)),
     );
-    expect(await jobs.unfinished({ ...ALL, applications: ['other'] }, 10)).toEqual([
-      { id: other, application_name: 'other' },
-    ]);
+    expect(
+      await jobs.matching({ ...ALL, applications: ['other'], states: ['QUEUED', 'RUNNING'] }, 10),
+    ).toEqual([{ id: other, application_name: 'other', kind: 'script' }]);
   });
 
   it('counts the queue at each bucket end, and the waits and runs of the jobs in a bucket', async () => {
@@ -346,13 +346,33 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
     ]);
   });
 
+  const NODE = {
+    nodeId: 'n1',
+    role: 'worker',
+    rEngine: 'native',
+    slots: 4,
+    busy: 0,
+    version: '1.2.3',
+    startedAt: new Date(),
+    memoryBytes: 100 * 2 ** 20,
+  };
+
   it('keeps one heartbeat row per worker node, forgotten when it stops', async () => {
     const nodes = new WorkerNodesRepository(dataSource);
-    const report = { nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 0 };
+    const startedAt = new Date('2026-12-01T10:00:00.000Z');
+    const report = { ...NODE, startedAt, slots: 4 };
     await nodes.beat(report);
-    await nodes.beat({ ...report, slots: 3 });
+    await nodes.beat({ ...report, slots: 3, memoryBytes: 2 ** 33 });
     const { nodes: rows } = await nodes.list();
-    expect(rows).toEqual([{ ...report, slots: 3, heartbeatAt: expect.any(Date) as Date }]);
+    expect(rows).toEqual([
+      {
+        ...report,
+        slots: 3,
+        memoryBytes: 2 ** 33,
+        heartbeatAt: expect.any(Date) as Date,
+        runningJobs: [],
+      },
+    ]);
     await nodes.remove('n1');
     expect((await nodes.list()).nodes).toEqual([]);
   });
@@ -360,11 +380,19 @@ describe('the console statements (JobAdminRepository, WorkerNodesRepository)', (
   it('counts a node busy slots from the R jobs it runs now, not from its last heartbeat', async () => {
     const nodes = new WorkerNodesRepository(dataSource);
     // The heartbeat said 3 busy a while ago; the node has claimed two jobs since, one finished.
-    await nodes.beat({ nodeId: 'n1', role: 'worker', rEngine: 'native', slots: 4, busy: 3 });
+    await nodes.beat({ ...NODE, busy: 3 });
     const [first, second] = [await submit(), await submit('other')];
     await submit();
     expect(await queue.claim('n1', 2, 30, null)).toHaveLength(2);
     expect((await nodes.list()).nodes[0].busy).toBe(2);
+    // Its running jobs are named only for the applications asked for; busy counts them all.
+    const [ofOther] = (await nodes.list(['other'])).nodes;
+    expect([ofOther.busy, ofOther.runningJobs.map((job) => job.jobId)]).toEqual([2, [second]]);
+    expect(ofOther.runningJobs[0]).toEqual({
+      applicationName: 'other',
+      jobId: second,
+      startedAt: expect.any(Date) as Date,
+    });
     const done = (
       await dataSource.query<Array<{ id: string }>>(
         "SELECT id FROM job WHERE state = 'RUNNING' ORDER BY id LIMIT 1",

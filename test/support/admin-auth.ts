@@ -54,3 +54,27 @@ export function retryAsAdmin(base: string, application: string, jobId: string): 
     headers: { Authorization: ADMIN_AUTHORIZATION, Accept: 'application/json' },
   });
 }
+
+/**
+ * Someone else's change of an application's rights and settings (as root of
+ * basicUsersEnvironment), made over the version in force now: what a console's open settings
+ * then meet as a 412. Answers the PUT's status.
+ */
+export async function changeSettingsMeanwhile(
+  base: string,
+  application: string,
+  entry: Record<string, unknown>,
+): Promise<number> {
+  const url = `${base}${REST}/admin/applications/${application}`;
+  const current = await request(url, { headers: ROOT });
+  const changed = await request(url, {
+    method: 'PUT',
+    headers: {
+      ...ROOT,
+      'Content-Type': 'application/json',
+      'If-Match': current.headers.get('etag') ?? '',
+    },
+    body: JSON.stringify(entry),
+  });
+  return changed.status;
+}

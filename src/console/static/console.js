@@ -726,25 +726,74 @@
           true,
         ),
       );
-      const workerHeaders = ['Node', 'Role', 'R engine', 'Slots', 'Last heartbeat'];
+      const workerHeaders = [
+        'Node',
+        'Role',
+        'Version',
+        'R engine',
+        'Slots',
+        'Running jobs',
+        'Started',
+        'Memory',
+        'Last heartbeat',
+      ];
       workers.replaceChildren(
         table(
           'Worker nodes and their slots',
           workerHeaders,
           overview.workers.map((w) =>
-            row(workerHeaders, [
-              el('code', { text: w.node }),
-              w.role,
-              w.rEngine,
-              slotBar(w),
-              el('span', {}, timeElement(w.heartbeatAt), w.stale ? ' (stale)' : ''),
-            ]),
+            row(
+              workerHeaders,
+              [
+                el('code', { text: w.node }),
+                w.role,
+                w.version || '–',
+                w.rEngine,
+                slotBar(w),
+                runningJobsCell(w),
+                w.startedAt ? timeElement(w.startedAt) : '–',
+                w.memoryBytes === null ? '–' : formatBytes(w.memoryBytes),
+                el('span', {}, timeElement(w.heartbeatAt), w.stale ? ' (stale)' : ''),
+              ],
+              { 'data-node': w.node },
+            ),
           ),
           'No worker node has reported.',
         ),
       );
     }
     return { element, refresh, live: true };
+  }
+
+  /** A worker's running jobs the caller may see, each a link with how long it has run. */
+  function runningJobsCell(worker) {
+    if (worker.runningJobs.length === 0) {
+      return worker.busy > 0 ? 'of other applications' : '–';
+    }
+    return el(
+      'ul',
+      { class: 'runs' },
+      worker.runningJobs.map((job) =>
+        el(
+          'li',
+          {},
+          jobLink(job.applicationName, job.jobId),
+          ` ${job.applicationName}, ${elapsedText(job.startedAt)}`,
+        ),
+      ),
+    );
+  }
+
+  /** Bytes in binary units, as memory is usually told. */
+  function formatBytes(bytes) {
+    const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let value = bytes;
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) {
+      value /= 1024;
+      unit += 1;
+    }
+    return unit === 0 ? `${bytes} bytes` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
   }
 
   /** Busy and free slots as a bar and in words. */
@@ -879,10 +928,11 @@
     const pageNumber = query.get('cursor') ? Math.max(2, Number(query.get('page')) || 2) : 1;
     const bulk = el(
       'p',
-      {},
+      { class: 'row-actions' },
       button('Cancel the queued and running jobs that match', () => void cancelMatching(), {
         class: 'danger',
       }),
+      button('Retry the failed jobs that match', () => void retryMatching()),
     );
     const element = el('div', {}, form, bulk, note, summary, list, pager);
 
@@ -899,13 +949,70 @@
       return params;
     };
 
-    async function cancelMatching() {
+    /** The filter in the address as a bulk action's body (its state: the action's own). */
+    function bulkBody() {
       const body = {};
       for (const name of JOB_FILTERS) {
         if (query.get(name) && name !== 'state') {
           body[name] = query.get(name);
         }
       }
+      return body;
+    }
+
+    /** Asks the count first, so the confirmation names it; then retries that many at most. */
+    async function retryMatching() {
+      const body = bulkBody();
+      const counted = await call(`${ADMIN}/jobs/retry`, {
+        method: 'POST',
+        json: { ...body, dryRun: true },
+      });
+      if (!counted.response.ok) {
+        setMessage(note, problem(counted), 'error');
+        return;
+      }
+      const { failed, capped } = counted.body;
+      if (failed === 0) {
+        setMessage(note, 'No failed job matches the filter: nothing to retry.');
+        return;
+      }
+      const limit = Math.min(failed, 1000);
+      const what = `${capped ? 'more than ' : ''}${failed.toLocaleString()} failed job${failed === 1 && !capped ? '' : 's'}`;
+      if (
+        !window.confirm(
+          `Retry ${what} that match${failed === 1 && !capped ? 'es' : ''} the filter?` +
+            (limit < failed || capped ? ` The first ${limit} are retried now.` : ''),
+        )
+      ) {
+        return;
+      }
+      const answer = await call(`${ADMIN}/jobs/retry`, {
+        method: 'POST',
+        json: { ...body, limit },
+      });
+      if (!answer.response.ok) {
+        setMessage(note, problem(answer), 'error');
+        return;
+      }
+      const { retried, queueFull, notRetryable, more } = answer.body;
+      const parts = [`Retried ${retried} failed job${retried === 1 ? '' : 's'}.`];
+      for (const full of queueFull) {
+        parts.push(
+          `${full.skipped} of ${full.application} not retried: it has ${full.maxQueuedJobs} job${full.maxQueuedJobs === 1 ? '' : 's'} queued, its limit (maxQueuedJobs).`,
+        );
+      }
+      if (notRetryable > 0) {
+        parts.push(`${notRetryable} not retried: they failed before their input files were kept.`);
+      }
+      if (more) {
+        parts.push('More match: press again.');
+      }
+      setMessage(note, parts.join(' '));
+      await refresh();
+    }
+
+    async function cancelMatching() {
+      const body = bulkBody();
       const state = query.get('state');
       body.state = state === 'QUEUED' || state === 'RUNNING' ? state : 'QUEUED,RUNNING';
       if (!window.confirm('Cancel every queued and running job that matches the filter?')) {
@@ -942,6 +1049,7 @@
         'Application',
         'Outcome',
         'Kind',
+        'Function',
         'Source',
         'Submitted',
         'Wait',
@@ -961,6 +1069,7 @@
                 job.applicationName,
                 outcomeBadge(job.outcome),
                 job.kind,
+                functionCell(job),
                 job.source,
                 timeElement(job.submittedAt),
                 formatDuration(between(job.submittedAt, job.startedAt)),
@@ -994,6 +1103,11 @@
       pager.replaceChildren(...links);
     }
     return { element, refresh, live: true };
+  }
+
+  /** A function call's R function as code, or a dash (a script job). */
+  function functionCell(job) {
+    return job.functionName ? el('code', { text: job.functionName }) : '–';
   }
 
   /** A job's buttons in its row of the list, or a dash. */
@@ -1066,6 +1180,7 @@
     const logCount = el('span', {});
     const progress = el('p', { id: 'jobProgress', class: 'help' });
     const resultBox = el('div', {});
+    const inputsBox = el('div', { id: 'jobInputs' });
     const element = el(
       'div',
       { id: 'jobDetail' },
@@ -1073,6 +1188,10 @@
       actions,
       note,
       progress,
+      el('section', { 'aria-labelledby': 'inputsHeading' }, [
+        el('h2', { id: 'inputsHeading', text: 'Input files' }),
+        inputsBox,
+      ]),
       el('section', { 'aria-labelledby': 'logHeading' }, [
         el('h2', { id: 'logHeading' }, 'What R printed ', logCount),
         logBox,
@@ -1135,6 +1254,7 @@
       }
       heading.textContent = `Job ${job.jobId}`;
       facts.replaceChildren(jobFacts(job));
+      inputsBox.replaceChildren(inputFiles(job));
       // A running job's run time counts up each second on the page, without asking the service.
       clearInterval(ticker);
       if (job.state === 'RUNNING' && job.startedAt) {
@@ -1245,6 +1365,42 @@
     return { element, refresh, stop, live: true };
   }
 
+  /** A job's input files kept, each with its size and download; or why there are none. */
+  function inputFiles(job) {
+    const { files, total } = job.inputFiles;
+    if (total === 0) {
+      return el('p', {
+        class: 'empty',
+        text:
+          job.outcome === 'succeeded' || job.outcome === 'cancelled'
+            ? 'None kept: a job’s input files are removed once it succeeds or is cancelled.'
+            : 'None.',
+      });
+    }
+    const headers = ['File', 'Size'];
+    return el(
+      'div',
+      {},
+      table(
+        total > files.length
+          ? `Input files: the first ${files.length} of ${total} by name`
+          : `Input files (${total})`,
+        headers,
+        files.map((file) =>
+          row(headers, [
+            el('a', {
+              href: file.uri,
+              download: file.name.split('/').pop(),
+              text: file.name,
+            }),
+            formatBytes(file.size),
+          ]),
+        ),
+        'None.',
+      ),
+    );
+  }
+
   /** How long a running job has run, by this browser's clock. */
   function elapsedText(startedAt) {
     return `running for ${formatDuration(Math.max(0, Date.now() - new Date(startedAt).getTime()))}`;
@@ -1256,6 +1412,7 @@
       ['Application', job.applicationName],
       ['Outcome', outcomeBadge(job.outcome)],
       ['Kind', job.kind],
+      ['Function', functionCell(job)],
       ['Source', job.source],
       ['Priority', String(job.priority)],
       ['Submitted by', job.submittedBy || '–'],
@@ -1595,11 +1752,9 @@
       spellcheck: 'false',
       'aria-describedby': 'settingsHelp',
     });
-    const note = el('div', { id: 'settingsMessage' });
-    const save = el('button', { type: 'submit', text: 'Save the settings' });
-    const form = el(
-      'form',
-      { class: 'settings-form' },
+    const jsonPart = el(
+      'div',
+      {},
       el('label', { for: 'settingsText', text: `Rights and settings of ${app} (JSON)` }),
       el('p', {
         id: 'settingsHelp',
@@ -1607,11 +1762,29 @@
         text: 'security, settings and slots, as in the configuration (docs/api.md#application-settings). A part left out is emptied.',
       }),
       editor,
+    );
+    const formPart = el('div', { id: 'settingsFields' });
+    const note = el('div', { id: 'settingsMessage' });
+    const save = el('button', { type: 'submit', text: 'Save the settings' });
+    /** The form (generated from the settings' schema), or the raw JSON (`editor=json`). */
+    let asJson = query.get('editor') === 'json';
+    const toggle = el('button', { type: 'button', id: 'settingsEditor' });
+    toggle.addEventListener('click', () => switchEditor());
+    const form = el(
+      'form',
+      { class: 'settings-form', 'aria-label': `Rights and settings of ${app}` },
+      el('p', {}, toggle),
+      formPart,
+      jsonPart,
       el('div', { class: 'form-actions' }, save),
       note,
     );
     let etag = null;
     let version = null;
+    /** The settings as loaded: what the form was filled from, and what it keeps of unknown fields. */
+    let loaded = null;
+    /** The form's fields, built from the schema once it is read. */
+    let fields = null;
     form.addEventListener('submit', (event) => {
       event.preventDefault();
       void store();
@@ -1623,6 +1796,32 @@
       app ? [info, form] : message('You administer no application.'),
     );
 
+    function showEditor() {
+      formPart.hidden = asJson;
+      jsonPart.hidden = !asJson;
+      toggle.textContent = asJson ? 'Edit as a form' : 'Edit as JSON';
+    }
+    showEditor();
+
+    /** Carries the edit over: the form's values into the JSON, or the JSON's into the form. */
+    function switchEditor() {
+      if (asJson) {
+        let body;
+        try {
+          body = JSON.parse(editor.value);
+        } catch (error) {
+          setMessage(note, `The text is not JSON: ${error.message}`, 'error');
+          return;
+        }
+        fields.fill(body);
+      } else {
+        editor.value = JSON.stringify(fields.collect(), null, 2);
+      }
+      setMessage(note, '');
+      asJson = !asJson;
+      showEditor();
+    }
+
     async function load() {
       const answer = await call(`${ADMIN}/applications/${encodeURIComponent(app)}`);
       if (!answer.response.ok) {
@@ -1633,21 +1832,36 @@
       const view = answer.body;
       version = view.version;
       info.textContent = `Version ${view.version} (${view.source === 'stored' ? 'stored' : 'from the configuration'})${view.updatedAt ? `, changed ${formatTime(view.updatedAt)} by ${view.updatedBy || 'unknown'}` : ''}.`;
-      editor.value = JSON.stringify(
-        { security: view.security, settings: view.settings, slots: view.slots },
-        null,
-        2,
-      );
+      loaded = { security: view.security, settings: view.settings, slots: view.slots };
+      editor.value = JSON.stringify(loaded, null, 2);
+      if (fields === null) {
+        try {
+          fields = settingsFields(await settingsSchema());
+        } catch (error) {
+          // Without the schema there is no form; the JSON editor still works.
+          setMessage(note, `The settings' form is not available: ${error.message}`, 'error');
+          asJson = true;
+          showEditor();
+          toggle.hidden = true;
+          return;
+        }
+        formPart.replaceChildren(fields.element);
+      }
+      fields.fill(loaded);
     }
 
     async function store() {
       let body;
-      try {
-        body = JSON.parse(editor.value);
-      } catch (error) {
-        setMessage(note, `The text is not JSON: ${error.message}`, 'error');
-        editor.focus();
-        return;
+      if (asJson) {
+        try {
+          body = JSON.parse(editor.value);
+        } catch (error) {
+          setMessage(note, `The text is not JSON: ${error.message}`, 'error');
+          editor.focus();
+          return;
+        }
+      } else {
+        body = fields.collect();
       }
       if (body && body.settings && 'callbackSecretSet' in body.settings) {
         // Read-only in the answer: the secret itself is left as it is unless one is given.
@@ -1687,6 +1901,206 @@
       );
     }
     return { element, refresh: app ? load : null };
+  }
+
+  /** The schema of an application's entry, from the API's OpenAPI description (read once). */
+  let entrySchema = null;
+  async function settingsSchema() {
+    if (entrySchema === null) {
+      const document = await read(`${REST}/openapi.json`);
+      const schemas = document.components.schemas;
+      const resolve = (schema) =>
+        schema && schema.$ref ? schemas[schema.$ref.split('/').pop()] : schema;
+      const entry = schemas.ApplicationEntry;
+      entrySchema = {
+        security: resolve(entry.properties.security),
+        settings: resolve(entry.properties.settings),
+        slots: entry.properties.slots,
+      };
+    }
+    return entrySchema;
+  }
+
+  /** A schema's description as plain text (its Markdown code marks dropped). */
+  function plainText(description) {
+    return (description || '').replace(/`/g, '');
+  }
+
+  /** A JSON Schema type without its null: `integer` of `["integer", "null"]`. */
+  function typeOf(property) {
+    const types = [].concat(property.type || []);
+    return types.find((type) => type !== 'null') || 'string';
+  }
+
+  /**
+   * The form of an application's entry, one field per property of its schema, in the schema's
+   * order: a choice of default, yes and no for a flag (a flag left at its default is left out,
+   * as in the configuration), a number field with the schema's bounds, a text field, a list as
+   * one name per line, a secret that is never shown (empty: kept as it is). An empty field is
+   * left out, so its default applies. `fill` puts an entry in, `collect` takes it out (the
+   * fields the schema does not know carried over as they were loaded).
+   */
+  function settingsFields(schema) {
+    const controls = [];
+    let loaded = {};
+
+    function control(part, name, property) {
+      const id = `setting-${part}-${name}`;
+      const helpId = `${id}-help`;
+      const type = typeOf(property);
+      let input;
+      let read;
+      let write;
+      if (type === 'boolean') {
+        input = select(
+          name,
+          [
+            ['', 'Default'],
+            ['true', 'Yes'],
+            ['false', 'No'],
+          ],
+          '',
+        );
+        read = () => (input.value === '' ? undefined : input.value === 'true');
+        write = (value) => {
+          input.value = value === true ? 'true' : value === false ? 'false' : '';
+        };
+      } else if (type === 'integer' || type === 'number') {
+        input = el('input', {
+          type: 'number',
+          name,
+          step: type === 'integer' ? '1' : 'any',
+          min: property.minimum,
+          max: property.maximum,
+          inputmode: type === 'integer' ? 'numeric' : 'decimal',
+        });
+        read = () => (input.value === '' ? undefined : Number(input.value));
+        write = (value) => {
+          input.value = typeof value === 'number' ? String(value) : '';
+        };
+      } else if (type === 'array') {
+        input = el('textarea', { name, rows: '3', spellcheck: 'false' });
+        read = () => {
+          const lines = input.value
+            .split('\n')
+            .map((line) => line.trim())
+            .filter((line) => line !== '');
+          return lines.length === 0 ? undefined : lines;
+        };
+        write = (value) => {
+          input.value = Array.isArray(value) ? value.join('\n') : '';
+        };
+      } else if (property.writeOnly) {
+        // A secret: never shown; typed in to replace it, or removed with the box below.
+        input = el('input', {
+          type: 'password',
+          name,
+          autocomplete: 'new-password',
+          minlength: property.minLength,
+        });
+        const removeId = `${id}-remove`;
+        const remove = el('input', { type: 'checkbox', id: removeId });
+        const isSet = el('span', {});
+        read = () => (remove.checked ? null : input.value === '' ? undefined : input.value);
+        write = (_value, part) => {
+          input.value = '';
+          remove.checked = false;
+          isSet.textContent =
+            part && part[`${name}Set`] ? ' (one is set; empty: kept)' : ' (none set)';
+        };
+        controls.push({ part, name, read, write });
+        return el(
+          'div',
+          { class: 'field' },
+          el('label', { for: id }, property.title || name, isSet),
+          Object.assign(input, { id }),
+          el('p', { id: helpId, class: 'help', text: plainText(property.description) }),
+          el(
+            'span',
+            {},
+            remove,
+            ' ',
+            el('label', {
+              for: removeId,
+              text: `Remove the ${(property.title || name).toLowerCase()}`,
+            }),
+          ),
+        );
+      } else {
+        input = el('input', { type: 'text', name, spellcheck: 'false' });
+        read = () => (input.value === '' ? undefined : input.value);
+        write = (value) => {
+          input.value = typeof value === 'string' ? value : '';
+        };
+      }
+      input.setAttribute('aria-describedby', helpId);
+      controls.push({ part, name, read, write });
+      const wrapped = field(id, property.title || name, input);
+      wrapped.append(el('p', { id: helpId, class: 'help', text: plainText(property.description) }));
+      return wrapped;
+    }
+
+    const partOf = (part, legend) => {
+      const properties = Object.entries(schema[part].properties || {}).filter(
+        ([, property]) => !property.readOnly,
+      );
+      return el(
+        'fieldset',
+        { class: 'settings-part' },
+        el('legend', { text: legend }),
+        properties.map(([name, property]) => control(part, name, property)),
+      );
+    };
+    const slots = el(
+      'fieldset',
+      { class: 'settings-part' },
+      el('legend', { text: 'Slots' }),
+      control('', 'slots', schema.slots),
+    );
+    const element = el(
+      'div',
+      {},
+      partOf('security', 'Rights'),
+      partOf('settings', 'Settings'),
+      slots,
+    );
+
+    function fill(entry) {
+      loaded = entry || {};
+      for (const { part, name, write } of controls) {
+        const values = part === '' ? loaded : loaded[part] || {};
+        write(values[name], values);
+      }
+    }
+
+    function collect() {
+      const known = (part) => new Set(controls.filter((c) => c.part === part).map((c) => c.name));
+      const body = {};
+      for (const part of ['security', 'settings']) {
+        const kept = {};
+        const names = known(part);
+        for (const [name, value] of Object.entries(loaded[part] || {})) {
+          if (!names.has(name) && !(schema[part].properties[name] || {}).readOnly) {
+            kept[name] = value;
+          }
+        }
+        body[part] = kept;
+      }
+      for (const { part, name, read } of controls) {
+        const value = read();
+        if (value === undefined) {
+          continue;
+        }
+        if (part === '') {
+          body[name] = value;
+        } else {
+          body[part][name] = value;
+        }
+      }
+      return body;
+    }
+
+    return { element, fill, collect };
   }
 
   // ---- Audit trail ---------------------------------------------------------------------------
