@@ -46,6 +46,12 @@ export abstract class ApplicationsConfig extends configSlice([
   'maxRequestBytes',
 ]) {}
 
+/** Applications' R environments: the repositories packages come from, the history kept. */
+export abstract class EnvironmentsConfig extends configSlice([
+  'rRepositories',
+  'environmentHistory',
+]) {}
+
 /** Queue delivery: how often nodes poll, leases and heartbeats, attempts and their back-off. */
 export abstract class QueueConfig extends configSlice([
   'pollIntervalMs',
@@ -229,4 +235,5 @@ export const CONFIG_SLICES = [
   ProcessConfig,
   AuditConfig,
   AdminConfig,
+  EnvironmentsConfig,
 ] as const;
