@@ -226,10 +226,13 @@ export class AppConfig implements SecuritySettings, OidcSettings {
    * (only the applications' uploaded packages).
    */
   @IsOptional()
-  @Matches(/^\s*(https?:\/\/[^\s,]+|file:\/\/\/[^\s,]*)\s*(,\s*(https?:\/\/[^\s,]+|file:\/\/\/[^\s,]*)\s*)*$/, {
-    message:
-      'must be a comma-separated list of http(s):// URLs or file:// URLs of absolute directories (file:///srv/cran)',
-  })
+  @Matches(
+    /^\s*(https?:\/\/[^\s,]+|file:\/\/\/[^\s,]*)\s*(,\s*(https?:\/\/[^\s,]+|file:\/\/\/[^\s,]*)\s*)*$/,
+    {
+      message:
+        'must be a comma-separated list of http(s):// URLs or file:// URLs of absolute directories (file:///srv/cran)',
+    },
+  )
   rRepositories!: string | null;
   /** How many environments each application keeps (the one it asks for among them): what a rollback can go back to. */
   @IsInt() @Min(1) @Max(1000) environmentHistory!: number;
