@@ -10,6 +10,7 @@ import {
   EXIT_USAGE,
   UsageError,
 } from './cli-command';
+import { environmentCommand } from './environment';
 import { hashSecretCommand } from './hash-secret';
 import { keysCommand } from './keys';
 import { migrateCommand } from './migrate';
@@ -25,6 +26,7 @@ const COMMANDS: CliCommand[] = [
   schedulesCommand,
   settingsCommand,
   adminCommand,
+  environmentCommand,
 ];
 
 const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its arguments; svc --version)
