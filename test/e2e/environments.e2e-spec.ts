@@ -1,0 +1,364 @@
+/**
+ * Applications' R environments from their renv.lock: the lockfile as hostile input, resolved
+ * against a CRAN-like repository this file builds offline (an Archive version included) and the
+ * application's uploads; history, rollback, audit; the command line and the catalog load.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ALICE, basicUsersEnvironment, BOB, ROOT } from '../support/admin-auth';
+import { Answer, REST, request } from '../support/rest-client';
+import { buildPackage } from '../support/r-packages';
+import { runSvc } from '../support/service-process';
+import { startTestService, testEnvironment, TestService } from '../support/test-service';
+
+const RISK = 'risk';
+const PRICING = 'pricing';
+const JSON_TYPE = { 'Content-Type': 'application/json' };
+
+interface EnvironmentView {
+  id: string;
+  application: string;
+  requested: boolean;
+  contentsSha256: string;
+  createdBy: string;
+  packages: Array<{
+    name: string;
+    version: string;
+    origin: string;
+    repository: string | null;
+    sourceSha256: string;
+  }>;
+}
+
+/** renv's lockfile of `packages` (name → version, requirements), its repository the given one. */
+function lockfile(
+  packages: Record<string, string | { version: string; requires: string[] }>,
+  repositories: Array<{ Name: string; URL: string }>,
+): string {
+  return JSON.stringify({
+    R: { Version: '4.3.2', Repositories: repositories },
+    Packages: Object.fromEntries(
+      Object.entries(packages).map(([name, spec]) => {
+        const { version, requires } =
+          typeof spec === 'string' ? { version: spec, requires: [] } : spec;
+        return [
+          name,
+          {
+            Package: name,
+            Version: version,
+            Source: 'Repository',
+            Repository: repositories[0]?.Name,
+            Requirements: requires,
+            Hash: createHash('md5').update(`${name}${version}`).digest('hex'),
+            RemoteType: 'standard',
+          },
+        ];
+      }),
+    ),
+  });
+}
+
+/** The CRAN-like repository this file builds (in beforeAll), named before the tests are. */
+const root = join(tmpdir(), `svc-environments-${process.pid}-${Date.now()}`);
+const repositoryUrl = pathToFileURL(join(root, 'cran')).href;
+/** As renv writes it, with a trailing slash: the operator's list has it without. */
+const repository = [{ Name: 'company', URL: `${repositoryUrl}/` }];
+
+describe('R environments from renv.lock', () => {
+  let service: TestService;
+  const sha = new Map<string, string>();
+
+  async function admin(
+    method: string,
+    path: string,
+    init: { body?: string; headers?: Record<string, string>; app?: string } = {},
+  ): Promise<Answer> {
+    return request(`${service.url}${REST}/admin/${path}`, {
+      method,
+      headers: { ...ROOT, 'X-SVC-Application-Name': init.app ?? RISK, ...init.headers },
+      body: init.body,
+    });
+  }
+
+  const put = (body: string, app = RISK, who: Record<string, string> = ROOT) =>
+    admin('PUT', 'environment', { body, app, headers: { ...JSON_TYPE, ...who } });
+
+  beforeAll(async () => {
+    // The repository: shared 2.0 current and 1.0 in its Archive; uses.shared needs shared.
+    const contrib = join(root, 'cran', 'src', 'contrib');
+    mkdirSync(join(contrib, 'Archive', 'shared'), { recursive: true });
+    const write = (path: string, archive: Buffer, key: string): void => {
+      writeFileSync(path, archive);
+      sha.set(key, createHash('sha256').update(archive).digest('hex'));
+    };
+    write(
+      join(contrib, 'Archive', 'shared', 'shared_1.0.tar.gz'),
+      buildPackage('shared', '1.0'),
+      'shared 1.0',
+    );
+    write(join(contrib, 'shared_2.0.tar.gz'), buildPackage('shared', '2.0'), 'shared 2.0');
+    write(
+      join(contrib, 'uses.shared_1.0.tar.gz'),
+      buildPackage('uses.shared', '1.0', { extra: 'Imports: shared' }),
+      'uses.shared 1.0',
+    );
+    execFileSync('Rscript', ['-e', `tools::write_PACKAGES("${contrib}", type = "source")`]);
+    service = await startTestService({
+      ...(await basicUsersEnvironment({
+        [RISK]: { adminPrincipals: ['alice'], userPrincipals: ['bob'] },
+        [PRICING]: { adminPrincipals: ['bob'] },
+      })),
+      R_REPOSITORIES: repositoryUrl,
+      ENVIRONMENT_HISTORY: '3',
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await service?.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('pins two applications to two versions of one package, an Archive one included', async () => {
+    const risk = await put(lockfile({ shared: '1.0' }, repository), RISK, ALICE);
+    expect(risk.status).toBe(201);
+    const riskView = JSON.parse(risk.text) as EnvironmentView;
+    expect(risk.headers.get('location')).toBe(
+      `${service.url}${REST}/admin/environment/history/${riskView.id}`,
+    );
+    expect(riskView).toMatchObject({
+      application: RISK,
+      requested: true,
+      createdBy: 'user:alice',
+      packages: [
+        {
+          name: 'shared',
+          version: '1.0',
+          origin: 'archive',
+          repository: repositoryUrl,
+          sourceSha256: sha.get('shared 1.0'),
+        },
+      ],
+    });
+
+    const pricing = await put(
+      lockfile(
+        { shared: '2.0', 'uses.shared': { version: '1.0', requires: ['shared'] } },
+        repository,
+      ),
+      PRICING,
+      BOB,
+    );
+    expect(pricing.status).toBe(201);
+    expect((JSON.parse(pricing.text) as EnvironmentView).packages).toEqual([
+      expect.objectContaining({
+        name: 'shared',
+        version: '2.0',
+        origin: 'repository',
+        sourceSha256: sha.get('shared 2.0'),
+      }),
+      expect.objectContaining({
+        name: 'uses.shared',
+        version: '1.0',
+        origin: 'repository',
+        sourceSha256: sha.get('uses.shared 1.0'),
+      }),
+    ]);
+
+    // Each application sees its own; the same lockfile again changes nothing.
+    const shown = await admin('GET', 'environment');
+    expect([shown.status, (JSON.parse(shown.text) as EnvironmentView).id]).toEqual([
+      200,
+      riskView.id,
+    ]);
+    const again = await put(lockfile({ shared: '1.0' }, repository));
+    expect([again.status, (JSON.parse(again.text) as EnvironmentView).id]).toEqual([
+      200,
+      riskView.id,
+    ]);
+  });
+
+  it('is for admins of the application and global admins only', async () => {
+    expect((await put(lockfile({ shared: '2.0' }, repository), RISK, BOB)).status).toBe(403);
+    expect((await admin('GET', 'environment', { headers: BOB })).status).toBe(403);
+    expect(
+      (await admin('GET', 'environment/history', { app: PRICING, headers: ALICE })).status,
+    ).toBe(403);
+  });
+
+  it.each([
+    [
+      'a name with a path',
+      lockfile({ '../../etc/passwd': '1.0' }, repository),
+      /Packages: "\.\.\/\.\.\/etc\/passwd" is not an R package name/,
+    ],
+    [
+      'a name with shell characters',
+      lockfile({ 'x$(reboot)': '1.0' }, repository),
+      /Packages: "x\$\(reboot\)" is not an R package name/,
+    ],
+    [
+      'a version with a path',
+      lockfile({ shared: '1.0/../../x' }, repository),
+      /Packages\.shared: Version "1\.0\/\.\.\/\.\.\/x"/,
+    ],
+    [
+      'a repository outside the list',
+      lockfile({ shared: '2.0' }, [{ Name: 'CRAN', URL: 'https://cloud.r-project.org' }]),
+      /R\.Repositories CRAN \("https:\/\/cloud\.r-project\.org"\) is not a repository this service takes packages from/,
+    ],
+    [
+      'file:// to a system path',
+      lockfile({ shared: '2.0' }, [{ Name: 'sys', URL: 'file:///etc' }]),
+      /R\.Repositories sys \("file:\/\/\/etc"\) is not a repository/,
+    ],
+    [
+      'an incomplete lockfile',
+      lockfile({ 'uses.shared': { version: '1.0', requires: ['shared'] } }, repository),
+      /Packages\.uses\.shared requires shared, which the lockfile does not lock/,
+    ],
+    [
+      'packages in no source, all named',
+      lockfile({ shared: '3.0', absent: '1.0', 'uses.shared': '1.0' }, repository),
+      /2 of 3 packages are in none of the sources .*: absent 1\.0, shared 3\.0$/,
+    ],
+    [
+      'a GitHub package',
+      JSON.stringify({
+        Packages: {
+          shared: {
+            Package: 'shared',
+            Version: '1.0',
+            Source: 'GitHub',
+            RemoteUrl: 'https://github.com/x/y',
+          },
+        },
+      }),
+      /Packages\.shared: Source "GitHub" is not taken/,
+    ],
+  ])(
+    'refuses %s with a 400 naming the entry, and keeps the environment',
+    async (_what, body, message) => {
+      const answer = await put(body);
+      expect(answer.status).toBe(400);
+      expect((JSON.parse(answer.text) as { message: string }).message).toMatch(message);
+      const current = JSON.parse((await admin('GET', 'environment')).text) as EnvironmentView;
+      expect(current.packages.map((pkg) => `${pkg.name} ${pkg.version}`)).toEqual(['shared 1.0']);
+    },
+  );
+
+  it('refuses a huge lockfile (413) and another type (415)', async () => {
+    const huge = JSON.stringify({ Packages: {}, padding: 'x'.repeat(1_100_000) });
+    expect((await put(huge)).status).toBe(413);
+    const text = await admin('PUT', 'environment', {
+      body: lockfile({ shared: '1.0' }, repository),
+      headers: { 'Content-Type': 'text/plain' },
+    });
+    expect(text.status).toBe(415);
+  });
+
+  it('keeps a history, goes back in one call, and audits every change', async () => {
+    const first = JSON.parse((await admin('GET', 'environment')).text) as EnvironmentView;
+    const second = await put(lockfile({ shared: '2.0' }, repository));
+    expect(second.status).toBe(201);
+    const secondView = JSON.parse(second.text) as EnvironmentView;
+    expect(secondView.contentsSha256).not.toBe(first.contentsSha256);
+
+    const back = await admin('POST', `environment/history/${first.id}/rollback`);
+    expect(back.status).toBe(200);
+    expect(JSON.parse(back.text)).toMatchObject({ id: first.id, requested: true });
+    const history = JSON.parse((await admin('GET', 'environment/history')).text) as {
+      environments: EnvironmentView[];
+    };
+    expect(history.environments.map((e) => [e.id, e.requested])).toEqual([
+      [secondView.id, false],
+      [first.id, true],
+    ]);
+    expect((await admin('POST', 'environment/history/999999/rollback')).status).toBe(404);
+    expect((await admin('POST', 'environment/history/x;1/rollback')).status).toBe(404);
+    expect(
+      (await admin('POST', `environment/history/${first.id}/rollback`, { app: PRICING })).status,
+    ).toBe(404);
+
+    // ENVIRONMENT_HISTORY=3: the fourth lockfile removes the oldest.
+    await put(lockfile({ shared: '2.0', 'uses.shared': '1.0' }, repository));
+    await put(lockfile({ shared: '1.0', 'uses.shared': '1.0' }, repository));
+    const kept = JSON.parse((await admin('GET', 'environment/history')).text) as {
+      environments: EnvironmentView[];
+    };
+    expect(kept.environments).toHaveLength(3);
+    expect(kept.environments.map((e) => e.id)).not.toContain(first.id);
+
+    const audit = await request(`${service.url}${REST}/admin/audit?application=${RISK}`, {
+      headers: { ...ROOT, Accept: 'application/json' },
+    });
+    const actions = (
+      JSON.parse(audit.text) as { auditEvents: Array<{ action: string; details: unknown }> }
+    ).auditEvents
+      .map((event) => event.action)
+      .filter((action) => action.startsWith('environment.'));
+    expect(actions.sort()).toEqual([
+      'environment.rolledBack',
+      'environment.set',
+      'environment.set',
+      'environment.set',
+      'environment.set',
+    ]);
+  });
+
+  it('is set, shown, rolled back and removed with the command line and the catalog load', async () => {
+    const env = testEnvironment(service.database, { R_REPOSITORIES: repositoryUrl });
+    const dir = mkdtempSync(join(tmpdir(), 'svc-environments-catalog-'));
+    try {
+      mkdirSync(join(dir, 'fromcatalog'));
+      writeFileSync(join(dir, 'fromcatalog', 'renv.lock'), lockfile({ shared: '2.0' }, repository));
+      mkdirSync(join(dir, 'broken'));
+      writeFileSync(join(dir, 'broken', 'renv.lock'), lockfile({ 'a;b': '1.0' }, repository));
+      const load = await runSvc(['catalog', 'load', dir], env);
+      expect(load.code).toBe(1);
+      expect(load.output).toMatch(/fromcatalog\/renv\.lock: environment \d+ \(1 packages\)/);
+      expect(load.output).toMatch(
+        /broken\/renv\.lock: refused: renv\.lock: Packages: "a;b" is not an R package name/,
+      );
+
+      const shown = await runSvc(['environment', 'show', 'fromcatalog'], env);
+      expect(shown.code).toBe(0);
+      const view = JSON.parse(shown.stdout) as EnvironmentView;
+      expect(view.packages).toEqual([expect.objectContaining({ name: 'shared', version: '2.0' })]);
+      expect(view.createdBy).toMatch(/^cli:/);
+
+      writeFileSync(join(dir, 'next.lock'), lockfile({ shared: '1.0' }, repository));
+      const set = await runSvc(['environment', 'set', 'fromcatalog', join(dir, 'next.lock')], env);
+      expect([set.code, set.output]).toEqual([0, expect.stringContaining('asks for environment')]);
+      const history = await runSvc(['environment', 'history', 'fromcatalog'], env);
+      expect(history.stdout.trim().split('\n')).toHaveLength(3);
+      const back = await runSvc(['environment', 'rollback', 'fromcatalog', view.id], env);
+      expect(back.code).toBe(0);
+      expect((JSON.parse(back.stdout) as EnvironmentView).id).toBe(view.id);
+      expect((await runSvc(['environment', 'remove', 'fromcatalog'], env)).code).toBe(0);
+      const gone = await runSvc(['environment', 'show', 'fromcatalog'], env);
+      expect([gone.code, gone.output]).toEqual([
+        1,
+        expect.stringContaining('has no R environment'),
+      ]);
+      expect((await runSvc(['environment', 'set', 'a/b', '-'], env)).code).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('removes an environment through the API: its history stays', async () => {
+    expect((await admin('DELETE', 'environment', { app: PRICING })).status).toBe(204);
+    expect((await admin('GET', 'environment', { app: PRICING })).status).toBe(404);
+    expect((await admin('DELETE', 'environment', { app: PRICING })).status).toBe(404);
+    const history = JSON.parse(
+      (await admin('GET', 'environment/history', { app: PRICING })).text,
+    ) as {
+      environments: EnvironmentView[];
+    };
+    expect(history.environments.map((e) => e.requested)).toEqual([false]);
+  });
+});
