@@ -71,7 +71,7 @@ async function environment(argv: string[]): Promise<number> {
   let lockfile: Buffer | null = null;
   if (command === 'set') {
     try {
-      lockfile = readFileSync(argument === '-' ? 0 : (argument));
+      lockfile = readFileSync(argument === '-' ? 0 : argument);
     } catch (error) {
       throw new UsageError(`${argument}: ${(error as Error).message}`);
     }
@@ -93,7 +93,7 @@ async function environment(argv: string[]): Promise<number> {
             cliActor().principal ?? 'cli',
             cliActor(),
           );
-          show(environmentView(made, made.id));
+          show(environmentView(made, await service.pointers(application)));
           console.error(
             created
               ? `${application} asks for environment ${made.id} now (${made.resolved.length} packages)`
@@ -103,17 +103,18 @@ async function environment(argv: string[]): Promise<number> {
         }
         case 'show': {
           const current = await service.get(application);
-          show(environmentView(current, current.id));
+          show(environmentView(current, await service.pointers(application)));
           break;
         }
         case 'history': {
-          const requested = (await service.requested(application))?.id ?? null;
-          console.log('id\tasked for\tpackages\tcontents\tcreated\tcreated by');
+          const { requestedId, activeId } = await service.pointers(application);
+          console.log('id\tasked for\tin force\tpackages\tcontents\tcreated\tcreated by');
           for (const kept of await service.history(application)) {
             console.log(
               [
                 kept.id,
-                kept.id === requested ? 'yes' : 'no',
+                kept.id === requestedId ? 'yes' : 'no',
+                kept.id === activeId ? 'yes' : 'no',
                 kept.resolved.length,
                 kept.contentsSha256.slice(0, 12),
                 kept.createdAt.toISOString(),
@@ -125,7 +126,7 @@ async function environment(argv: string[]): Promise<number> {
         }
         case 'rollback': {
           const current = await service.rollback(application, argument, cliActor());
-          show(environmentView(current, current.id));
+          show(environmentView(current, await service.pointers(application)));
           console.error(`${application} asks for environment ${current.id} again`);
           break;
         }

@@ -234,6 +234,13 @@ export class AppConfig implements SecuritySettings, OidcSettings {
     },
   )
   rRepositories!: string | null;
+  /**
+   * Where built packages (a cache keyed by package, version, source digest, R x.y and platform)
+   * and environments' libraries are kept; null: the R engine's own runtime directory, made anew
+   * at each start. Nodes that share it build each package once. The sandbox's user must be able
+   * to reach it (docs/environments.md).
+   */
+  @IsOptional() @IsString() rEnvironmentsDir!: string | null;
   /** How many environments each application keeps (the one it asks for among them): what a rollback can go back to. */
   @IsInt() @Min(1) @Max(1000) environmentHistory!: number;
   // security (docs/security.md)
@@ -459,6 +466,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   config.mailAccounts = mail.accounts;
   config.dataDir = resolve(config.dataDir);
+  config.rEnvironmentsDir = config.rEnvironmentsDir ? resolve(config.rEnvironmentsDir) : null;
   config.catalogDir = resolve(PROJECT_ROOT_DIR, config.catalogDir);
   return config;
 }

@@ -50,6 +50,7 @@ export abstract class ApplicationsConfig extends configSlice([
 export abstract class EnvironmentsConfig extends configSlice([
   'rRepositories',
   'environmentHistory',
+  'rEnvironmentsDir',
 ]) {}
 
 /** Queue delivery: how often nodes poll, leases and heartbeats, attempts and their back-off. */
@@ -83,6 +84,7 @@ export abstract class WorkerConfig extends configSlice([
  */
 export abstract class REngineConfig extends configSlice([
   'role',
+  'rEnvironmentsDir',
   'rEngine',
   'rHome',
   'rscriptPath',

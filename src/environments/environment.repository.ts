@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { auditRowSql } from '../audit/audit.repository';
 import type { ResolvedPackage } from './environment-resolution';
+import type { EnvironmentBuildReport } from './r-environment.entity';
 import type { Lockfile } from './renv-lockfile';
 
 /** One environment of an application's history. */
@@ -15,10 +16,22 @@ export interface StoredEnvironment {
   contentsSha256: string;
   createdBy: string;
   createdAt: Date;
+  builtAt: Date | null;
+  buildReport: EnvironmentBuildReport | null;
+  buildError: string | null;
 }
 
 /** A new environment, before it has an id. */
-export type NewEnvironment = Omit<StoredEnvironment, 'id' | 'createdAt'>;
+export type NewEnvironment = Omit<
+  StoredEnvironment,
+  'id' | 'createdAt' | 'builtAt' | 'buildReport' | 'buildError'
+>;
+
+/** What a worker needs to run an application's job: what it asks for, what is in force. */
+export interface ApplicationEnvironments {
+  requested: StoredEnvironment;
+  active: StoredEnvironment | null;
+}
 
 interface EnvironmentRow {
   id: string;
@@ -29,10 +42,13 @@ interface EnvironmentRow {
   contents_sha256: string;
   created_by: string;
   created_at: Date;
+  built_at: Date | null;
+  build_report: EnvironmentBuildReport | null;
+  build_error: string | null;
 }
 
 const COLUMNS =
-  'e.id, e.application_name, e.lockfile, e.lockfile_sha256, e.resolved, e.contents_sha256, e.created_by, e.created_at';
+  'e.id, e.application_name, e.lockfile, e.lockfile_sha256, e.resolved, e.contents_sha256, e.created_by, e.created_at, e.built_at, e.build_report, e.build_error';
 
 function environmentOf(row: EnvironmentRow): StoredEnvironment {
   return {
@@ -44,6 +60,9 @@ function environmentOf(row: EnvironmentRow): StoredEnvironment {
     contentsSha256: row.contents_sha256,
     createdBy: row.created_by,
     createdAt: row.created_at,
+    builtAt: row.built_at,
+    buildReport: row.build_report,
+    buildError: row.build_error,
   };
 }
 
@@ -103,6 +122,57 @@ export class EnvironmentRepository {
     return rows.length > 0 ? environmentOf(rows[0]) : null;
   }
 
+  /** What the application asks for and what its jobs run in; null when it asks for nothing. */
+  async forJobs(applicationName: string): Promise<ApplicationEnvironments | null> {
+    const rows = await this.dataSource.query<Array<EnvironmentRow & { active: boolean }>>(
+      `SELECT ${COLUMNS}, e.id = a.active_id AS active FROM application_environment a
+         JOIN r_environment e ON e.id IN (a.requested_id, a.active_id)
+        WHERE a.application_name = $1`,
+      [applicationName],
+    );
+    const requested = rows.find((row) => !row.active) ?? rows[0];
+    if (requested === undefined) {
+      return null;
+    }
+    const active = rows.find((row) => row.active);
+    return {
+      requested: environmentOf(requested),
+      active: active ? environmentOf(active) : null,
+    };
+  }
+
+  /** The ids of the environments in force (what retention keeps built). */
+  async activeIds(): Promise<string[]> {
+    const rows = await this.dataSource.query<Array<{ id: string }>>(
+      'SELECT active_id AS id FROM application_environment WHERE active_id IS NOT NULL',
+    );
+    return rows.map((row) => String(row.id));
+  }
+
+  /**
+   * Records a successful build and puts the environment in force for its application, if it is
+   * still the one the application asks for (a newer lockfile or a rollback meanwhile wins).
+   */
+  async built(id: string, report: EnvironmentBuildReport): Promise<void> {
+    await this.dataSource.query(
+      `WITH marked AS (
+         UPDATE r_environment SET built_at = COALESCE(built_at, now()), build_report = $2::jsonb,
+           build_error = NULL WHERE id = $1::bigint RETURNING id, application_name
+       )
+       UPDATE application_environment a SET active_id = m.id, updated_at = now()
+         FROM marked m WHERE a.application_name = m.application_name AND a.requested_id = m.id`,
+      [id, JSON.stringify(report)],
+    );
+  }
+
+  /** Records why an environment's build failed: it is not built again until asked anew. */
+  async buildFailed(id: string, error: string): Promise<void> {
+    await this.dataSource.query(
+      'UPDATE r_environment SET build_error = $2 WHERE id = $1::bigint AND built_at IS NULL',
+      [id, error],
+    );
+  }
+
   /** The application's environments, newest first. */
   async history(applicationName: string): Promise<StoredEnvironment[]> {
     const rows = await this.dataSource.query<EnvironmentRow[]>(
@@ -119,12 +189,14 @@ export class EnvironmentRepository {
   async request(applicationName: string, id: string, audit: string | null): Promise<boolean> {
     const rows = await this.dataSource.query<unknown[]>(
       `WITH chosen AS (
-         SELECT id, application_name FROM r_environment WHERE application_name = $1 AND id = $2::bigint
+         SELECT id, application_name, built_at IS NOT NULL AS built FROM r_environment
+          WHERE application_name = $1 AND id = $2::bigint
        ),
        requested AS (
-         INSERT INTO application_environment (application_name, requested_id, updated_at)
-         SELECT application_name, id, now() FROM chosen
+         INSERT INTO application_environment (application_name, requested_id, active_id, updated_at)
+         SELECT application_name, id, CASE WHEN built THEN id END, now() FROM chosen
          ON CONFLICT (application_name) DO UPDATE SET requested_id = EXCLUDED.requested_id,
+           active_id = COALESCE(EXCLUDED.active_id, application_environment.active_id),
            updated_at = now()
        ),
        audited AS (${auditRowSql('$3', 'chosen', '$1', 'NULL::uuid')})

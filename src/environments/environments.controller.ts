@@ -38,17 +38,14 @@ export class EnvironmentsController {
     private readonly environments: EnvironmentsService,
   ) {}
 
-  private async requestedId(application: string): Promise<string | null> {
-    return (await this.environments.requested(application))?.id ?? null;
-  }
-
   @Get()
   @Access('applicationAdmin')
   @UseGuards(ApplicationNameGuard)
   @Header('Cache-Control', 'no-store')
   async get(@Req() req: Request): Promise<EnvironmentView> {
-    const environment = await this.environments.get(applicationNameOf(req));
-    return environmentView(environment, environment.id);
+    const application = applicationNameOf(req);
+    const environment = await this.environments.get(application);
+    return environmentView(environment, await this.environments.pointers(application));
   }
 
   /** The body is the renv.lock. 201 with the new environment, 200 when it is the one asked for already. */
@@ -65,13 +62,15 @@ export class EnvironmentsController {
       MAX_LOCKFILE_BYTES,
       `An renv.lock may have at most ${MAX_LOCKFILE_BYTES} bytes.`,
     );
+    const application = applicationNameOf(req);
     const { created, environment } = await this.environments.set(
-      applicationNameOf(req),
+      application,
       body,
       principalOf(req)?.id ?? 'anonymous',
     );
     const base = publicBaseUrl(req, this.config.publicBaseUrl);
-    return new HttpAnswer(environmentView(environment, environment.id), {
+    const pointers = await this.environments.pointers(application);
+    return new HttpAnswer(environmentView(environment, pointers), {
       status: created ? 201 : 200,
       headers: { Location: `${base}${REST_PREFIX}/admin/environment/history/${environment.id}` },
     });
@@ -92,11 +91,11 @@ export class EnvironmentsController {
   @Header('Cache-Control', 'no-store')
   async history(@Req() req: Request): Promise<{ environments: EnvironmentView[] }> {
     const application = applicationNameOf(req);
-    const [history, requested] = await Promise.all([
+    const [history, pointers] = await Promise.all([
       this.environments.history(application),
-      this.requestedId(application),
+      this.environments.pointers(application),
     ]);
-    return { environments: history.map((environment) => environmentView(environment, requested)) };
+    return { environments: history.map((environment) => environmentView(environment, pointers)) };
   }
 
   @Get('history/:id')
@@ -105,11 +104,11 @@ export class EnvironmentsController {
   @Header('Cache-Control', 'no-store')
   async one(@Req() req: Request, @Param('id') id: string): Promise<EnvironmentView> {
     const application = applicationNameOf(req);
-    const [environment, requested] = await Promise.all([
+    const [environment, pointers] = await Promise.all([
       this.environments.one(application, id),
-      this.requestedId(application),
+      this.environments.pointers(application),
     ]);
-    return environmentView(environment, requested);
+    return environmentView(environment, pointers);
   }
 
   /** Goes back to an environment of the history, without resolving or building anything. */
@@ -119,7 +118,8 @@ export class EnvironmentsController {
   @HttpCode(200)
   @Header('Cache-Control', 'no-store')
   async rollback(@Req() req: Request, @Param('id') id: string): Promise<EnvironmentView> {
-    const environment = await this.environments.rollback(applicationNameOf(req), id);
-    return environmentView(environment, environment.id);
+    const application = applicationNameOf(req);
+    const environment = await this.environments.rollback(application, id);
+    return environmentView(environment, await this.environments.pointers(application));
   }
 }

@@ -11,6 +11,6 @@ import { PackageRepositoryReader } from './package-repositories';
 @Module({
   imports: [PackagesModule],
   providers: [EnvironmentRepository, EnvironmentsService, PackageRepositoryReader],
-  exports: [EnvironmentsService],
+  exports: [EnvironmentsService, EnvironmentRepository, PackageRepositoryReader, PackagesModule],
 })
 export class EnvironmentsModule {}

@@ -8,6 +8,7 @@ import { PackageRepository } from '../packages/package.repository';
 import { contentsDigest, resolveLockfile } from './environment-resolution';
 import { EnvironmentRepository, type StoredEnvironment } from './environment.repository';
 import { PackageRepositoryReader } from './package-repositories';
+import type { EnvironmentPointers } from './environments-view';
 import { lockfileDigest, parseLockfile } from './renv-lockfile';
 
 /** What setting a lockfile did: a new environment, or the one asked for already (unchanged). */
@@ -60,7 +61,12 @@ export class EnvironmentsService {
     const lockfileSha256 = lockfileDigest(lockfile);
     const contentsSha256 = contentsDigest(resolved);
     const current = await this.environments.requested(applicationName);
-    if (current?.lockfileSha256 === lockfileSha256 && current.contentsSha256 === contentsSha256) {
+    if (
+      current?.lockfileSha256 === lockfileSha256 &&
+      current.contentsSha256 === contentsSha256 &&
+      // A lockfile given again after its build failed is built again (the sources may be fixed).
+      current.buildError === null
+    ) {
       return { created: false, environment: current };
     }
     const id = await this.environments.add(
@@ -84,6 +90,12 @@ export class EnvironmentsService {
   /** The environment the application asks for; null when none. */
   requested(applicationName: string): Promise<StoredEnvironment | null> {
     return this.environments.requested(applicationName);
+  }
+
+  /** Which environments the application asks for and runs its jobs in. */
+  async pointers(applicationName: string): Promise<EnvironmentPointers> {
+    const state = await this.environments.forJobs(applicationName);
+    return { requestedId: state?.requested.id ?? null, activeId: state?.active?.id ?? null };
   }
 
   /** The environment the application asks for; 404 when none. */

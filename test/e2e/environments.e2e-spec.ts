@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ALICE, basicUsersEnvironment, BOB, ROOT } from '../support/admin-auth';
-import { Answer, REST, request } from '../support/rest-client';
+import { Answer, parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
+import { makeZip, zipEntries } from '../support/zip-fixtures';
 import { buildPackage } from '../support/r-packages';
 import { runSvc } from '../support/service-process';
 import { startTestService, testEnvironment, TestService } from '../support/test-service';
@@ -25,6 +26,9 @@ interface EnvironmentView {
   requested: boolean;
   contentsSha256: string;
   createdBy: string;
+  inForce: boolean;
+  builtTime: string | null;
+  build: { librarySha256: string; packages: Array<{ name: string; cached: boolean }> } | null;
   packages: Array<{
     name: string;
     version: string;
@@ -62,8 +66,28 @@ function lockfile(
   });
 }
 
+/** A package the node has besides R's own (its site library), which environments never see. */
+const sitePackage =
+  execFileSync('Rscript', [
+    '-e',
+    'cat(c(rownames(installed.packages(lib.loc = setdiff(.libPaths(), .Library))), "no.such.package")[[1L]])',
+  ])
+    .toString()
+    .trim() || 'no.such.package';
+
+/** The install-time code of the package `snoop`: what it could see while it was built. */
+const SNOOP = `
+seen <- c(
+  env = paste(Sys.getenv(c("DATABASE_URL", "ADMIN_PASSWORD", "USERS", "R_REPOSITORIES")), collapse = ""),
+  file = tryCatch(paste(readLines(file.path("${join(tmpdir(), `svc-environments-${process.pid}`)}", "service-secret.txt")), collapse = ""), error = function(e) "unreadable", warning = function(w) "unreadable"),
+  network = tryCatch({ con <- socketConnection("127.0.0.1", 5432, timeout = 2); close(con); "open" }, error = function(e) "refused", warning = function(w) "refused"),
+  site = as.character(requireNamespace("${sitePackage}", quietly = TRUE))
+)
+greet <- function() seen
+`;
+
 /** The CRAN-like repository this file builds (in beforeAll), named before the tests are. */
-const root = join(tmpdir(), `svc-environments-${process.pid}-${Date.now()}`);
+const root = join(tmpdir(), `svc-environments-${process.pid}`);
 const repositoryUrl = pathToFileURL(join(root, 'cran')).href;
 /** As renv writes it, with a trailing slash: the operator's list has it without. */
 const repository = [{ Name: 'company', URL: `${repositoryUrl}/` }];
@@ -106,7 +130,21 @@ describe('R environments from renv.lock', () => {
       buildPackage('uses.shared', '1.0', { extra: 'Imports: shared' }),
       'uses.shared 1.0',
     );
+    write(join(contrib, 'extra.pkg_1.0.tar.gz'), buildPackage('extra.pkg', '1.0'), 'extra.pkg 1.0');
+    write(
+      join(contrib, 'broken_1.0.tar.gz'),
+      buildPackage('broken', '1.0', { code: 'greet <- function( "unfinished\n' }),
+      'broken 1.0',
+    );
+    // Its install code (run by R CMD INSTALL) looks for the service's secrets, a file of the
+    // service's, the node's site library and the network; report() answers what it found.
+    write(
+      join(contrib, 'snoop_1.0.tar.gz'),
+      buildPackage('snoop', '1.0', { code: SNOOP }),
+      'snoop 1.0',
+    );
     execFileSync('Rscript', ['-e', `tools::write_PACKAGES("${contrib}", type = "source")`]);
+    writeFileSync(join(root, 'service-secret.txt'), 'secret of the service\n');
     service = await startTestService({
       ...(await basicUsersEnvironment({
         [RISK]: { adminPrincipals: ['alice'], userPrincipals: ['bob'] },
@@ -114,12 +152,152 @@ describe('R environments from renv.lock', () => {
       })),
       R_REPOSITORIES: repositoryUrl,
       ENVIRONMENT_HISTORY: '3',
+      R_ENGINE: 'native',
     });
   }, 120_000);
 
   afterAll(async () => {
     await service?.stop();
     rmSync(root, { recursive: true, force: true });
+  });
+
+  /** Runs a script job of `app` that writes out.txt; its lines and the job's log. */
+  async function runJob(app: string, script: string): Promise<{ lines: string[]; log: string }> {
+    const zip = await makeZip([{ name: 'job.R', content: script }]);
+    const answer = await postZip(service.url, zip, { ...ROOT, 'X-SVC-Application-Name': app });
+    expect(answer.status).toBe(202);
+    const token = parseXml(answer.text).jobToken;
+    const result = parseXml((await waitForResult(token.resultUri, ROOT, 300_000)).text).result;
+    const data = await request(result.dataUri, { headers: ROOT });
+    const log = await request(`${service.url}${REST}/jobs/${app}/${token.jobId}/log`, {
+      headers: { ...ROOT, Accept: 'text/plain' },
+    });
+    if (result.success !== 'true') {
+      return { lines: [`failed: ${data.text}`], log: log.text };
+    }
+    const files = await zipEntries(data.body);
+    return {
+      lines: (files.get('out.txt') ?? Buffer.from('')).toString().trimEnd().split('\n'),
+      log: log.text,
+    };
+  }
+
+  const environmentOf = async (app: string): Promise<EnvironmentView> =>
+    JSON.parse((await admin('GET', 'environment', { app })).text) as EnvironmentView;
+
+  /**
+   * What a job sees: the package's greeting, its environment, its libraries, whether a package
+   * of the node's site library loads, and the libraries of an R it starts.
+   */
+  const PROBE = (call: string) => `
+loads <- function(pkg) as.character(requireNamespace(pkg, quietly = TRUE))
+started <- system2(file.path(R.home("bin"), "Rscript"),
+                   c("-e", shQuote("cat(requireNamespace('${sitePackage}', quietly = TRUE))")), stdout = TRUE)
+writeLines(c(${call}, Sys.getenv("SVC_R_ENVIRONMENT"), paste(.libPaths(), collapse = ":"),
+             loads("${sitePackage}"), started), "out.txt")
+`;
+
+  describe('jobs', () => {
+    it("run each in its application's environment, side by side, and record it", async () => {
+      expect((await put(lockfile({ shared: '1.0' }, repository), 'older')).status).toBe(201);
+      expect(
+        (
+          await put(
+            lockfile(
+              { shared: '2.0', 'uses.shared': { version: '1.0', requires: ['shared'] } },
+              repository,
+            ),
+            'newer',
+          )
+        ).status,
+      ).toBe(201);
+      const [older, newer] = await Promise.all([
+        runJob('older', PROBE('shared::greet()')),
+        runJob('newer', PROBE('c(shared::greet(), uses.shared::greet())')),
+      ]);
+      const olderEnvironment = await environmentOf('older');
+      expect(olderEnvironment).toMatchObject({
+        inForce: true,
+        buildError: null,
+        build: { packages: [{ name: 'shared', version: '1.0', cached: false }] },
+      });
+      const library = olderEnvironment.build?.librarySha256 as string;
+      expect(older.lines).toEqual([
+        'v1.0',
+        library,
+        expect.any(String),
+        // Neither the job nor an R it starts loads a package of the node's site library.
+        'FALSE',
+        'FALSE',
+      ]);
+      expect(older.lines[2].split(':')[0]).toMatch(new RegExp(`/libraries/${library}$`));
+      expect(older.lines[2].split(':')).toHaveLength(2);
+      expect(older.log).toContain(`svc: R environment ${olderEnvironment.id} (${library})`);
+      expect(newer.lines.slice(0, 2)).toEqual(['v2.0', 'v1.0']);
+      expect((await environmentOf('newer')).build?.packages).toEqual([
+        { name: 'shared', version: '2.0', cached: false },
+        { name: 'uses.shared', version: '1.0', cached: false },
+      ]);
+    });
+
+    it('a lockfile change builds only the new package; later jobs see it', async () => {
+      expect(
+        (
+          await put(
+            lockfile(
+              {
+                shared: '2.0',
+                'uses.shared': { version: '1.0', requires: ['shared'] },
+                'extra.pkg': '1.0',
+              },
+              repository,
+            ),
+            'newer',
+          )
+        ).status,
+      ).toBe(201);
+      const job = await runJob('newer', PROBE('c(shared::greet(), extra.pkg::greet())'));
+      expect(job.lines.slice(0, 2)).toEqual(['v2.0', 'v1.0']);
+      expect((await environmentOf('newer')).build?.packages).toEqual([
+        { name: 'extra.pkg', version: '1.0', cached: false },
+        { name: 'shared', version: '2.0', cached: true },
+        { name: 'uses.shared', version: '1.0', cached: true },
+      ]);
+    });
+
+    it('a failed build keeps the environment in force and reports the package and its log; going back takes no build', async () => {
+      const before = await environmentOf('older');
+      const failing = await put(lockfile({ shared: '2.0', broken: '1.0' }, repository), 'older');
+      expect(failing.status).toBe(201);
+      const job = await runJob('older', PROBE('shared::greet()'));
+      expect(job.lines[0]).toBe('v1.0');
+      const failed = JSON.parse(
+        (await admin('GET', 'environment', { app: 'older' })).text,
+      ) as EnvironmentView & {
+        buildError: string;
+      };
+      expect(failed).toMatchObject({ requested: true, inForce: false, builtTime: null });
+      expect(failed.buildError).toMatch(/^broken 1\.0 failed to build:\n[\s\S]*ERROR/);
+
+      // Back to the one in force: at once, nothing built (its build time stays).
+      const back = await admin('POST', `environment/history/${before.id}/rollback`, {
+        app: 'older',
+      });
+      expect(back.status).toBe(200);
+      expect(JSON.parse(back.text)).toMatchObject({
+        id: before.id,
+        requested: true,
+        inForce: true,
+        builtTime: before.builtTime,
+      });
+      expect((await runJob('older', PROBE('shared::greet()'))).lines[0]).toBe('v1.0');
+    });
+
+    it('builds a package in the sandbox: no service secrets, files, site library or network', async () => {
+      expect((await put(lockfile({ snoop: '1.0' }, repository), 'snoop')).status).toBe(201);
+      const job = await runJob('snoop', 'writeLines(snoop::greet(), "out.txt")');
+      expect(job.lines).toEqual(['', 'unreadable', 'refused', 'FALSE']);
+    });
   });
 
   it('pins two applications to two versions of one package, an Archive one included', async () => {

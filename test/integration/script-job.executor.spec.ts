@@ -3,6 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ClaimedJob, JobFileInput, ResultData } from '../../src/queue/queue.types';
 import { ScriptJobExecutor } from '../../src/worker/script-job.executor';
+import { EnvironmentRuntime } from '../../src/environments/environment-runtime';
+import { EnvironmentRepository } from '../../src/environments/environment.repository';
+import { PackageRepositoryReader } from '../../src/environments/package-repositories';
+import { PackageRepository } from '../../src/packages/package.repository';
 import {
   ExecutorHarness,
   NATIVE_R,
@@ -21,7 +25,14 @@ describeNative(
     let executor: ScriptJobExecutor;
 
     beforeAll(async () => {
-      harness = await startExecutorHarness(() => [ScriptJobExecutor]);
+      harness = await startExecutorHarness(() => [
+        ScriptJobExecutor,
+        // What runs a job of an application with an R environment (none here).
+        EnvironmentRuntime,
+        EnvironmentRepository,
+        PackageRepository,
+        PackageRepositoryReader,
+      ]);
       executor = harness.module.get(ScriptJobExecutor);
     });
 
