@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
-import { EnvironmentRuntime } from '../environments/environment-runtime';
-import { EnvironmentsModule } from '../environments/environments.module';
+import { EnvironmentRuntimeModule } from '../environments/environment-runtime.module';
 import { PackageSyncService } from '../packages/package-sync.service';
 import { PackagesModule } from '../packages/packages.module';
 import { CallbackJobExecutor } from '../callbacks/callback-job.executor';
@@ -32,7 +31,8 @@ import { WorkerNodeHeartbeat } from './worker-node-heartbeat.service';
     CallbacksModule,
     ResultsModule,
     PackagesModule,
-    EnvironmentsModule,
+    // The library each job of an application with an environment runs in, built when first needed.
+    EnvironmentRuntimeModule,
   ],
   providers: [
     ScriptJobExecutor,
@@ -48,8 +48,6 @@ import { WorkerNodeHeartbeat } from './worker-node-heartbeat.service';
     MailReplyJobExecutor,
     // Installs the applications' R packages on this node (after the engine, before claiming).
     PackageSyncService,
-    // The library each job of an application with an environment runs in, built when first needed.
-    EnvironmentRuntime,
   ],
   exports: [WorkerService],
 })

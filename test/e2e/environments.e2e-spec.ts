@@ -293,6 +293,36 @@ writeLines(c(${call}, Sys.getenv("SVC_R_ENVIRONMENT"), paste(.libPaths(), collap
       expect((await runJob('older', PROBE('shared::greet()'))).lines[0]).toBe('v1.0');
     });
 
+    it('function calls run in the environment too; a switch replaces the warm session', async () => {
+      const catalog = await admin('PUT', 'catalog/R_FUNCTIONS/f.R', {
+        app: 'older',
+        body: 'svcJsonService <- function(payload) paste(shared::greet(), length(.libPaths()), Sys.getenv("SVC_R_ENVIRONMENT"))\n',
+        headers: { 'Content-Type': 'application/octet-stream' },
+      });
+      expect(catalog.status).toBeLessThan(300);
+      const call = async (): Promise<string> => {
+        const answer = await request(`${service.url}${REST}/process`, {
+          method: 'POST',
+          headers: {
+            ...ROOT,
+            'X-SVC-Application-Name': 'older',
+            'Content-Type': 'application/json',
+          },
+          body: '{}',
+        });
+        expect(answer.status).toBe(200);
+        return answer.text;
+      };
+      const before = await environmentOf('older');
+      expect(await call()).toContain(`v1.0 2 ${before.build?.librarySha256}`);
+      expect((await put(lockfile({ shared: '2.0' }, repository), 'older')).status).toBe(201);
+      const after = await call();
+      const switched = await environmentOf('older');
+      expect(after).toContain(`v2.0 2 ${switched.build?.librarySha256}`);
+      // shared 2.0 was built for another application: taken from the cache.
+      expect(switched.build?.packages).toEqual([{ name: 'shared', version: '2.0', cached: true }]);
+    });
+
     it('builds a package in the sandbox: no service secrets, files, site library or network', async () => {
       expect((await put(lockfile({ snoop: '1.0' }, repository), 'snoop')).status).toBe(201);
       const job = await runJob('snoop', 'writeLines(snoop::greet(), "out.txt")');

@@ -3,15 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ClaimedJob, JobFileInput, ResultData } from '../../src/queue/queue.types';
 import { ScriptJobExecutor } from '../../src/worker/script-job.executor';
-import { EnvironmentRuntime } from '../../src/environments/environment-runtime';
-import { EnvironmentRepository } from '../../src/environments/environment.repository';
-import { PackageRepositoryReader } from '../../src/environments/package-repositories';
-import { PackageRepository } from '../../src/packages/package.repository';
 import {
   ExecutorHarness,
   NATIVE_R,
   queueAndClaim,
   startExecutorHarness,
+  ENVIRONMENT_RUNTIME_PROVIDERS,
 } from '../support/executor-harness';
 import { zipEntries } from '../support/zip-fixtures';
 
@@ -27,11 +24,7 @@ describeNative(
     beforeAll(async () => {
       harness = await startExecutorHarness(() => [
         ScriptJobExecutor,
-        // What runs a job of an application with an R environment (none here).
-        EnvironmentRuntime,
-        EnvironmentRepository,
-        PackageRepository,
-        PackageRepositoryReader,
+        ...ENVIRONMENT_RUNTIME_PROVIDERS,
       ]);
       executor = harness.module.get(ScriptJobExecutor);
     });
