@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { MetricsService } from '../metrics/metrics.service';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { DatabaseConfig } from '../config/config-slices';
@@ -52,6 +53,7 @@ export class EnvironmentRuntime {
     private readonly database: DatabaseConfig,
     @Inject(R_ENGINE) private readonly engine: REngine,
     @InjectDataSource() private readonly dataSource: DataSource,
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   /** The library a job of `applicationName` runs in; null when it has no environment in force. */
@@ -169,6 +171,7 @@ export class EnvironmentRuntime {
     };
     let running = this.building.get(librarySha256);
     if (running === undefined) {
+      const started = Date.now();
       running = this.locked(librarySha256, build).finally(() =>
         this.building.delete(librarySha256),
       );
@@ -178,6 +181,12 @@ export class EnvironmentRuntime {
       } catch (error) {
         outcome = { ok: false, error: (error as Error).message };
       }
+      this.metrics?.environmentBuilt(
+        environment.applicationName,
+        outcome.ok,
+        (Date.now() - started) / 1000,
+        outcome.ok ? outcome.packages : [],
+      );
     } else {
       await running.catch(() => undefined);
       outcome = (await store.hasLibrary(librarySha256))

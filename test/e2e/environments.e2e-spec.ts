@@ -263,6 +263,11 @@ writeLines(c(${call}, Sys.getenv("SVC_R_ENVIRONMENT"), paste(.libPaths(), collap
         { name: 'shared', version: '2.0', cached: true },
         { name: 'uses.shared', version: '1.0', cached: true },
       ]);
+      // The node's metrics count them: builds, packages built and taken from the cache.
+      const metrics = (await request(`${service.url}/metrics`)).text;
+      expect(metrics).toMatch(/^svc_environment_packages_total\{[^}]*outcome="cached"\} [1-9]/m);
+      expect(metrics).toMatch(/^svc_environment_packages_total\{[^}]*outcome="built"\} [1-9]/m);
+      expect(metrics).toMatch(/^svc_environment_builds_total\{[^}]*outcome="succeeded"\} [1-9]/m);
     });
 
     it('a failed build keeps the environment in force and reports the package and its log; going back takes no build', async () => {

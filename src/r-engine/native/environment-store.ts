@@ -1,16 +1,5 @@
 import { createHash } from 'node:crypto';
-import {
-  chmod,
-  lstat,
-  mkdir,
-  mkdtemp,
-  readdir,
-  readlink,
-  rename,
-  rm,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RLauncher, RLimits } from '../launch/r-launcher';
 import { installDirectory, installInSandbox } from './package-library';
@@ -203,39 +192,6 @@ export class EnvironmentStore {
     } finally {
       await rm(work, { recursive: true, force: true });
     }
-  }
-
-  /**
-   * Removes cache entries and libraries that none of `keepLibraries` uses (retention), and work
-   * directories a killed build left. Returns how many entries it removed.
-   */
-  async prune(keepLibraries: Set<string>): Promise<number> {
-    const used = new Set<string>();
-    const libraries = await readdir(join(this.root, LIBRARIES)).catch(() => [] as string[]);
-    let removed = 0;
-    for (const digest of libraries) {
-      if (!keepLibraries.has(digest)) {
-        await rm(this.libraryDir(digest), { recursive: true, force: true });
-        removed++;
-        continue;
-      }
-      for (const name of await readdir(this.libraryDir(digest))) {
-        const target = await readlink(join(this.libraryDir(digest), name)).catch(() => null);
-        const key = target?.split('/').at(-2);
-        if (key) {
-          used.add(key);
-        }
-      }
-    }
-    for (const key of await readdir(join(this.root, CACHE)).catch(() => [] as string[])) {
-      if (!used.has(key)) {
-        await rm(join(this.root, CACHE, key), { recursive: true, force: true });
-        await rm(join(this.root, LOGS, `${key}.log`), { force: true });
-        removed++;
-      }
-    }
-    await rm(join(this.root, WORK), { recursive: true, force: true });
-    return removed;
   }
 }
 
