@@ -150,14 +150,16 @@ export class EnvironmentRepository {
   }
 
   /**
-   * Records a successful build and puts the environment in force for its application, if it is
-   * still the one the application asks for (a newer lockfile or a rollback meanwhile wins).
+   * Records a successful build (the first one's report: a node that waited for another's build
+   * finds everything in the cache) and puts the environment in force for its application, if it
+   * is still the one the application asks for (a newer lockfile or a rollback meanwhile wins).
    */
   async built(id: string, report: EnvironmentBuildReport): Promise<void> {
     await this.dataSource.query(
       `WITH marked AS (
-         UPDATE r_environment SET built_at = COALESCE(built_at, now()), build_report = $2::jsonb,
-           build_error = NULL WHERE id = $1::bigint RETURNING id, application_name
+         UPDATE r_environment SET built_at = COALESCE(built_at, now()),
+           build_report = COALESCE(build_report, $2::jsonb), build_error = NULL
+          WHERE id = $1::bigint RETURNING id, application_name
        )
        UPDATE application_environment a SET active_id = m.id, updated_at = now()
          FROM marked m WHERE a.application_name = m.application_name AND a.requested_id = m.id`,
