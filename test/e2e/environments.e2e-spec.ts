@@ -14,6 +14,11 @@ import { Answer, parseXml, postZip, REST, request, waitForResult } from '../supp
 import { makeZip, zipEntries } from '../support/zip-fixtures';
 import { buildPackage } from '../support/r-packages';
 import { runSvc } from '../support/service-process';
+import { startService } from '../../src/bootstrap';
+import { PinoLoggerService } from '../../src/common/pino-logger';
+import { loadConfig } from '../../src/config/app-config';
+import { EnvironmentRuntime } from '../../src/environments/environment-runtime';
+import { MetricsService } from '../../src/metrics/metrics.service';
 import { startTestService, testEnvironment, TestService } from '../support/test-service';
 
 const RISK = 'risk';
@@ -113,6 +118,7 @@ describe('R environments from renv.lock', () => {
 
   beforeAll(async () => {
     // The repository: shared 2.0 current and 1.0 in its Archive; uses.shared needs shared.
+    mkdirSync(root, { recursive: true, mode: 0o755 });
     const contrib = join(root, 'cran', 'src', 'contrib');
     mkdirSync(join(contrib, 'Archive', 'shared'), { recursive: true });
     const write = (path: string, archive: Buffer, key: string): void => {
@@ -143,6 +149,7 @@ describe('R environments from renv.lock', () => {
       buildPackage('snoop', '1.0', { code: SNOOP }),
       'snoop 1.0',
     );
+    write(join(contrib, 'twice_1.0.tar.gz'), buildPackage('twice', '1.0'), 'twice 1.0');
     execFileSync('Rscript', ['-e', `tools::write_PACKAGES("${contrib}", type = "source")`]);
     writeFileSync(join(root, 'service-secret.txt'), 'secret of the service\n');
     service = await startTestService({
@@ -153,6 +160,8 @@ describe('R environments from renv.lock', () => {
       R_REPOSITORIES: repositoryUrl,
       ENVIRONMENT_HISTORY: '3',
       R_ENGINE: 'native',
+      // Shared with the second node of the two-node test (both build into it).
+      R_ENVIRONMENTS_DIR: join(root, 'environments'),
     });
   }, 120_000);
 
@@ -326,6 +335,55 @@ writeLines(c(${call}, Sys.getenv("SVC_R_ENVIRONMENT"), paste(.libPaths(), collap
       expect(after).toContain(`v2.0 2 ${switched.build?.librarySha256}`);
       // shared 2.0 was built for another application: taken from the cache.
       expect(switched.build?.packages).toEqual([{ name: 'shared', version: '2.0', cached: true }]);
+    });
+
+    it('two nodes on one database and one directory build a library once and both use it', async () => {
+      const second = await startService(
+        loadConfig(
+          testEnvironment(service.database, {
+            ...(await basicUsersEnvironment({})),
+            R_ENGINE: 'native',
+            R_REPOSITORIES: repositoryUrl,
+            R_ENVIRONMENTS_DIR: join(root, 'environments'),
+            ROLE: 'worker',
+            MIGRATIONS_RUN: 'false',
+          }),
+        ),
+        new PinoLoggerService('silent'),
+      );
+      try {
+        const built = async (): Promise<number> => {
+          let sum = 0;
+          for (const node of [service, second]) {
+            const text = await node.app.get(MetricsService, { strict: false }).registry.metrics();
+            for (const match of text.matchAll(
+              /^svc_environment_packages_total\{[^}]*outcome="built"\} (\d+)/gm,
+            )) {
+              sum += Number(match[1]);
+            }
+          }
+          return sum;
+        };
+        const before = await built();
+        expect((await put(lockfile({ twice: '1.0' }, repository), 'twonodes')).status).toBe(201);
+        const runtimes = [service, second].map((node) =>
+          node.app.get(EnvironmentRuntime, { strict: false }),
+        );
+        const [first, other] = await Promise.all(
+          runtimes.map((runtime) => runtime.forJob('twonodes')),
+        );
+        expect(other).toEqual(first);
+        expect(first?.libraryDir).toBe(
+          join(root, 'environments', 'libraries', first?.librarySha256 ?? ''),
+        );
+        expect((await built()) - before).toBe(1);
+        expect(await environmentOf('twonodes')).toMatchObject({
+          inForce: true,
+          build: { packages: [{ name: 'twice', version: '1.0', cached: false }] },
+        });
+      } finally {
+        await second.close();
+      }
     });
 
     it('builds a package in the sandbox: no service secrets, files, site library or network', async () => {
