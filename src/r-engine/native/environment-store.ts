@@ -174,13 +174,19 @@ export class EnvironmentStore {
       if (!outcome.ok) {
         return { ok: false, log: outcome.output };
       }
-      if (!(await isFile(join(library, pkg.name, 'DESCRIPTION')))) {
+      // What the install left is the package's: the directories are checked without following a
+      // link (its processes are gone, so nothing changes them meanwhile), and only then is the
+      // library moved into the cache by a rename, which follows nothing either.
+      if (
+        !(await isDirectory(library)) ||
+        !(await isDirectory(join(library, pkg.name))) ||
+        !(await isFile(join(library, pkg.name, 'DESCRIPTION')))
+      ) {
         return {
           ok: false,
           log: `${outcome.output}\nR CMD INSTALL did not install a package named ${pkg.name}.`,
         };
       }
-      await chmod(library, 0o755);
       await rename(library, join(this.root, CACHE, key)).catch(
         async (error: NodeJS.ErrnoException) => {
           if (!(await isFile(join(this.root, CACHE, key, pkg.name, 'DESCRIPTION')))) {
@@ -235,6 +241,14 @@ function requiredClosure(
     }
   }
   return seen;
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await lstat(path)).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 async function isFile(path: string): Promise<boolean> {
