@@ -27,6 +27,7 @@ import { QueuedKindIndex1795800000000 } from './1795800000000-QueuedKindIndex';
 import { AddAdminAccount1795805500000 } from './1795805500000-AddAdminAccount';
 import { AddJobFunctionName1795900000000 } from './1795900000000-AddJobFunctionName';
 import { AddWorkerNodeDetails1795900100000 } from './1795900100000-AddWorkerNodeDetails';
+import { AddREnvironments1796000000000 } from './1796000000000-AddREnvironments';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -58,4 +59,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddAdminAccount1795805500000,
   AddJobFunctionName1795900000000,
   AddWorkerNodeDetails1795900100000,
+  AddREnvironments1796000000000,
 ];

@@ -33,6 +33,8 @@ import { SystemModule } from './system/system.module';
 import { SoapController } from './soap/soap.controller';
 import { SoapModule } from './soap/soap.module';
 import { WsdlController } from './soap/wsdl.controller';
+import { EnvironmentsController } from './environments/environments.controller';
+import { EnvironmentsModule } from './environments/environments.module';
 import { PackagesController } from './packages/packages.controller';
 import { PackagesModule } from './packages/packages.module';
 import { UsageModule } from './usage/usage.module';
@@ -62,6 +64,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     SoapModule,
     UsageModule,
     PackagesModule,
+    EnvironmentsModule,
     OpenApiModule,
     SchedulesModule,
   ],
@@ -80,6 +83,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     AuditController,
     ConsoleController,
     PackagesController,
+    EnvironmentsController,
     SchedulesController,
     SystemController,
     MetricsController,

@@ -4,6 +4,10 @@ import { ApplicationSettingsEntity } from './applications/application-settings.e
 import { AuditEventEntity } from './audit/audit-event.entity';
 import { JobCallbackEntity } from './callbacks/job-callback.entity';
 import { CatalogFileEntity } from './catalog/catalog-file.entity';
+import {
+  ApplicationEnvironmentEntity,
+  REnvironmentEntity,
+} from './environments/r-environment.entity';
 import { DropFileEntity } from './dropdir/drop-file.entity';
 import { JobLogLineEntity } from './job-log/job-log-line.entity';
 import { MailReplyEntity } from './mail-replies/mail-reply.entity';
@@ -50,6 +54,8 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     WebSessionEntity,
     AdminAccountEntity,
     WorkerNodeEntity,
+    REnvironmentEntity,
+    ApplicationEnvironmentEntity,
   ],
   migrations: MIGRATIONS,
 };

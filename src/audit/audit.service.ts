@@ -29,6 +29,9 @@ export const AUDIT_ACTIONS = [
   'schedule.paused',
   'schedule.resumed',
   'schedule.deleted',
+  'environment.set',
+  'environment.rolledBack',
+  'environment.removed',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -9,7 +9,12 @@ export interface CatalogLoadReport {
   /** Files the catalog had already, left as they were (keepExisting). */
   kept: string[];
   skipped: string[];
+  /** Lockfiles (`<application>/renv.lock`) handed to `lockfile`, with what it made of each. */
+  lockfiles: Array<{ label: string; outcome: string }>;
 }
+
+/** An application's lockfile in a catalog folder: `<dir>/<application>/renv.lock`. */
+export const LOCKFILE_NAME = 'renv.lock';
 
 const APPLICATION_NAME = /^\w{1,64}$/;
 
@@ -26,9 +31,20 @@ export async function loadCatalogFolder(
     keepExisting?: boolean;
     /** The audit row of a stored file (auditRowJson), written by the storing statement. */
     audit?: (application: string, section: CatalogSection, name: string) => string | null;
+    /**
+     * Takes an application's lockfile (the environments' feature, above the catalog); its
+     * answer is reported. Without it, a lockfile is skipped like any other unknown entry.
+     */
+    lockfile?: (application: string, bytes: Buffer) => Promise<string>;
   } = {},
 ): Promise<CatalogLoadReport> {
-  const report: CatalogLoadReport = { created: [], updated: [], kept: [], skipped: [] };
+  const report: CatalogLoadReport = {
+    created: [],
+    updated: [],
+    kept: [],
+    skipped: [],
+    lockfiles: [],
+  };
   for (const application of readdirSync(dir).sort()) {
     const appDir = join(dir, application);
     if (!statSync(appDir).isDirectory() || !APPLICATION_NAME.test(application)) {
@@ -37,6 +53,13 @@ export async function loadCatalogFolder(
     }
     for (const section of readdirSync(appDir).sort()) {
       const sectionDir = join(appDir, section);
+      if (section === LOCKFILE_NAME && options.lockfile && statSync(sectionDir).isFile()) {
+        report.lockfiles.push({
+          label: `${application}/${section}`,
+          outcome: await options.lockfile(application, readFileSync(sectionDir)),
+        });
+        continue;
+      }
       if (
         !statSync(sectionDir).isDirectory() ||
         !(CATALOG_SECTIONS as readonly string[]).includes(section)

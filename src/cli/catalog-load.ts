@@ -7,7 +7,8 @@ import { auditRowJson, AuditRepository } from '../audit/audit.repository';
 import { AuditService } from '../audit/audit.service';
 import { UsageError } from '../command-line/cli-command';
 import { openStateForCli } from './cli-state';
-import { cliActor } from '../command-line/cli-actor';
+import { asCliActor, cliActor } from '../command-line/cli-actor';
+import { environmentsForCli } from './environment';
 
 /**
  * `svc catalog load <dir> [--keep-existing]`: upserts a catalog folder into the configured
@@ -19,12 +20,32 @@ export async function catalogLoad(dirArgument: string, keepExisting: boolean): P
     throw new UsageError(`${dir} is not a directory`);
   }
   const config = loadConfig();
-  const { dataSource, close } = await openStateForCli(config);
+  const database = await openStateForCli(config);
+  const { dataSource, close } = database;
   try {
     const audit = new AuditService(new AuditRepository(dataSource), config);
     const actor = cliActor();
+    const environments = await environmentsForCli(config, database);
+    const { HttpException } = await import('@nestjs/common');
+    let refused = 0;
     const report = await loadCatalogFolder(new CatalogService(dataSource), dir, {
       keepExisting,
+      lockfile: (application, bytes) =>
+        asCliActor(() =>
+          environments.set(application, bytes, actor.principal ?? 'cli', actor),
+        ).then(
+          ({ created, environment }) =>
+            created
+              ? `environment ${environment.id} (${environment.resolved.length} packages)`
+              : `unchanged (environment ${environment.id})`,
+          (error: unknown) => {
+            if (error instanceof HttpException) {
+              refused++;
+              return `refused: ${error.message}`;
+            }
+            throw error;
+          },
+        ),
       audit: (applicationName, section, name) =>
         auditRowJson(
           audit.rowOf(
@@ -46,14 +67,20 @@ export async function catalogLoad(dirArgument: string, keepExisting: boolean): P
     for (const file of report.kept) {
       console.log(`kept ${file} (the catalog has it already)`);
     }
+    for (const { label, outcome } of report.lockfiles) {
+      console.log(`${label}: ${outcome}`);
+    }
     for (const file of report.skipped) {
       console.log(`skipped ${file} (not <application>/<SECTION>/<file>)`);
     }
     console.log(
       `${report.created.length} created, ${report.updated.length} updated, ` +
-        `${report.kept.length} kept, ${report.skipped.length} skipped`,
+        `${report.kept.length} kept, ${report.skipped.length} skipped` +
+        (report.lockfiles.length > 0
+          ? `, ${report.lockfiles.length - refused} lockfiles taken, ${refused} refused`
+          : ''),
     );
-    return 0;
+    return refused > 0 ? 1 : 0;
   } finally {
     await close();
   }

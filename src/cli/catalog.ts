@@ -1,7 +1,8 @@
 import { CliCommand, parseCommandArgs, UsageError } from '../command-line/cli-command';
 
 const USAGE = `usage: svc catalog load <dir> [--keep-existing] | dump <dir>
-  load <dir>   upsert the files of <dir>/<application>/<SECTION>/<file> into the catalog
+  load <dir>   upsert the files of <dir>/<application>/<SECTION>/<file> into the catalog, and
+               make <dir>/<application>/renv.lock its environment (svc environment set)
                --keep-existing: add only files the catalog does not have (an admin's changes stay)
   dump <dir>   write the whole catalog into <dir>, a new or empty directory, in that layout`;
 

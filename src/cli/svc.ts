@@ -14,6 +14,7 @@ import {
 } from '../command-line/cli-command';
 import { SERVICE_COMMANDS } from '../command-line/service-commands';
 import { catalogCommand } from './catalog';
+import { environmentCommand } from './environment';
 import { hashSecretCommand } from './hash-secret';
 import { migrateCommand } from './migrate';
 import { runCommand } from './run-command';
@@ -23,6 +24,7 @@ const COMMANDS: Array<CliCommand | ServiceCommand> = [
   catalogCommand,
   hashSecretCommand,
   ...SERVICE_COMMANDS,
+  environmentCommand,
 ];
 
 const USAGE = `usage: svc <command> [arguments]   (svc <command> --help for its arguments; svc --version)

@@ -42,6 +42,17 @@ export function corsOriginsOf(config: Pick<AppConfig, 'corsOrigins'>): string[] 
     .filter((origin) => origin !== '');
 }
 
+/**
+ * The CRAN-like repositories R_REPOSITORIES lists, in order, each without a trailing slash;
+ * empty when none is set.
+ */
+export function rRepositoriesOf(config: Pick<AppConfig, 'rRepositories'>): string[] {
+  return (config.rRepositories ?? '')
+    .split(',')
+    .map((url) => url.trim().replace(/\/+$/, ''))
+    .filter((url) => url !== '');
+}
+
 /** TRUST_PROXY as Express's `trust proxy` takes it: a boolean, a hop count, or address rules. */
 export function trustProxyOf(config: Pick<AppConfig, 'trustProxy'>): boolean | number | string[] {
   const value = config.trustProxy.trim().toLowerCase();
@@ -209,6 +220,29 @@ export class AppConfig implements SecuritySettings, OidcSettings {
   /** The key of that hash (HMAC-SHA256); required with auditPseudonymize. */
   @IsOptional() @IsString() auditPseudonymKey!: string | null;
   @IsString() catalogDir!: string;
+  /**
+   * The CRAN-like repositories applications' environments take packages from, comma-separated:
+   * http(s):// URLs, or file:// URLs of absolute directories (docs/environments.md); null: none
+   * (only the applications' uploaded packages).
+   */
+  @IsOptional()
+  @Matches(
+    /^\s*(https?:\/\/[^\s,]+|file:\/\/\/[^\s,]*)\s*(,\s*(https?:\/\/[^\s,]+|file:\/\/\/[^\s,]*)\s*)*$/,
+    {
+      message:
+        'must be a comma-separated list of http(s):// URLs or file:// URLs of absolute directories (file:///srv/cran)',
+    },
+  )
+  rRepositories!: string | null;
+  /**
+   * Where built packages (a cache keyed by package, version, source digest, R x.y and platform)
+   * and environments' libraries are kept; null: the R engine's own runtime directory, made anew
+   * at each start. Nodes that share it build each package once. The sandbox's user must be able
+   * to reach it (docs/environments.md).
+   */
+  @IsOptional() @IsString() rEnvironmentsDir!: string | null;
+  /** How many environments each application keeps (the one it asks for among them): what a rollback can go back to. */
+  @IsInt() @Min(1) @Max(1000) environmentHistory!: number;
   // security (docs/security.md)
   /** none, or a comma-separated list of basic, apiKey, oidc (checked by securityConfigProblems). */
   @IsString() authMode!: AuthMode;
@@ -410,6 +444,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       `SHUTDOWN_TIMEOUT_SECONDS=${config.shutdownTimeoutSeconds}: must be more than SHUTDOWN_GRACE_SECONDS (${config.shutdownGraceSeconds}), which running jobs may take to finish`,
     );
   }
+  for (const url of rRepositoriesOf(config)) {
+    if (url.startsWith('file://') && url.split('/').some((part) => part === '..' || part === '.')) {
+      problems.push(`R_REPOSITORIES: ${url} must name its directory without . or .. parts`);
+    }
+  }
   const mail = emailAccountsOf(config, env);
   problems.push(...mail.problems);
   if (problems.length > 0) {
@@ -417,6 +456,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   config.mailAccounts = mail.accounts;
   config.dataDir = resolve(config.dataDir);
+  config.rEnvironmentsDir = config.rEnvironmentsDir ? resolve(config.rEnvironmentsDir) : null;
   config.catalogDir = resolve(PROJECT_ROOT_DIR, config.catalogDir);
   return config;
 }

@@ -46,6 +46,13 @@ export abstract class ApplicationsConfig extends configSlice([
   'maxRequestBytes',
 ]) {}
 
+/** Applications' R environments: the repositories packages come from, the history kept. */
+export abstract class EnvironmentsConfig extends configSlice([
+  'rRepositories',
+  'environmentHistory',
+  'rEnvironmentsDir',
+]) {}
+
 /** Queue delivery: how often nodes poll, leases and heartbeats, attempts and their back-off. */
 export abstract class QueueConfig extends configSlice([
   'pollIntervalMs',
@@ -77,6 +84,7 @@ export abstract class WorkerConfig extends configSlice([
  */
 export abstract class REngineConfig extends configSlice([
   'role',
+  'rEnvironmentsDir',
   'rEngine',
   'rHome',
   'rscriptPath',
@@ -229,4 +237,5 @@ export const CONFIG_SLICES = [
   ProcessConfig,
   AuditConfig,
   AdminConfig,
+  EnvironmentsConfig,
 ] as const;

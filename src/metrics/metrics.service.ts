@@ -82,6 +82,26 @@ export class MetricsService {
     Histogram.Internal<'method' | 'route' | 'status'>
   >();
 
+  private readonly environmentBuilds = new Counter({
+    name: 'svc_environment_builds_total',
+    help: "Builds of applications' R environments on this node (a library made from the cache and from sources), by outcome (succeeded, failed).",
+    labelNames: ['application', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly environmentPackages = new Counter({
+    name: 'svc_environment_packages_total',
+    help: 'Packages of those builds, by what the build did with each: built (R CMD INSTALL) or cached (taken from the cache).',
+    labelNames: ['application', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly environmentBuildSeconds = new Histogram({
+    name: 'svc_environment_build_seconds',
+    help: "Time to make an environment's library on this node: with builds, or all from the cache (a restore).",
+    labelNames: ['application', 'kind'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_' });
     const logger = this.logger;
@@ -239,6 +259,26 @@ export class MetricsService {
     }
     if (seconds !== undefined) {
       this.duration.observe({ application, source }, seconds);
+    }
+  }
+
+  /** One environment's library made (or failed) on this node; `packages` what it did with each. */
+  environmentBuilt(
+    name: string,
+    succeeded: boolean,
+    seconds: number,
+    packages: Array<{ cached: boolean }>,
+  ): void {
+    const application = this.applicationLabel(name);
+    this.environmentBuilds.inc({ application, outcome: succeeded ? 'succeeded' : 'failed' });
+    const built = packages.filter((pkg) => !pkg.cached).length;
+    this.environmentPackages.inc({ application, outcome: 'built' }, built);
+    this.environmentPackages.inc({ application, outcome: 'cached' }, packages.length - built);
+    if (succeeded) {
+      this.environmentBuildSeconds.observe(
+        { application, kind: built > 0 ? 'build' : 'restore' },
+        seconds,
+      );
     }
   }
 

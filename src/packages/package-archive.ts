@@ -10,9 +10,9 @@ export interface PackageDescription {
 }
 
 /** R's rule for package names: letters, digits and dots, a letter first, not a dot last. */
-const PACKAGE_NAME = /^[A-Za-z][A-Za-z0-9.]*[A-Za-z0-9]$/;
+export const PACKAGE_NAME = /^[A-Za-z][A-Za-z0-9.]*[A-Za-z0-9]$/;
 /** R's package versions: at least two non-negative integers separated by `.` or `-`. */
-const PACKAGE_VERSION = /^\d+([.-]\d+)+$/;
+export const PACKAGE_VERSION = /^\d+([.-]\d+)+$/;
 export const MAX_PACKAGE_NAME_LENGTH = 128;
 const BLOCK = 512;
 /** A source package this large unpacked is not one the admin API takes (a zip-bomb guard). */

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { EnvironmentRuntimeModule } from '../environments/environment-runtime.module';
 import { REngineModule } from '../r-engine/r-engine.module';
 import { ProcessService } from './process.service';
 
@@ -7,7 +8,7 @@ import { ProcessService } from './process.service';
  * controller is listed in ApiModule, before the catch-all FallbackController.
  */
 @Module({
-  imports: [REngineModule],
+  imports: [REngineModule, EnvironmentRuntimeModule],
   providers: [ProcessService],
   exports: [ProcessService],
 })

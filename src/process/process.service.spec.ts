@@ -1,4 +1,5 @@
 import { ApiError } from '../common/api-error';
+import type { EnvironmentRuntime } from '../environments/environment-runtime';
 import { loadConfig } from '../config/app-config';
 import { configView } from '../config/config-slice';
 import { ProcessConfig } from '../config/config-slices';
@@ -30,8 +31,13 @@ function service(engine: FunctionCallEngine, maxConcurrent = 1, maxQueued = 1): 
     PROCESS_MAX_CONCURRENT: String(maxConcurrent),
     PROCESS_MAX_QUEUED: String(maxQueued),
   });
-  return new ProcessService(configView(config, ProcessConfig.keys), engine);
+  return new ProcessService(configView(config, ProcessConfig.keys), engine, NO_ENVIRONMENTS);
 }
+
+/** The environments' runtime (a database and R of its own) replaced: no application has one. */
+const NO_ENVIRONMENTS = {
+  forJob: () => Promise.resolve(null),
+} as unknown as EnvironmentRuntime;
 
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 

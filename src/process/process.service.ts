@@ -1,3 +1,8 @@
+import {
+  EnvironmentRuntime,
+  EnvironmentUnavailable,
+  type JobEnvironment,
+} from '../environments/environment-runtime';
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
@@ -39,6 +44,7 @@ export class ProcessService {
   constructor(
     private readonly config: ProcessConfig,
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
+    private readonly environments: EnvironmentRuntime,
   ) {}
 
   async call(
@@ -100,7 +106,19 @@ export class ProcessService {
         async (span) => {
           await this.enter();
           try {
-            const called = await this.engine.callFunction(request);
+            let environment: JobEnvironment | null;
+            try {
+              environment = await this.environments.forJob(request.applicationName);
+            } catch (error) {
+              if (error instanceof EnvironmentUnavailable) {
+                return { status: 'failed', reason: 'r-error', message: error.message } as const;
+              }
+              throw error;
+            }
+            const called = await this.engine.callFunction({
+              ...request,
+              environmentLibrary: environment?.libraryDir,
+            });
             span.set({
               'svc.function.outcome': called.status === 'failed' ? called.reason : called.status,
             });

@@ -23,6 +23,12 @@ export interface FunctionCallRequest {
   timeoutMs: number;
   /** Aborted when the caller gives the call up (lease lost, shutdown): R is stopped. */
   signal?: AbortSignal;
+  /**
+   * The library of the application's environment (docs/environments.md): the session that
+   * serves the call sees it and R's own packages only. A session serves one library all its
+   * life: one of another library (a switch) is replaced by a fresh one.
+   */
+  environmentLibrary?: string;
   /** Served before queued calls that are not urgent (synchronous /process calls). */
   urgent?: boolean;
   /** Called each time the function reports its progress with svc_progress. */

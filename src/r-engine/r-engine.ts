@@ -1,6 +1,7 @@
 import type { REngineConfig } from '../config/config-slices';
 import type { FunctionCallEngine } from './function-call-engine';
 import type { JobProgress } from './job-progress';
+import type { EnvironmentStore } from './native/environment-store';
 import type { PackageLibrary } from './native/package-library';
 import type { FunctionLibrarySource } from './function-library';
 import type { TraceCarrier } from '../tracing/tracing';
@@ -25,6 +26,11 @@ export interface ScriptRunRequest {
   signal?: AbortSignal;
   /** The job's application: its managed packages (PUT /admin/packages) come first for R. */
   applicationName?: string;
+  /**
+   * The library of the application's environment (docs/environments.md): then R sees it and R's
+   * own packages only, instead of the node's libraries and the application's uploads.
+   */
+  environmentLibrary?: string;
   /** The job's application may use the network (APPLICATION_SETTINGS networkAllowed). */
   network?: boolean;
   /** The run's span (tracing on): R gets it as TRACEPARENT and SVC_TRACE_ID (traceEnvironment). */
@@ -70,6 +76,11 @@ export interface REngine {
    * install packages (webR: packages are built for WebAssembly elsewhere).
    */
   readonly packages: PackageLibrary | null;
+  /**
+   * Where applications' environments are built and kept (native R, once started); null where
+   * the engine cannot build packages (webR).
+   */
+  readonly environments: EnvironmentStore | null;
   /**
    * The engine that serves this node's function calls, reading the applications' libraries from
    * `libraries`: native R a pool of warm sessions started through its own launcher (the same

@@ -1,3 +1,8 @@
+import {
+  EnvironmentRuntime,
+  EnvironmentUnavailable,
+  type JobEnvironment,
+} from '../environments/environment-runtime';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { WorkerConfig } from '../config/config-slices';
 import type { ClaimedJob, JobExecutor, ResultData } from '../queue/queue.types';
@@ -33,6 +38,7 @@ export class FunctionCallJobExecutor implements JobExecutor {
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
     private readonly jobLog: JobLogRepository,
     private readonly libraries: FunctionLibraryService,
+    private readonly environments: EnvironmentRuntime,
   ) {}
 
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
@@ -74,9 +80,19 @@ export class FunctionCallJobExecutor implements JobExecutor {
         (error: Error) => this.logger.warn(`job ${job.id}: no progress stored: ${error.message}`),
       );
     };
+    let environment: JobEnvironment | null;
+    try {
+      environment = await this.environments.forJob(job.applicationName);
+    } catch (error) {
+      if (error instanceof EnvironmentUnavailable) {
+        return fail(error.message);
+      }
+      throw error;
+    }
     const outcome = await this.engine
       .callFunction({
         applicationName: job.applicationName,
+        environmentLibrary: environment?.libraryDir,
         functionName: exported ?? FUNCTION_OF_KIND[kind],
         exported: exported !== null,
         payload: file.content.toString('utf8'),

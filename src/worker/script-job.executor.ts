@@ -1,3 +1,8 @@
+import {
+  EnvironmentRuntime,
+  EnvironmentUnavailable,
+  type JobEnvironment,
+} from '../environments/environment-runtime';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdir, rmdir } from 'node:fs/promises';
@@ -52,6 +57,7 @@ export class ScriptJobExecutor implements JobExecutor {
     @Inject(R_ENGINE) private readonly engine: REngine,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly jobLog: JobLogRepository,
+    private readonly environments: EnvironmentRuntime,
   ) {
     this.logsROutput = node.logLevel === 'debug' || node.logLevel === 'trace';
   }
@@ -84,6 +90,19 @@ export class ScriptJobExecutor implements JobExecutor {
         return errorResult(job, prepared.message);
       }
       const { scriptName, provided } = prepared;
+      let environment: JobEnvironment | null;
+      try {
+        environment = await inSpan(
+          'svc.job.environment',
+          { attributes: { 'svc.job.id': job.id } },
+          () => this.environments.forJob(job.applicationName),
+        );
+      } catch (error) {
+        if (error instanceof EnvironmentUnavailable) {
+          return errorResult(job, error.message);
+        }
+        throw error;
+      }
       const log = new Logger(`job ${job.id}`);
       // R's output goes to out.log, to the job's log in the database (GET .../log) as it comes,
       // and to the service's own log at debug level.
@@ -93,6 +112,13 @@ export class ScriptJobExecutor implements JobExecutor {
         job.attempts,
         this.config.jobLogMaxBytes,
       );
+      if (environment) {
+        // The job's record of what it ran with (its log, beside R's own SVC_R_ENVIRONMENT).
+        jobLog.add(
+          'stderr',
+          `svc: R environment ${environment.environmentId} (${environment.librarySha256})`,
+        );
+      }
       const outcome = await inSpan(
         'svc.r.run',
         { attributes: { 'svc.job.id': job.id, 'svc.r.engine': this.engine.kind } },
@@ -105,6 +131,7 @@ export class ScriptJobExecutor implements JobExecutor {
               timeoutMs: this.config.jobTimeoutSeconds * 1000,
               signal,
               applicationName: job.applicationName,
+              environmentLibrary: environment?.libraryDir,
               network: applicationSettingsOf(this.applications, job.applicationName).networkAllowed,
               trace: activeTraceCarrier(),
               onOutput: (stream, line) => {

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { EnvironmentRuntimeModule } from '../environments/environment-runtime.module';
 import { PackageSyncService } from '../packages/package-sync.service';
 import { PackagesModule } from '../packages/packages.module';
 import { CallbackJobExecutor } from '../callbacks/callback-job.executor';
@@ -30,6 +31,8 @@ import { WorkerNodeHeartbeat } from './worker-node-heartbeat.service';
     CallbacksModule,
     ResultsModule,
     PackagesModule,
+    // The library each job of an application with an environment runs in, built when first needed.
+    EnvironmentRuntimeModule,
   ],
   providers: [
     ScriptJobExecutor,

@@ -530,6 +530,52 @@ describe('the OpenAPI document against the running service', () => {
     ).toBe(404);
   });
 
+  it('manages R environments as documented', async () => {
+    const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'envdemo' };
+    const asJson = { ...admin, 'Content-Type': 'application/json' };
+    // The application's upload is the lockfile's only source here (no R_REPOSITORIES).
+    await request(`${base}${REST}/admin/packages/openapienv`, {
+      method: 'PUT',
+      headers: { ...admin, 'Content-Type': 'application/gzip' },
+      body: buildPackage('openapienv', '1.0', { tar: true }),
+    });
+    const lockfile = JSON.stringify({
+      R: { Version: '4.3.2' },
+      Packages: { openapienv: { Package: 'openapienv', Version: '1.0', Source: 'Repository' } },
+    });
+    const env = '/admin/environment';
+    const created = await call('PUT', env, env, { headers: asJson, body: lockfile });
+    expect(created.status).toBe(201);
+    const { id } = JSON.parse(created.text) as { id: string };
+    expect((await call('PUT', env, env, { headers: asJson, body: lockfile })).status).toBe(200);
+    const missing = lockfile.replace(/1\.0/g, '2.0');
+    expect((await call('PUT', env, env, { headers: asJson, body: missing })).status).toBe(400);
+    const text = { ...admin, 'Content-Type': 'text/plain' };
+    expect((await call('PUT', env, env, { headers: text, body: lockfile })).status).toBe(415);
+    const huge = JSON.stringify({ Packages: {}, pad: 'x'.repeat(1_100_000) });
+    expect((await call('PUT', env, env, { headers: asJson, body: huge })).status).toBe(413);
+    expect((await call('GET', env, env, { headers: admin })).status).toBe(200);
+    const history = `${env}/history`;
+    expect((await call('GET', history, history, { headers: admin })).status).toBe(200);
+    const one = `${env}/history/{id}`;
+    expect((await call('GET', one, `${env}/history/${id}`, { headers: admin })).status).toBe(200);
+    expect((await call('GET', one, `${env}/history/0`, { headers: admin })).status).toBe(404);
+    const rollback = `${env}/history/{id}/rollback`;
+    const back = await call('POST', rollback, `${env}/history/${id}/rollback`, { headers: admin });
+    expect(back.status).toBe(200);
+    expect(
+      (await call('POST', rollback, `${env}/history/0/rollback`, { headers: admin })).status,
+    ).toBe(404);
+    const anonymous = { 'X-SVC-Application-Name': 'envdemo' };
+    expect((await call('GET', env, env, { headers: anonymous })).status).toBe(401);
+    expect(
+      (await call('GET', env, env, { headers: { Authorization: ADMIN_AUTHORIZATION } })).status,
+    ).toBe(400);
+    expect((await call('DELETE', env, env, { headers: admin })).status).toBe(204);
+    expect((await call('DELETE', env, env, { headers: admin })).status).toBe(404);
+    expect((await call('GET', env, env, { headers: admin })).status).toBe(404);
+  });
+
   it('manages schedules as documented', async () => {
     const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
     const asJson = { ...admin, 'Content-Type': 'application/json', Accept: 'application/json' };

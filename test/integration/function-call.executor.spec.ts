@@ -8,6 +8,7 @@ import {
   NATIVE_R,
   queueAndClaim,
   startExecutorHarness,
+  ENVIRONMENT_RUNTIME_PROVIDERS,
 } from '../support/executor-harness';
 import { FAILURE_FUNCTIONS } from '../support/function-calls';
 import { SERVER_DATABASE_URL } from '../support/test-service';
@@ -34,6 +35,7 @@ describeNativeOnServer(
         FunctionCallJobExecutor,
         // The function libraries read from the catalog and the session pool, as a node has them.
         ...FUNCTION_CALL_PROVIDERS,
+        ...ENVIRONMENT_RUNTIME_PROVIDERS,
       ]);
       executor = harness.module.get(FunctionCallJobExecutor);
       await harness.catalog.putFile(

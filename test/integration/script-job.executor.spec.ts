@@ -8,6 +8,7 @@ import {
   NATIVE_R,
   queueAndClaim,
   startExecutorHarness,
+  ENVIRONMENT_RUNTIME_PROVIDERS,
 } from '../support/executor-harness';
 import { zipEntries } from '../support/zip-fixtures';
 
@@ -21,7 +22,10 @@ describeNative(
     let executor: ScriptJobExecutor;
 
     beforeAll(async () => {
-      harness = await startExecutorHarness(() => [ScriptJobExecutor]);
+      harness = await startExecutorHarness(() => [
+        ScriptJobExecutor,
+        ...ENVIRONMENT_RUNTIME_PROVIDERS,
+      ]);
       executor = harness.module.get(ScriptJobExecutor);
     });
 

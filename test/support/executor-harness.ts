@@ -1,3 +1,7 @@
+import { EnvironmentRuntime } from '../../src/environments/environment-runtime';
+import { EnvironmentRepository } from '../../src/environments/environment.repository';
+import { PackageRepositoryReader } from '../../src/environments/package-repositories';
+import { PackageRepository } from '../../src/packages/package.repository';
 import { randomUUID } from 'node:crypto';
 import type { Provider } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
@@ -84,6 +88,14 @@ export async function queueAndClaim(
   }
   return claimed;
 }
+
+/** What runs a job of an application with an R environment (none in these specs). */
+export const ENVIRONMENT_RUNTIME_PROVIDERS: Provider[] = [
+  EnvironmentRuntime,
+  EnvironmentRepository,
+  PackageRepository,
+  PackageRepositoryReader,
+];
 
 /** A TestingModule with an executor, its real parts (native R, the database) and a queue to feed it. */
 export interface ExecutorHarness {

@@ -17,6 +17,7 @@ export type NativeRConfig = Pick<REngineConfig, 'rHome' | 'rscriptPath' | 'rMemo
       | 'rMaxWriteMb'
       | 'scriptSlots'
       | 'applicationSlots'
+      | 'rEnvironmentsDir'
     >
   > & {
     /**

@@ -115,7 +115,7 @@ export class ForkSlots {
             home: dir,
             tmp: join(dir, SERVER_TMP),
             writable: [dir],
-            readable: [control, ...(this.runtime.packages ? [this.runtime.packages.root] : [])],
+            readable: [control, ...(this.runtime.packages?.readableRoots ?? [])],
             network: false,
             limits: rLimits(limits),
             env,

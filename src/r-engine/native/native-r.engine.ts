@@ -7,6 +7,7 @@ import type { REngineConfig } from '../../config/config-slices';
 import type { FunctionCallEngine } from '../function-call-engine';
 import { ForkSlots } from './fork-slots';
 import type { EngineLogger, NativeRuntime } from './native-runtime';
+import { EnvironmentStore } from './environment-store';
 import { PackageLibrary } from './package-library';
 import type { REngine, ScriptRunOutcome, ScriptRunRequest } from '../r-engine';
 import { probeSandbox, RLauncher, type SandboxKind } from '../launch/r-launcher';
@@ -22,7 +23,7 @@ import type { SandboxProblem } from '../launch/r-sandbox';
 import { rSourcePath } from '../r-sources';
 import type { FunctionLibrarySource } from '../function-library';
 import { RSessionPool } from '../sessions/r-session-pool';
-import { jobLimits, type JobLimits } from './run-limits';
+import { jobLimits, rLimits, type JobLimits } from './run-limits';
 import { SpawnRunner } from './spawn-runner';
 
 const PROBE_TIMEOUT_MS = 30_000;
@@ -35,6 +36,9 @@ const HEALTH_TIMEOUT_MS = 10_000;
  * starts through the RLauncher: a sandbox (R_SANDBOX), a minimal environment, limits, and a
  * kill of everything on timeout.
  */
+/** The longest one package's build in an environment may take. */
+const ENVIRONMENT_BUILD_TIMEOUT_MS = 10 * 60_000;
+
 export class NativeREngine implements REngine, NativeRuntime {
   readonly kind = 'native' as const;
   readonly rscript: string;
@@ -43,6 +47,7 @@ export class NativeREngine implements REngine, NativeRuntime {
   private launcherInstance: RLauncher;
   private runtimeRoot: string | undefined;
   private packageLibrary: PackageLibrary | null = null;
+  private environmentStore: EnvironmentStore | null = null;
   private readonly spawned = new SpawnRunner(this);
   private readonly forkSlots: ForkSlots;
 
@@ -78,6 +83,11 @@ export class NativeREngine implements REngine, NativeRuntime {
    */
   get packages(): PackageLibrary | null {
     return this.packageLibrary;
+  }
+
+  /** The applications' environments' packages and libraries on this node (R_ENVIRONMENTS_DIR). */
+  get environments(): EnvironmentStore | null {
+    return this.environmentStore;
   }
 
   /** The launcher every native R process of this node starts through (sessions too). */
@@ -119,9 +129,16 @@ export class NativeREngine implements REngine, NativeRuntime {
       // chmod: the service's umask (PRIVATE_UMASK) would close it to the sandbox user.
       await mkdir(join(this.runtimeRoot, 'packages'));
       await chmod(join(this.runtimeRoot, 'packages'), 0o755);
+      this.environmentStore = new EnvironmentStore(
+        this.config.rEnvironmentsDir ?? join(this.runtimeRoot, 'environments'),
+        () => this.launcher,
+        () => rLimits(this.limits(ENVIRONMENT_BUILD_TIMEOUT_MS)),
+      );
+      await this.environmentStore.open();
       this.packageLibrary = new PackageLibrary(
         join(this.runtimeRoot, 'packages'),
         () => this.launcher,
+        [this.environmentStore.root],
       );
     }
     this.launcherInstance = this.newLauncher(sandbox);
@@ -207,6 +224,7 @@ export class NativeREngine implements REngine, NativeRuntime {
       await rm(this.runtimeRoot, { recursive: true, force: true });
       this.runtimeRoot = undefined;
       this.packageLibrary = null;
+      this.environmentStore = null;
     }
   }
 

@@ -21,8 +21,14 @@ export interface NativeRuntime {
   limits(timeoutMs: number): JobLimits;
 }
 
-/** The job's application's package library ('' when there is none to put first). */
+/**
+ * The job's library: its application's environment, else its application's package library
+ * ('' when there is none to put first).
+ */
 export function libraryDir(runtime: NativeRuntime, request: ScriptRunRequest): string {
+  if (request.environmentLibrary) {
+    return request.environmentLibrary;
+  }
   return runtime.packages && request.applicationName
     ? runtime.packages.dirOf(request.applicationName)
     : '';

@@ -9,8 +9,9 @@ import {
   symlink,
   writeFile,
 } from 'node:fs/promises';
+import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { killProcessGroup, type RLauncher } from '../launch/r-launcher';
+import { killProcessGroup, type RLauncher, type RLimits } from '../launch/r-launcher';
 
 /** What one install did: R's output (stdout and stderr as they came), whatever the outcome. */
 export interface PackageInstallOutcome {
@@ -38,7 +39,14 @@ export class PackageLibrary {
   constructor(
     readonly root: string,
     private readonly launcher: () => RLauncher,
+    /** More directories of packages that R reads (the environments' cache and libraries). */
+    private readonly alsoReadable: string[] = [],
   ) {}
+
+  /** What a job's, a session's or a fork server's sandbox binds read-only for R's packages. */
+  get readableRoots(): string[] {
+    return [this.root, ...this.alsoReadable];
+  }
 
   /** The library of one application (it may not exist: R leaves such a path out). */
   dirOf(applicationName: string): string {
@@ -75,21 +83,19 @@ export class PackageLibrary {
     await chmod(join(appDir, STORE), 0o755);
     await mkdir(join(this.root, WORK), { recursive: true });
     await chmod(join(this.root, WORK), 0o711);
-    const work = await mkdtemp(join(this.root, WORK, 'install-'));
+    const launcher = this.launcher();
+    const { work, library, tarball } = await installDirectory(
+      launcher,
+      join(this.root, WORK),
+      `${name}.tar.gz`,
+      archive,
+    );
     try {
-      const library = join(work, 'lib');
-      const tarball = join(work, `${name}.tar.gz`);
-      await mkdir(library);
-      await mkdir(join(work, 'tmp'));
-      await writeFile(tarball, archive);
-      const launcher = this.launcher();
-      launcher.makeWritable(work);
-      const outcome = await this.runInstall(launcher, work, [
-        launcher.rSource('install-package.R'),
-        tarball,
-        library,
-        appDir,
-      ]);
+      const outcome = await installInSandbox(launcher, {
+        args: [launcher.rSource('install-package.R'), tarball, library, appDir],
+        work,
+        readable: [this.root],
+      });
       if (!outcome.ok) {
         return outcome;
       }
@@ -129,50 +135,96 @@ export class PackageLibrary {
       await rm(join(appDir, STORE, sha), { recursive: true, force: true });
     }
   }
+}
 
-  private runInstall(launcher: RLauncher, work: string, args: string[]) {
-    return new Promise<PackageInstallOutcome>((resolve) => {
-      const child = launcher.spawn({
-        args,
-        cwd: work,
-        home: work,
-        tmp: join(work, 'tmp'),
-        writable: [work],
-        readable: [this.root],
+/**
+ * A fresh directory under `parent` for one install, handed to the sandbox's user: the source
+ * package in it, `lib` to install into, `tmp`.
+ */
+export async function installDirectory(
+  launcher: RLauncher,
+  parent: string,
+  tarballName: string,
+  archive: Buffer,
+): Promise<{ work: string; library: string; tarball: string }> {
+  const work = await mkdtemp(join(parent, 'install-'));
+  const library = join(work, 'lib');
+  const tarball = join(work, tarballName);
+  await mkdir(library);
+  await mkdir(join(work, 'tmp'));
+  await writeFile(tarball, archive);
+  launcher.makeWritable(work);
+  return { work, library, tarball };
+}
+
+/** One `R CMD INSTALL` (through a program of r/) in the sandbox, without network. */
+export interface SandboxedInstall {
+  /** Arguments after Rscript's options: the program and its arguments. */
+  args: string[];
+  /** Its working directory, writable; nothing else is. */
+  work: string;
+  /** Directories R may read besides the system. */
+  readable: string[];
+  env?: Record<string, string>;
+  limits?: RLimits | null;
+  timeoutMs?: number;
+}
+
+/**
+ * Runs an install in the sandbox and collects R's output (its end, MAX_OUTPUT_CHARS), whatever
+ * the outcome; killed after its time limit. The one way the service builds R packages: uploads
+ * (PackageLibrary) and environments (EnvironmentStore).
+ */
+export function installInSandbox(
+  launcher: RLauncher,
+  install: SandboxedInstall,
+): Promise<PackageInstallOutcome> {
+  const timeoutMs = install.timeoutMs ?? INSTALL_TIMEOUT_MS;
+  return new Promise<PackageInstallOutcome>((resolve) => {
+    let child: ChildProcess;
+    try {
+      child = launcher.spawn({
+        args: install.args,
+        cwd: install.work,
+        home: install.work,
+        tmp: join(install.work, 'tmp'),
+        writable: [install.work],
+        readable: install.readable,
         network: false,
-        limits: null,
+        limits: install.limits ?? null,
+        env: install.env,
         stdio: ['ignore', 'pipe', 'pipe'],
       });
-      let output = '';
-      const collect = (chunk: Buffer): void => {
-        output = (output + chunk.toString('utf8')).slice(-MAX_OUTPUT_CHARS);
-      };
-      child.stdout?.on('data', collect);
-      child.stderr?.on('data', collect);
-      let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
-        killProcessGroup(child);
-      }, INSTALL_TIMEOUT_MS);
-      child.once('error', (error) => {
-        clearTimeout(timer);
-        resolve({ ok: false, output: `R could not start: ${error.message}` });
-      });
-      child.once('close', (code) => {
-        clearTimeout(timer);
-        killProcessGroup(child);
-        const text = output.trimEnd();
-        resolve(
-          timedOut
-            ? {
-                ok: false,
-                output: `${text}\nThe install took longer than ${INSTALL_TIMEOUT_MS / 1000} s.`,
-              }
-            : { ok: code === 0, output: text },
-        );
-      });
+    } catch (error) {
+      resolve({ ok: false, output: `R could not start: ${(error as Error).message}` });
+      return;
+    }
+    let output = '';
+    const collect = (chunk: Buffer): void => {
+      output = (output + chunk.toString('utf8')).slice(-MAX_OUTPUT_CHARS);
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killProcessGroup(child);
+    }, timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      resolve({ ok: false, output: `R could not start: ${error.message}` });
     });
-  }
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      killProcessGroup(child);
+      const text = output.trimEnd();
+      resolve(
+        timedOut
+          ? { ok: false, output: `${text}\nThe install took longer than ${timeoutMs / 1000} s.` }
+          : { ok: code === 0, output: text },
+      );
+    });
+  });
 }
 
 /** Names in a directory that R would see (no dot files); none when it does not exist. */

@@ -126,7 +126,7 @@ export class SpawnRunner {
                 home: work,
                 tmp,
                 writable: [work, tmp],
-                readable: this.runtime.packages ? [this.runtime.packages.root] : [],
+                readable: this.runtime.packages?.readableRoots ?? [],
                 network: request.network === true,
                 limits: rLimits(limits),
                 env: traceEnvironment(request.trace ?? null),

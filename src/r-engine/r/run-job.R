@@ -5,8 +5,16 @@ local({
   list(
     # Before the script: the application's packages first (a directory that does not exist is
     # left out), and the CPU limit as an R error that names it (the kernel's stays the backstop).
+    # An environment's library (it holds the marker file .svc-environment, written by the
+    # service) is the only one besides R's own (base and recommended packages): not the node's
+    # site library, for this R and for any R it starts (R_LIBS*); SVC_R_ENVIRONMENT names it.
     prepare = function(cpuLimit = 0, libraryDir = "") {
-      if (!is.na(libraryDir) && nzchar(libraryDir)) .libPaths(c(libraryDir, .libPaths()))
+      marker <- if (!is.na(libraryDir) && nzchar(libraryDir)) file.path(libraryDir, ".svc-environment") else ""
+      if (nzchar(marker) && file.exists(marker)) {
+        .libPaths(libraryDir, include.site = FALSE)
+        Sys.setenv(R_LIBS = libraryDir, R_LIBS_USER = libraryDir, R_LIBS_SITE = libraryDir,
+                   SVC_R_ENVIRONMENT = readLines(marker, n = 1L, warn = FALSE))
+      } else if (!is.na(libraryDir) && nzchar(libraryDir)) .libPaths(c(libraryDir, .libPaths()))
       if (cpuLimit > 0) setTimeLimit(cpu = cpuLimit)
       invisible(NULL)
     },

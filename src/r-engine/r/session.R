@@ -81,7 +81,14 @@ local({
     app <- fields[[2L]]
     if (is.null(owner)) {
       owner <<- app
-      if (nzchar(fields[[6L]])) .libPaths(c(fields[[6L]], .libPaths()))
+      # An environment's library (its marker file written by the service) is the only one
+      # besides R's own, as for a script job (run-job.R).
+      marker <- file.path(fields[[6L]], ".svc-environment")
+      if (nzchar(fields[[6L]]) && file.exists(marker)) {
+        .libPaths(fields[[6L]], include.site = FALSE)
+        Sys.setenv(R_LIBS = fields[[6L]], R_LIBS_USER = fields[[6L]], R_LIBS_SITE = fields[[6L]],
+                   SVC_R_ENVIRONMENT = readLines(marker, n = 1L, warn = FALSE))
+      } else if (nzchar(fields[[6L]])) .libPaths(c(fields[[6L]], .libPaths()))
     } else if (!identical(owner, app)) {
       return(c("fail", "r-error", "this R session belongs to another application"))
     }

@@ -98,8 +98,13 @@ export class RSessionPool implements FunctionCallEngine {
     const library = await this.libraries.get(request.applicationName);
     for (let attempt = 1; ; attempt++) {
       const session = await this.acquire(request);
-      if (session.packages !== null && session.packages !== library.packages) {
-        // Its application's packages changed since it started: a fresh session loads them.
+      if (
+        (session.packages !== null && session.packages !== library.packages) ||
+        (session.environmentLibrary !== null &&
+          session.environmentLibrary !== (request.environmentLibrary ?? ''))
+      ) {
+        // Its application's packages or environment changed since it started: a fresh session
+        // loads them (calls that run in the old one finish there).
         this.retire(session);
         attempt--;
         continue;

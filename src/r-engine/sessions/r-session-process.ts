@@ -67,7 +67,7 @@ export function spawnSessionR(options: RSessionOptions, dir: string, fifo: strin
     home: dir,
     tmp,
     writable: [dir],
-    readable: options.packages ? [options.packages.root] : [],
+    readable: options.packages?.readableRoots ?? [],
     network: options.network,
     limits: options.limits,
     stdio: ['pipe', 'pipe', 'pipe'],

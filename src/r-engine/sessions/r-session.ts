@@ -66,6 +66,8 @@ export class RSession {
    * its first call: R cannot unload a package it has loaded, so a newer one needs a new session.
    */
   packages: number | null = null;
+  /** The environment's library it was given with its first call ('' for none); null before. */
+  environmentLibrary: string | null = null;
   private readonly packageLibrary: PackageLibrary | null;
   calls = 0;
   private readonly child: ChildProcess;
@@ -273,6 +275,7 @@ export class RSession {
     }
     this.application = request.applicationName;
     this.packages ??= library.packages;
+    this.environmentLibrary ??= request.environmentLibrary ?? '';
     const reload = this.libraryId !== library.id;
     const fields = [
       request.exported ? 'json' : 'call',
@@ -280,7 +283,7 @@ export class RSession {
       request.functionName,
       request.payload,
       reload ? '1' : '0',
-      this.packageLibrary?.dirOf(request.applicationName) ?? '',
+      request.environmentLibrary || (this.packageLibrary?.dirOf(request.applicationName) ?? ''),
     ];
     if (reload) {
       for (const file of library.files) {

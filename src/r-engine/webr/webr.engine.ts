@@ -41,6 +41,8 @@ export class WebREngine implements REngine, FunctionCallEngine {
   readonly sandbox = 'webassembly' as const;
   /** webR cannot build R packages: the admin API reports them as not supported on this node. */
   readonly packages = null;
+  /** Nor environments: an application with one is refused on webR (docs/environments.md). */
+  readonly environments = null;
   /** Live instances by key, least recently used first. */
   private readonly instances = new Map<string, WebR>();
   private readonly starting = new Map<string, Promise<WebR>>();
