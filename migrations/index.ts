@@ -25,6 +25,7 @@ import { MailReplyJobs1795780000000 } from './1795780000000-MailReplyJobs';
 import { ConsoleJobsAndWorkers1795790000000 } from './1795790000000-ConsoleJobsAndWorkers';
 import { QueuedKindIndex1795800000000 } from './1795800000000-QueuedKindIndex';
 import { AddAdminAccount1795805500000 } from './1795805500000-AddAdminAccount';
+import { AddFlows1796148000000 } from './1796148000000-AddFlows';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -54,4 +55,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   ConsoleJobsAndWorkers1795790000000,
   QueuedKindIndex1795800000000,
   AddAdminAccount1795805500000,
+  AddFlows1796148000000,
 ];

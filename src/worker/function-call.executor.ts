@@ -15,6 +15,25 @@ import { resultData } from '../job-core/job-result';
 import { JobLogRepository } from '../job-log/job-log.repository';
 import { JobLogWriter } from '../job-log/job-log-writer';
 import type { JobProgress } from '../r-engine/job-progress';
+import { QueueRepository } from '../queue/queue.repository';
+import type { NeededResult } from '../queue/queue-needs';
+
+/**
+ * A flow's function step's arguments (a JSON object's text) with each needed step's JSON value
+ * as the argument named after it, spliced in as text (nothing parsed or rewritten, so no value
+ * loses precision). A needed step that did not succeed is left out: R's `missing(<name>)` tells
+ * the function so. The flow's check refused arguments named after a need.
+ */
+export function withNeededValues(argumentsJson: string, needs: NeededResult[]): string {
+  const given = needs
+    .filter((need) => need.succeeded && need.type === 'json')
+    .map((need) => `${JSON.stringify(need.name)}:${need.data.toString('utf8')}`);
+  if (given.length === 0) {
+    return argumentsJson;
+  }
+  const rest = argumentsJson.trim().slice(1).trim();
+  return rest === '}' ? `{${given.join(',')}}` : `{${given.join(',')},${rest}`;
+}
 
 /**
  * Runs a function-call job (SPEC §5.2): its payload goes to the application's svcXmlService or
@@ -33,6 +52,7 @@ export class FunctionCallJobExecutor implements JobExecutor {
     @Inject(FUNCTION_CALL_ENGINE) private readonly engine: FunctionCallEngine,
     private readonly jobLog: JobLogRepository,
     private readonly libraries: FunctionLibraryService,
+    private readonly queue: QueueRepository,
   ) {}
 
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
@@ -74,12 +94,16 @@ export class FunctionCallJobExecutor implements JobExecutor {
         (error: Error) => this.logger.warn(`job ${job.id}: no progress stored: ${error.message}`),
       );
     };
+    let payload = file.content.toString('utf8');
+    if (exported !== null && job.hasJobWait === true) {
+      payload = withNeededValues(payload, await this.queue.neededResults(job.id));
+    }
     const outcome = await this.engine
       .callFunction({
         applicationName: job.applicationName,
         functionName: exported ?? FUNCTION_OF_KIND[kind],
         exported: exported !== null,
-        payload: file.content.toString('utf8'),
+        payload,
         timeoutMs: this.config.functionTimeoutSeconds * 1000,
         signal,
         onProgress,

@@ -1,0 +1,393 @@
+/**
+ * Flows (docs/flows.md): one request of steps that are jobs, each released by the queue when the
+ * steps it needs have ended, with their results as its arguments; failure policies; cancel; the
+ * refusals that store nothing; fan-in exactly once on two nodes.
+ */
+import { DataSource } from 'typeorm';
+import { startService, RunningService } from '../../src/bootstrap';
+import { CatalogService } from '../../src/catalog/catalog.service';
+import { PinoLoggerService } from '../../src/common/pino-logger';
+import { loadConfig } from '../../src/config/app-config';
+import { FLOW_MAX_STEPS } from '../../src/flows/flow-definition';
+import { ALICE, BOB, basicUsersEnvironment } from '../support/admin-auth';
+import { Answer, REST, request, waitForResult } from '../support/rest-client';
+import {
+  SERVER_DATABASE_URL,
+  startTestService,
+  testEnvironment,
+  TestService,
+  waitFor,
+} from '../support/test-service';
+
+const APP = 'flows';
+
+/** The example's functions, a failing one and a slow one. */
+const FUNCTIONS = `
+#' Prepares the data
+#' @export
+prepare <- function(n) list(n = n, values = seq_len(n))
+
+#' Fits a model on the prepared data
+#' @export
+fit <- function(prep, k) list(k = k, estimate = k * mean(unlist(prep$values)))
+
+#' One report from the fits it was given, naming those it was not
+#' @export
+report <- function(fit1, fit2, fit3) {
+  given <- c(fit1 = !missing(fit1), fit2 = !missing(fit2), fit3 = !missing(fit3))
+  estimates <- list()
+  if (given[["fit1"]]) estimates$fit1 <- fit1$estimate
+  if (given[["fit2"]]) estimates$fit2 <- fit2$estimate
+  if (given[["fit3"]]) estimates$fit3 <- fit3$estimate
+  list(estimates = estimates, missing = as.list(names(given)[!given]))
+}
+
+#' Never converges
+#' @export
+broken <- function(prep) stop("the fit did not converge")
+
+#' Takes its time
+#' @export
+slow <- function(prep) { Sys.sleep(60); 1 }
+`;
+
+const EXAMPLE = {
+  steps: [
+    { name: 'prep', function: 'prepare', arguments: { n: 100 } },
+    { name: 'fit1', needs: ['prep'], function: 'fit', arguments: { k: 1 } },
+    { name: 'fit2', needs: ['prep'], function: 'fit', arguments: { k: 2 } },
+    { name: 'fit3', needs: ['prep'], function: 'fit', arguments: { k: 3 } },
+    { name: 'report', needs: ['fit1', 'fit2', 'fit3'], function: 'report' },
+  ],
+};
+
+interface FlowStepAnswer {
+  name: string;
+  state: string;
+  waiting: boolean;
+  outcome?: string;
+  jobId: string;
+  resultUri: string;
+  attempts: number;
+}
+
+interface FlowAnswer {
+  flowId: string;
+  state: string;
+  outcome?: string;
+  decidedBy?: string;
+  steps: FlowStepAnswer[];
+}
+
+function postFlow(
+  base: string,
+  flow: unknown,
+  headers: Record<string, string> = ALICE,
+): Promise<Answer> {
+  return request(`${base}${REST}/flows`, {
+    method: 'POST',
+    headers: {
+      'Content-Type': 'application/json',
+      'X-SVC-Application-Name': APP,
+      Accept: 'application/json',
+      ...headers,
+    },
+    body: JSON.stringify(flow),
+  });
+}
+
+async function readFlow(location: string): Promise<FlowAnswer> {
+  const answer = await request(location, { headers: { Accept: 'application/json', ...ALICE } });
+  expect(answer.status).toBe(200);
+  return JSON.parse(answer.text) as FlowAnswer;
+}
+
+/** The flow once it has ended. */
+function ended(location: string): Promise<FlowAnswer> {
+  return waitFor(
+    async () => {
+      const flow = await readFlow(location);
+      return flow.state === 'DONE' ? flow : null;
+    },
+    90_000,
+    `the flow at ${location} to end`,
+  );
+}
+
+function step(flow: FlowAnswer, name: string): FlowStepAnswer {
+  const found = flow.steps.find((s) => s.name === name);
+  if (!found) {
+    throw new Error(`no step ${name} in ${JSON.stringify(flow)}`);
+  }
+  return found;
+}
+
+/** A step's JSON value, read as any client reads a job's result. */
+async function valueOf(s: FlowStepAnswer): Promise<unknown> {
+  const meta = await waitForResult(s.resultUri, {
+    Accept: 'application/vnd.svc+json',
+    ...ALICE,
+  });
+  const dataUri = (JSON.parse(meta.text) as { result: { dataUri: string } }).result.dataUri;
+  return JSON.parse((await request(dataUri, { headers: ALICE })).text) as unknown;
+}
+
+async function submitted(base: string, flow: unknown): Promise<string> {
+  const answer = await postFlow(base, flow);
+  expect([answer.status, answer.text]).toEqual([202, expect.any(String)]);
+  const location = answer.headers.get('location') ?? '';
+  expect(JSON.parse(answer.text)).toMatchObject({ flowUri: location, applicationName: APP });
+  return location;
+}
+
+async function storedRows(service: RunningService): Promise<Record<string, number>> {
+  const [row] = await service.app.get(DataSource).query<Record<string, number>[]>(
+    `SELECT (SELECT count(*)::int FROM job) AS jobs, (SELECT count(*)::int FROM flow) AS flows,
+            (SELECT count(*)::int FROM flow_step) AS steps, (SELECT count(*)::int FROM job_need) AS needs`,
+  );
+  return row;
+}
+
+describe('flows', () => {
+  let service: TestService;
+
+  beforeAll(async () => {
+    service = await startTestService({
+      ...(await basicUsersEnvironment({
+        [APP]: { userPrincipals: ['alice'], functionCallAllowed: true },
+        other: { userPrincipals: ['bob'], functionCallAllowed: true },
+      })),
+      FUNCTION_TIMEOUT_SECONDS: '90',
+      RETRY_BACKOFF_MS: '100',
+    });
+    await service.app
+      .get(CatalogService)
+      .putFile(APP, 'R_FUNCTIONS', 'flow.R', Buffer.from(FUNCTIONS));
+  });
+  afterAll(async () => {
+    await service.stop();
+  });
+
+  it('runs the example: the report gets the three fits, nothing through the client', async () => {
+    const location = await submitted(service.url, EXAMPLE);
+    const waitingAtFirst = await readFlow(location);
+    expect(waitingAtFirst.steps.map((s) => s.name)).toEqual([
+      'prep',
+      'fit1',
+      'fit2',
+      'fit3',
+      'report',
+    ]);
+    expect(step(waitingAtFirst, 'report')).toMatchObject({ state: 'QUEUED', waiting: true });
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ state: 'DONE', outcome: 'succeeded', decidedBy: 'report' });
+    for (const s of flow.steps) {
+      expect([s.name, s.state, s.outcome, s.attempts]).toEqual([s.name, 'DONE', 'succeeded', 1]);
+    }
+    // mean(1:100) = 50.5, times k.
+    expect(await valueOf(step(flow, 'report'))).toEqual({
+      estimates: { fit1: 50.5, fit2: 101, fit3: 151.5 },
+      missing: [],
+    });
+  });
+
+  it('cancels the dependants of a failed step and fails the flow, naming the step', async () => {
+    const location = await submitted(service.url, {
+      steps: [
+        { name: 'prep', function: 'prepare', arguments: { n: 4 } },
+        { name: 'fit1', needs: ['prep'], function: 'broken' },
+        { name: 'fit2', needs: ['prep'], function: 'fit', arguments: { k: 2 } },
+        { name: 'report', needs: ['fit1', 'fit2'], function: 'report' },
+        { name: 'after', needs: ['report'], function: 'report' },
+      ],
+    });
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ outcome: 'failed', decidedBy: 'fit1' });
+    expect(flow.steps.map((s) => [s.name, s.outcome])).toEqual([
+      ['prep', 'succeeded'],
+      ['fit1', 'failed'],
+      ['fit2', 'succeeded'],
+      ['report', 'cancelled'],
+      ['after', 'cancelled'],
+    ]);
+    // The cancelled steps never ran.
+    expect(step(flow, 'report').attempts).toBe(0);
+  });
+
+  it('runs the dependants of a step that may fail without it, telling them what is missing', async () => {
+    const location = await submitted(service.url, {
+      steps: [
+        { name: 'prep', function: 'prepare', arguments: { n: 4 } },
+        { name: 'fit1', needs: ['prep'], function: 'broken', onFailure: 'continue' },
+        { name: 'fit2', needs: ['prep'], function: 'fit', arguments: { k: 2 } },
+        { name: 'report', needs: ['fit1', 'fit2'], function: 'report' },
+      ],
+    });
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ outcome: 'succeeded', decidedBy: 'report' });
+    expect(step(flow, 'fit1').outcome).toBe('failed');
+    expect(await valueOf(step(flow, 'report'))).toEqual({
+      estimates: { fit2: 5 },
+      missing: ['fit1', 'fit3'],
+    });
+  });
+
+  it('runs a failing step again as often as it asks, then applies its policy', async () => {
+    const location = await submitted(service.url, {
+      steps: [
+        { name: 'prep', function: 'prepare', arguments: { n: 4 } },
+        { name: 'fit1', needs: ['prep'], function: 'broken', retries: 2 },
+        { name: 'report', needs: ['fit1'], function: 'report' },
+      ],
+    });
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ outcome: 'failed', decidedBy: 'fit1' });
+    expect(step(flow, 'fit1')).toMatchObject({ outcome: 'failed', attempts: 3 });
+    expect(step(flow, 'report').outcome).toBe('cancelled');
+  });
+
+  it('cancels every step not ended, the running one too', async () => {
+    const location = await submitted(service.url, {
+      steps: [
+        { name: 'prep', function: 'prepare', arguments: { n: 4 } },
+        { name: 'fit1', needs: ['prep'], function: 'slow' },
+        { name: 'report', needs: ['fit1'], function: 'report' },
+      ],
+    });
+    await waitFor(
+      async () => step(await readFlow(location), 'fit1').state === 'RUNNING',
+      60_000,
+      'the slow step to run',
+    );
+    const cancel = await request(location, {
+      method: 'DELETE',
+      headers: { Accept: 'application/json', ...ALICE },
+    });
+    expect(cancel.status).toBe(202);
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ outcome: 'cancelled' });
+    expect(flow.steps.map((s) => [s.name, s.outcome])).toEqual([
+      ['prep', 'succeeded'],
+      ['fit1', 'cancelled'],
+      ['report', 'cancelled'],
+    ]);
+    const again = await request(location, {
+      method: 'DELETE',
+      headers: { Accept: 'application/json', ...ALICE },
+    });
+    expect(again.status).toBe(409);
+  });
+
+  it('refuses a bad flow with a 400 naming the step, and stores nothing', async () => {
+    const before = await storedRows(service);
+    const refusals: Array<[unknown, RegExp]> = [
+      [
+        {
+          steps: [
+            { name: 'a', needs: ['c'], function: 'fit' },
+            { name: 'b', needs: ['a'], function: 'fit' },
+            { name: 'c', needs: ['b'], function: 'fit' },
+          ],
+        },
+        /step "[abc]": its needs make a cycle/,
+      ],
+      [
+        { steps: [{ name: 'a', needs: ['nowhere'], function: 'fit' }] },
+        /step "a": it needs "nowhere", which is no step/,
+      ],
+      [
+        {
+          steps: [
+            { name: 'a', function: 'prepare' },
+            { name: 'a', function: 'prepare' },
+          ],
+        },
+        /step "a": another step has the same name/,
+      ],
+      [
+        {
+          steps: [
+            { name: 'prep', function: 'prepare', arguments: { n: 1 } },
+            { name: 'later', needs: ['prep'], function: 'nosuchfunction' },
+          ],
+        },
+        /step "later": application flows exports no function nosuchfunction/,
+      ],
+      [
+        {
+          steps: Array.from({ length: FLOW_MAX_STEPS + 1 }, (_, i) => ({
+            name: `s${i}`,
+            function: 'prepare',
+          })),
+        },
+        /at most 100 steps/,
+      ],
+    ];
+    for (const [flow, message] of refusals) {
+      const answer = await postFlow(service.url, flow);
+      const refusal = JSON.parse(answer.text) as { message: string };
+      expect([answer.status, refusal.message]).toEqual([400, expect.stringMatching(message)]);
+    }
+    // An application the caller may not use: the intake's refusal, for the first step.
+    const foreign = await postFlow(service.url, EXAMPLE, BOB);
+    expect(foreign.status).toBe(403);
+    expect((JSON.parse(foreign.text) as { message: string }).message).toMatch(/^step "prep": /);
+    expect(await storedRows(service)).toEqual(before);
+  });
+
+  const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
+
+  // Two nodes need a shared database server; the embedded database belongs to one process.
+  describeWithServer('on two nodes', () => {
+    let second: RunningService;
+
+    beforeAll(async () => {
+      const config = loadConfig(
+        testEnvironment(service.database, {
+          ...(await basicUsersEnvironment({
+            [APP]: { userPrincipals: ['alice'], functionCallAllowed: true },
+          })),
+          FUNCTION_TIMEOUT_SECONDS: '90',
+        }),
+      );
+      second = await startService(config, new PinoLoggerService(config.logLevel));
+    });
+    afterAll(async () => {
+      await second.close();
+    });
+
+    it('starts a fan-in exactly once when the steps it needs end together', async () => {
+      const fanIn = {
+        steps: [
+          { name: 'prep', function: 'prepare', arguments: { n: 10 } },
+          ...[1, 2, 3].map((k) => ({
+            name: `fit${k}`,
+            needs: ['prep'],
+            function: 'fit',
+            arguments: { k },
+          })),
+          { name: 'report', needs: ['fit1', 'fit2', 'fit3'], function: 'report' },
+        ],
+      };
+      const locations = await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          submitted(i % 2 === 0 ? service.url : (second.url ?? ''), fanIn),
+        ),
+      );
+      const flows = await Promise.all(locations.map(ended));
+      const reports = flows.map((flow) => step(flow, 'report'));
+      for (const flow of flows) {
+        expect(flow.outcome).toBe('succeeded');
+      }
+      // Each report ran once: one attempt, one usage record, one released job.
+      expect(reports.map((r) => r.attempts)).toEqual(reports.map(() => 1));
+      const usage = await service.app
+        .get(DataSource)
+        .query<Array<{ n: number }>>(
+          'SELECT count(*)::int AS n FROM job_usage WHERE job_id = ANY ($1::uuid[])',
+          [reports.map((r) => r.jobId)],
+        );
+      expect(usage[0].n).toBe(reports.length);
+    });
+  });
+});
