@@ -22,6 +22,8 @@ import { CONFIGURATION_FILE } from '../job-core/job-input';
 import { renderConfigurationFile } from '../job-core/job-meta';
 import { errorResult, resultData, resultDataFile } from '../job-core/job-result';
 import { activeTraceCarrier, inSpan } from '../tracing/tracing';
+import { QueueRepository } from '../queue/queue.repository';
+import { NeededResultError, writeNeededResults } from './needed-results';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
 class JobDefinitionError extends Error {}
@@ -52,6 +54,7 @@ export class ScriptJobExecutor implements JobExecutor {
     @Inject(R_ENGINE) private readonly engine: REngine,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly jobLog: JobLogRepository,
+    private readonly queue: QueueRepository,
   ) {
     this.logsROutput = node.logLevel === 'debug' || node.logLevel === 'trace';
   }
@@ -278,6 +281,20 @@ export class ScriptJobExecutor implements JobExecutor {
     }
     writeFileSync(join(workDir, CONFIGURATION_FILE), renderConfigurationFile(job.meta));
     provided.add(CONFIGURATION_FILE);
+    if (job.hasJobWait === true) {
+      // A flow's step: the results of the steps it needs, a folder each.
+      try {
+        const needs = await this.queue.neededResults(job.id);
+        for (const folder of await writeNeededResults(workDir, needs)) {
+          provided.add(folder);
+        }
+      } catch (error) {
+        if (error instanceof NeededResultError) {
+          throw new JobDefinitionError(error.message);
+        }
+        throw error;
+      }
+    }
     if (!scriptName) {
       throw new JobDefinitionError(
         'The job has no R script: include one .R file or name a catalog script with the rScript meta parameter.',

@@ -11,6 +11,7 @@ import { loadConfig } from '../../src/config/app-config';
 import { FLOW_MAX_STEPS } from '../../src/flows/flow-definition';
 import { ALICE, BOB, basicUsersEnvironment } from '../support/admin-auth';
 import { Answer, REST, request, waitForResult } from '../support/rest-client';
+import { zipEntries } from '../support/zip-fixtures';
 import {
   SERVER_DATABASE_URL,
   startTestService,
@@ -154,7 +155,11 @@ describe('flows', () => {
   beforeAll(async () => {
     service = await startTestService({
       ...(await basicUsersEnvironment({
-        [APP]: { userPrincipals: ['alice'], functionCallAllowed: true },
+        [APP]: {
+          userPrincipals: ['alice'],
+          functionCallAllowed: true,
+          scriptSubmissionAllowed: true,
+        },
         other: { userPrincipals: ['bob'], functionCallAllowed: true },
       })),
       FUNCTION_TIMEOUT_SECONDS: '90',
@@ -189,6 +194,45 @@ describe('flows', () => {
       estimates: { fit1: 50.5, fit2: 101, fit3: 151.5 },
       missing: [],
     });
+  });
+
+  it('gives a script step the results of the steps it needs, a folder each', async () => {
+    const script = (code: string): Record<string, string> => ({
+      'step.R': Buffer.from(code).toString('base64'),
+    });
+    const location = await submitted(service.url, {
+      steps: [
+        { name: 'prep', function: 'prepare', arguments: { n: 3 } },
+        {
+          name: 'summary',
+          needs: ['prep'],
+          files: script(
+            'dir.create("sub"); writeLines(paste("prep said", readLines("prep/result.json")), "sub/out.txt")',
+          ),
+        },
+        { name: 'broken1', needs: ['prep'], function: 'broken', onFailure: 'continue' },
+        {
+          name: 'final',
+          needs: ['summary', 'broken1'],
+          files: script(
+            'writeLines(c(readLines("summary/sub/out.txt"), paste("broken1 given:", dir.exists("broken1"))), "final.txt")',
+          ),
+        },
+      ],
+    });
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ outcome: 'succeeded', decidedBy: 'final' });
+    const meta = await waitForResult(step(flow, 'final').resultUri, {
+      Accept: 'application/vnd.svc+json',
+      ...ALICE,
+    });
+    const dataUri = (JSON.parse(meta.text) as { result: { dataUri: string } }).result.dataUri;
+    const files = await zipEntries((await request(dataUri, { headers: ALICE })).body);
+    // Only what the step wrote: its inputs' folders are not in its result.
+    expect([...files.keys()]).toEqual(['final.txt']);
+    expect(files.get('final.txt')?.toString()).toBe(
+      'prep said {"n":3,"values":[1,2,3]}\nbroken1 given: FALSE\n',
+    );
   });
 
   it('cancels the dependants of a failed step and fails the flow, naming the step', async () => {
