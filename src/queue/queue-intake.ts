@@ -105,7 +105,7 @@ export async function insertJob(
               $10, $11, $13, $14, $17, ${ifStarted('now()', 'NULL')}, ${ifStarted('$18::varchar', 'NULL')},
               ${ifStarted('now() + make_interval(secs => $19::int)', 'NULL')}
          FROM start_here s
-       RETURNING id, application_name, state, meta),
+       RETURNING id, application_name, state, meta, run_after),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
@@ -118,7 +118,8 @@ export async function insertJob(
               held
                 ? `CASE WHEN new_job.state = 'RUNNING' THEN pg_notify($21, $12::text || new_job.id::text)
                         ELSE pg_notify($9, $12::text || $3) END`
-                : 'pg_notify($9, $12::text || $3)'
+                : // A job that waits for others wakes nobody: it is not due until released.
+                  `CASE WHEN new_job.run_after <> '${WAITING_RUN_AFTER}' THEN pg_notify($9, $12::text || $3) END`
             } AS notified
        FROM new_job`,
     [
