@@ -28,6 +28,17 @@ function ofStep(step: string, error: unknown): unknown {
     : error;
 }
 
+/** 400 for a function step of a function the application does not export, naming the step. */
+function checkFunctions(applicationName: string, steps: FlowStep[], exported: Set<string>): void {
+  for (const step of steps) {
+    if (step.kind === 'function' && !exported.has(step.function)) {
+      throw ApiError.badRequest(
+        `step "${step.name}": application ${applicationName} exports no function ${step.function}.`,
+      );
+    }
+  }
+}
+
 /**
  * Flows (docs/flows.md): a flow's steps are jobs, each submitted through the one intake
  * (JobsService.submit: the caller's rights, the application's limits, the audit row), all in one
@@ -58,6 +69,11 @@ export class FlowsService {
     const submissionTime = new Date();
     const jobIds = new Map(steps.map((step) => [step.name, randomUUID()]));
     const onFailure = new Map(steps.map((step) => [step.name, step.onFailure]));
+    // Read before the transaction (the embedded database has one connection, which the
+    // transaction holds), judged in it once the intake has authorized the caller.
+    const exported = steps.some((step) => step.kind === 'function')
+      ? new Set((await this.libraries.exported(applicationName)).map((fn) => fn.name))
+      : new Set<string>();
     const submitted = await this.flows.inTransaction(async (transaction) => {
       const jobs: SubmittedJob[] = [];
       for (const step of steps) {
@@ -104,7 +120,7 @@ export class FlowsService {
         }
       }
       // After the intake has authorized the caller: the functions' names tell nothing to others.
-      await this.checkFunctions(applicationName, steps);
+      checkFunctions(applicationName, steps, exported);
       await this.flows.insert(
         transaction,
         Object.assign(new FlowEntity(), {
@@ -140,21 +156,6 @@ export class FlowsService {
       submissionTime,
       flowUri: links.flow(applicationName, flowId),
     };
-  }
-
-  private async checkFunctions(applicationName: string, steps: FlowStep[]): Promise<void> {
-    const wanted = steps.filter((step) => step.kind === 'function');
-    if (wanted.length === 0) {
-      return;
-    }
-    const exported = new Set((await this.libraries.exported(applicationName)).map((fn) => fn.name));
-    for (const step of wanted) {
-      if (!exported.has(step.function)) {
-        throw ApiError.badRequest(
-          `step "${step.name}": application ${applicationName} exports no function ${step.function}.`,
-        );
-      }
-    }
   }
 
   /** The flow with each step's state; 404 when the application has no such flow. */

@@ -16,24 +16,7 @@ import { JobLogRepository } from '../job-log/job-log.repository';
 import { JobLogWriter } from '../job-log/job-log-writer';
 import type { JobProgress } from '../r-engine/job-progress';
 import { QueueRepository } from '../queue/queue.repository';
-import type { NeededResult } from '../queue/queue-needs';
-
-/**
- * A flow's function step's arguments (a JSON object's text) with each needed step's JSON value
- * as the argument named after it, spliced in as text (nothing parsed or rewritten, so no value
- * loses precision). A needed step that did not succeed is left out: R's `missing(<name>)` tells
- * the function so. The flow's check refused arguments named after a need.
- */
-export function withNeededValues(argumentsJson: string, needs: NeededResult[]): string {
-  const given = needs
-    .filter((need) => need.succeeded && need.type === 'json')
-    .map((need) => `${JSON.stringify(need.name)}:${need.data.toString('utf8')}`);
-  if (given.length === 0) {
-    return argumentsJson;
-  }
-  const rest = argumentsJson.trim().slice(1).trim();
-  return rest === '}' ? `{${given.join(',')}}` : `{${given.join(',')},${rest}`;
-}
+import { withNeededValues } from './needed-results';
 
 /**
  * Runs a function-call job (SPEC §5.2): its payload goes to the application's svcXmlService or

@@ -77,3 +77,20 @@ export async function writeNeededResults(
   }
   return folders;
 }
+
+/**
+ * A flow's function step's arguments (a JSON object's text) with each needed step's JSON value
+ * as the argument named after it, spliced in as text (nothing parsed or rewritten, so no value
+ * loses precision). A needed step that did not succeed is left out: R's `missing(<name>)` tells
+ * the function so. The flow's check refused arguments named after a need.
+ */
+export function withNeededValues(argumentsJson: string, needs: NeededResult[]): string {
+  const given = needs
+    .filter((need) => need.succeeded && need.type === 'json')
+    .map((need) => `${JSON.stringify(need.name)}:${need.data.toString('utf8')}`);
+  if (given.length === 0) {
+    return argumentsJson;
+  }
+  const rest = argumentsJson.trim().slice(1).trim();
+  return rest === '}' ? `{${given.join(',')}}` : `{${given.join(',')},${rest}`;
+}

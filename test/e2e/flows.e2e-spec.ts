@@ -10,7 +10,18 @@ import { PinoLoggerService } from '../../src/common/pino-logger';
 import { loadConfig } from '../../src/config/app-config';
 import { FLOW_MAX_STEPS } from '../../src/flows/flow-definition';
 import { ALICE, BOB, basicUsersEnvironment } from '../support/admin-auth';
-import { Answer, REST, request, waitForResult } from '../support/rest-client';
+import { request, waitForResult } from '../support/rest-client';
+import {
+  APP,
+  ended,
+  EXAMPLE,
+  FUNCTIONS,
+  postFlow,
+  readFlow,
+  step,
+  submitted,
+  valueOf,
+} from '../support/flows';
 import { zipEntries } from '../support/zip-fixtures';
 import {
   SERVER_DATABASE_URL,
@@ -19,127 +30,6 @@ import {
   TestService,
   waitFor,
 } from '../support/test-service';
-
-const APP = 'flows';
-
-/** The example's functions, a failing one and a slow one. */
-const FUNCTIONS = `
-#' Prepares the data
-#' @export
-prepare <- function(n) list(n = n, values = seq_len(n))
-
-#' Fits a model on the prepared data
-#' @export
-fit <- function(prep, k) list(k = k, estimate = k * mean(unlist(prep$values)))
-
-#' One report from the fits it was given, naming those it was not
-#' @export
-report <- function(fit1, fit2, fit3) {
-  given <- c(fit1 = !missing(fit1), fit2 = !missing(fit2), fit3 = !missing(fit3))
-  estimates <- list()
-  if (given[["fit1"]]) estimates$fit1 <- fit1$estimate
-  if (given[["fit2"]]) estimates$fit2 <- fit2$estimate
-  if (given[["fit3"]]) estimates$fit3 <- fit3$estimate
-  list(estimates = estimates, missing = as.list(names(given)[!given]))
-}
-
-#' Never converges
-#' @export
-broken <- function(prep) stop("the fit did not converge")
-
-#' Takes its time
-#' @export
-slow <- function(prep) { Sys.sleep(60); 1 }
-`;
-
-const EXAMPLE = {
-  steps: [
-    { name: 'prep', function: 'prepare', arguments: { n: 100 } },
-    { name: 'fit1', needs: ['prep'], function: 'fit', arguments: { k: 1 } },
-    { name: 'fit2', needs: ['prep'], function: 'fit', arguments: { k: 2 } },
-    { name: 'fit3', needs: ['prep'], function: 'fit', arguments: { k: 3 } },
-    { name: 'report', needs: ['fit1', 'fit2', 'fit3'], function: 'report' },
-  ],
-};
-
-interface FlowStepAnswer {
-  name: string;
-  state: string;
-  waiting: boolean;
-  outcome?: string;
-  jobId: string;
-  resultUri: string;
-  attempts: number;
-}
-
-interface FlowAnswer {
-  flowId: string;
-  state: string;
-  outcome?: string;
-  decidedBy?: string;
-  steps: FlowStepAnswer[];
-}
-
-function postFlow(
-  base: string,
-  flow: unknown,
-  headers: Record<string, string> = ALICE,
-): Promise<Answer> {
-  return request(`${base}${REST}/flows`, {
-    method: 'POST',
-    headers: {
-      'Content-Type': 'application/json',
-      'X-SVC-Application-Name': APP,
-      Accept: 'application/json',
-      ...headers,
-    },
-    body: JSON.stringify(flow),
-  });
-}
-
-async function readFlow(location: string): Promise<FlowAnswer> {
-  const answer = await request(location, { headers: { Accept: 'application/json', ...ALICE } });
-  expect(answer.status).toBe(200);
-  return JSON.parse(answer.text) as FlowAnswer;
-}
-
-/** The flow once it has ended. */
-function ended(location: string): Promise<FlowAnswer> {
-  return waitFor(
-    async () => {
-      const flow = await readFlow(location);
-      return flow.state === 'DONE' ? flow : null;
-    },
-    90_000,
-    `the flow at ${location} to end`,
-  );
-}
-
-function step(flow: FlowAnswer, name: string): FlowStepAnswer {
-  const found = flow.steps.find((s) => s.name === name);
-  if (!found) {
-    throw new Error(`no step ${name} in ${JSON.stringify(flow)}`);
-  }
-  return found;
-}
-
-/** A step's JSON value, read as any client reads a job's result. */
-async function valueOf(s: FlowStepAnswer): Promise<unknown> {
-  const meta = await waitForResult(s.resultUri, {
-    Accept: 'application/vnd.svc+json',
-    ...ALICE,
-  });
-  const dataUri = (JSON.parse(meta.text) as { result: { dataUri: string } }).result.dataUri;
-  return JSON.parse((await request(dataUri, { headers: ALICE })).text) as unknown;
-}
-
-async function submitted(base: string, flow: unknown): Promise<string> {
-  const answer = await postFlow(base, flow);
-  expect([answer.status, answer.text]).toEqual([202, expect.any(String)]);
-  const location = answer.headers.get('location') ?? '';
-  expect(JSON.parse(answer.text)).toMatchObject({ flowUri: location, applicationName: APP });
-  return location;
-}
 
 async function storedRows(service: RunningService): Promise<Record<string, number>> {
   const [row] = await service.app.get(DataSource).query<Record<string, number>[]>(
@@ -171,29 +61,6 @@ describe('flows', () => {
   });
   afterAll(async () => {
     await service.stop();
-  });
-
-  it('runs the example: the report gets the three fits, nothing through the client', async () => {
-    const location = await submitted(service.url, EXAMPLE);
-    const waitingAtFirst = await readFlow(location);
-    expect(waitingAtFirst.steps.map((s) => s.name)).toEqual([
-      'prep',
-      'fit1',
-      'fit2',
-      'fit3',
-      'report',
-    ]);
-    expect(step(waitingAtFirst, 'report')).toMatchObject({ state: 'QUEUED', waiting: true });
-    const flow = await ended(location);
-    expect(flow).toMatchObject({ state: 'DONE', outcome: 'succeeded', decidedBy: 'report' });
-    for (const s of flow.steps) {
-      expect([s.name, s.state, s.outcome, s.attempts]).toEqual([s.name, 'DONE', 'succeeded', 1]);
-    }
-    // mean(1:100) = 50.5, times k.
-    expect(await valueOf(step(flow, 'report'))).toEqual({
-      estimates: { fit1: 50.5, fit2: 101, fit3: 151.5 },
-      missing: [],
-    });
   });
 
   it('gives a script step the results of the steps it needs, a folder each', async () => {
