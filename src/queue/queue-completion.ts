@@ -105,7 +105,7 @@ export async function completeInOne(
        DELETE FROM job_file WHERE $3 AND job_id IN (SELECT id FROM done)),
      ${waitingJobsCtes('$3::boolean')}
      SELECT pg_notify($9, $11::text || done.id::text), ${callbackQueuedNotice('$12', '$11')},
-            ${waitingJobsNotices('$11')} FROM done`,
+            ${waitingJobsNotices()} FROM done`,
     [
       jobId,
       owner,
@@ -177,7 +177,7 @@ export async function completeChunked(
          ${usageInsert("CASE WHEN $2::boolean THEN 'succeeded' ELSE 'failed' END", '$3::int', '$4::bigint')}),
        ${QUEUE_CALLBACK_CTE},
        ${waitingJobsCtes('$2::boolean')}
-       SELECT ${callbackQueuedNotice('$5', '$6')}, ${waitingJobsNotices('$6')}`,
+       SELECT ${callbackQueuedNotice('$5', '$6')}, ${waitingJobsNotices()}`,
       [
         jobId,
         result.success,
@@ -237,7 +237,7 @@ export async function cancel(
      ${waitingJobsCtes('false')}
      SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified,
             ${callbackQueuedNotice('$13', '$12')} AS callbacks_queued,
-            ${waitingJobsNotices('$12')} AS waiting_jobs_notified FROM target`,
+            ${waitingJobsNotices()} AS waiting_jobs_notified FROM target`,
     [
       jobId,
       applicationName,

@@ -24,7 +24,7 @@ export const WAITING_RUN_AFTER = 'infinity';
  * of whether they succeeded. The jobs waiting for them are counted down (the need succeeded, or
  * may fail: it is not `required`) and released at zero (`released`); those for which a failed
  * `required` need was required, and theirs in turn, are cancelled (`needs_cancelled`) with a
- * result that says which job they needed. `sender` is the SQL of the notifications' sender.
+ * result that says which job they needed.
  */
 export function waitingJobsCtes(succeeded: string): string {
   return `doomed(job_id) AS (
@@ -69,11 +69,13 @@ export function waitingJobsCtes(succeeded: string): string {
 
 /**
  * The notifications of waitingJobsCtes' changes, an expression for the statement's SELECT list:
- * a released job wakes the workers as a new one does; a cancelled one, its waiters.
+ * a released job wakes the workers as a new one does; a cancelled one, its waiters. Sent without
+ * a sender, so that the node whose statement it was hears them too (it ignores its own
+ * notifications, and has no other way to learn which jobs the statement released).
  */
-export function waitingJobsNotices(sender: string): string {
-  return `((SELECT count(pg_notify('${JOB_QUEUED_CHANNEL}', ${sender}::text || r.kind)) FROM released r)
-          + (SELECT count(pg_notify('${RESULT_READY_CHANNEL}', ${sender}::text || c.id::text)) FROM needs_cancelled c))`;
+export function waitingJobsNotices(): string {
+  return `((SELECT count(pg_notify('${JOB_QUEUED_CHANNEL}', r.kind)) FROM released r)
+          + (SELECT count(pg_notify('${RESULT_READY_CHANNEL}', c.id::text)) FROM needs_cancelled c))`;
 }
 
 /**

@@ -117,7 +117,7 @@ describe('jobs waiting for jobs', () => {
       await listener.connect();
       const released: string[] = [];
       listener.on('notification', (message) => {
-        if (message.channel === JOB_QUEUED_CHANNEL && message.payload?.endsWith('xml')) {
+        if (message.channel === JOB_QUEUED_CHANNEL && message.payload === 'xml') {
           released.push(message.payload);
         }
       });
