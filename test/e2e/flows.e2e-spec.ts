@@ -246,6 +246,25 @@ describe('flows', () => {
     expect(await storedRows(service)).toEqual(before);
   });
 
+  it("shows and cancels a flow only to those who may read and cancel the application's jobs", async () => {
+    const location = await submitted(service.url, {
+      steps: [{ name: 'prep', function: 'prepare', arguments: { n: 1 } }],
+    });
+    for (const method of ['GET', 'DELETE']) {
+      const asBob = await request(location, {
+        method,
+        headers: { Accept: 'application/json', ...BOB },
+      });
+      expect([method, asBob.status]).toEqual([method, 404]);
+      const anonymous = await request(location, {
+        method,
+        headers: { Accept: 'application/json' },
+      });
+      expect([method, anonymous.status]).toEqual([method, 401]);
+    }
+    expect((await ended(location)).outcome).toBe('succeeded');
+  });
+
   const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;
 
   // Two nodes need a shared database server; the embedded database belongs to one process.
