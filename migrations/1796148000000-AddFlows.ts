@@ -9,7 +9,7 @@ export class AddFlows1796148000000 implements MigrationInterface {
 
   public async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(
-      'CREATE TABLE "job_need" ("job_id" uuid NOT NULL, "needed_job_id" uuid NOT NULL, "name" character varying(64) NOT NULL, "required" boolean NOT NULL, CONSTRAINT "PK_b232a75aa8e6763596b8704c6f6" PRIMARY KEY ("job_id", "needed_job_id"))',
+      'CREATE TABLE "job_need" ("job_id" uuid NOT NULL, "needed_job_id" uuid NOT NULL, "name" character varying(64) NOT NULL, "required" boolean NOT NULL, "counted" boolean NOT NULL DEFAULT false, CONSTRAINT "PK_b232a75aa8e6763596b8704c6f6" PRIMARY KEY ("job_id", "needed_job_id"))',
     );
     await queryRunner.query('CREATE INDEX "job_need_needed_idx" ON "job_need" ("needed_job_id") ');
     await queryRunner.query(

@@ -24,6 +24,12 @@ export class JobNeedEntity {
    */
   @Column({ type: 'boolean' }) required!: boolean;
 
+  /**
+   * The needed job's end was counted: a job that ends again (an admin's retry of a failed one)
+   * is not counted twice, which would release the waiting job before its other needs end.
+   */
+  @Column({ type: 'boolean', default: false }) counted!: boolean;
+
   @ManyToOne(() => JobEntity, { onDelete: 'CASCADE' })
   @JoinColumn({ name: 'job_id', foreignKeyConstraintName: 'job_need_job_fk' })
   job?: JobEntity;

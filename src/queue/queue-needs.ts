@@ -27,14 +27,16 @@ export const WAITING_RUN_AFTER = 'infinity';
  * result that says which job they needed.
  */
 export function waitingJobsCtes(succeeded: string): string {
-  return `doomed(job_id) AS (
-       SELECT n.job_id FROM job_need n JOIN done ON n.needed_job_id = done.id
-        WHERE NOT (${succeeded}) AND n.required
+  return `ended_edges AS (
+       UPDATE job_need n SET counted = true
+         FROM done WHERE n.needed_job_id = done.id AND NOT n.counted
+       RETURNING n.job_id, n.required),
+     doomed(job_id) AS (
+       SELECT e.job_id FROM ended_edges e WHERE NOT (${succeeded}) AND e.required
        UNION
        SELECT n.job_id FROM job_need n JOIN doomed d ON n.needed_job_id = d.job_id WHERE n.required),
      ended_needs AS (
-       SELECT n.job_id FROM job_need n JOIN done ON n.needed_job_id = done.id
-        WHERE (${succeeded}) OR NOT n.required
+       SELECT e.job_id FROM ended_edges e WHERE (${succeeded}) OR NOT e.required
        UNION ALL
        SELECT n.job_id FROM job_need n JOIN doomed d ON n.needed_job_id = d.job_id WHERE NOT n.required),
      counted AS (

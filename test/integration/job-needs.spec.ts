@@ -110,6 +110,21 @@ describe('jobs waiting for jobs', () => {
     expect(await stateOf(b)).toEqual({ state: 'DONE', due: false, cancelled: true });
   });
 
+  it('counts a needed job that ends again (an admin retry) once', async () => {
+    const a = await submit();
+    const b = await submit();
+    const c = await submit([need(a, 'a', false), need(b, 'b')]);
+    expect(await queue.complete(a, null, failed)).toBe(true);
+    await dataSource.query(`UPDATE job SET state = 'QUEUED', finished_at = NULL WHERE id = $1`, [
+      a,
+    ]);
+    await dataSource.query('DELETE FROM result WHERE job_id = $1', [a]);
+    expect(await queue.complete(a, null, ok)).toBe(true);
+    expect((await stateOf(c)).due).toBe(false);
+    expect(await queue.complete(b, null, ok)).toBe(true);
+    expect((await stateOf(c)).due).toBe(true);
+  });
+
   onServer(
     'releases a fan-in exactly once when its needs end in two transactions at once',
     async () => {
