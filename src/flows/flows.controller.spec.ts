@@ -58,13 +58,17 @@ describe('FlowsController', () => {
     expect(flows.submit).not.toHaveBeenCalled();
   });
 
-  it('reads a flow; an id that is no UUID finds none', async () => {
+  it('reads a flow; an id that is no UUID is a 400', async () => {
     expect(await controller.get(req(), 'app', FLOW_ID.toUpperCase())).toBe(VIEW);
-    await controller.get(req(), 'app', 'not-a-flow');
-    expect(flows.get.mock.calls.map((call: unknown[]) => call.slice(0, 2))).toEqual([
-      ['app', FLOW_ID],
-      ['app', '00000000-0000-0000-0000-000000000000'],
-    ]);
+    expect(flows.get).toHaveBeenCalledWith('app', FLOW_ID, new RestLinks(BASE));
+    expect(await apiErrorOf(() => controller.get(req(), 'app', 'not-a-flow'))).toEqual({
+      status: 400,
+      message: '"not-a-flow" is not a flow id (a UUID).',
+    });
+    expect(await apiErrorOf(() => controller.cancel(req(), 'app', '42'))).toMatchObject({
+      status: 400,
+    });
+    expect(flows.get).toHaveBeenCalledTimes(1);
   });
 
   it('cancels: 202 with the flow, 409 when it had ended', async () => {

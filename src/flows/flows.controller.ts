@@ -15,6 +15,7 @@ import {
   applicationNameOf,
   ApplicationNamePipe,
 } from '../common/application-name';
+import { ApiError } from '../common/api-error';
 import { HttpAnswer } from '../common/http-answer';
 import { JsonBody, JsonBodyRule } from '../common/json-body';
 import { RawData } from '../common/negotiation.guard';
@@ -32,11 +33,12 @@ const FLOW_BODY: JsonBodyRule = {
   tooLarge: `A flow may have at most ${FLOW_MAX_BYTES} bytes.`,
 };
 
-/** A flow's id in the path: a UUID, else 404 before any look-up. */
+/** A flow's id in the path: a UUID, else 400 before any look-up (as a job's id). */
 function flowIdOf(value: string): string {
-  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)
-    ? value.toLowerCase()
-    : '00000000-0000-0000-0000-000000000000';
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) {
+    throw ApiError.badRequest(`${JSON.stringify(value.slice(0, 64))} is not a flow id (a UUID).`);
+  }
+  return value.toLowerCase();
 }
 
 /**
