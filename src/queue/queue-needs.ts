@@ -14,7 +14,7 @@
 import type { EntityManager } from 'typeorm';
 import { JOB_QUEUED_CHANNEL, RESULT_READY_CHANNEL } from './queue-channels';
 import { rowsOf } from '../storage/query-rows';
-import { readChunks, RESULT_CHUNKS } from '../storage/blob-chunks';
+import { copyChunksToFile, readChunks, RESULT_CHUNKS } from '../storage/blob-chunks';
 
 /** The run_after of a job that waits for others: never due until released. */
 export const WAITING_RUN_AFTER = 'infinity';
@@ -103,12 +103,21 @@ export interface NeededResult {
   /** Whether the needed job succeeded (false: failed or cancelled; its data is its error). */
   succeeded: boolean;
   type: string | null;
-  data: Buffer;
+  /** The bytes of a result stored inline (at most BLOB_INLINE_MAX_BYTES); null when in pieces. */
+  data: Buffer | null;
+  /** A large result's pieces (result_chunk): read with readNeededResult or copyNeededResult. */
+  pieces: ResultPieces | null;
+}
+
+/** Where a large result's bytes are: its job's result_chunk rows. */
+export interface ResultPieces {
+  jobId: string;
+  size: number;
 }
 
 /**
- * The results of the jobs `jobId` needs, in the order of their names. A large result (kept in
- * pieces) is read whole: a step's input is as large as the result it needs.
+ * The results of the jobs `jobId` needs, in the order of their names: a small result's bytes, a
+ * large one's place, so that it is streamed where it goes and never held whole.
  */
 export async function neededResults(
   manager: EntityManager,
@@ -133,24 +142,34 @@ export async function neededResults(
       [jobId],
     ),
   );
-  const results: NeededResult[] = [];
-  for (const row of rows) {
-    let data = row.data ?? Buffer.alloc(0);
-    if (row.chunked === true) {
-      const pieces: Buffer[] = [];
-      for await (const piece of readChunks(manager, RESULT_CHUNKS, row.job_id, Number(row.size))) {
-        pieces.push(piece as Buffer);
-      }
-      data = Buffer.concat(pieces);
-    }
-    results.push({
-      name: row.name,
-      succeeded: row.success === true && !row.cancelled,
-      type: row.type,
-      data,
-    });
+  return rows.map((row) => ({
+    name: row.name,
+    succeeded: row.success === true && !row.cancelled,
+    type: row.type,
+    data: row.chunked === true ? null : (row.data ?? Buffer.alloc(0)),
+    pieces: row.chunked === true ? { jobId: row.job_id, size: Number(row.size) } : null,
+  }));
+}
+
+/** A large needed result whole, in memory: a function step's JSON value, spliced into its call. */
+export async function readNeededResult(
+  manager: EntityManager,
+  pieces: ResultPieces,
+): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of readChunks(manager, RESULT_CHUNKS, pieces.jobId, pieces.size)) {
+    parts.push(part as Buffer);
   }
-  return results;
+  return Buffer.concat(parts);
+}
+
+/** A large needed result written to a new file at `path`, one piece in memory at a time. */
+export function copyNeededResult(
+  manager: EntityManager,
+  pieces: ResultPieces,
+  path: string,
+): Promise<void> {
+  return copyChunksToFile(manager, RESULT_CHUNKS, pieces.jobId, pieces.size, path);
 }
 
 /**

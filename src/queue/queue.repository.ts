@@ -57,7 +57,14 @@ import {
 import { DirectStarts } from './direct-starts';
 import { CLAIM_SQL, ClaimRow, NO_CLAIM_POLICIES, runClaim } from './queue-claim';
 import { cancel, complete } from './queue-completion';
-import { NeededResult, neededResults, rerunFailed } from './queue-needs';
+import {
+  copyNeededResult,
+  NeededResult,
+  neededResults,
+  readNeededResult,
+  rerunFailed,
+} from './queue-needs';
+import { writeFile } from 'node:fs/promises';
 import { heartbeat, recoverExpiredLeases, release, retryLater } from './queue-leases';
 import { deleteExpiredResults, deleteExpiredUsage } from './queue-retention';
 import { jobsPerApplication, queueBacklog, queueDepth, queuedJobsOf } from './queue-reads';
@@ -342,6 +349,22 @@ export class QueueRepository implements OnModuleDestroy {
   /** The results of the jobs a job waited for, by their names (queue-needs.ts). */
   neededResults(jobId: string): Promise<NeededResult[]> {
     return neededResults(this.dataSource.manager, jobId);
+  }
+
+  /** A needed result's bytes, whole (queue-needs.ts). */
+  async neededResultData(result: NeededResult): Promise<Buffer> {
+    return result.pieces === null
+      ? (result.data ?? Buffer.alloc(0))
+      : readNeededResult(this.dataSource.manager, result.pieces);
+  }
+
+  /** A needed result's bytes written to a new file at `path`, streamed (queue-needs.ts). */
+  async copyNeededResult(result: NeededResult, path: string): Promise<void> {
+    if (result.pieces === null) {
+      await writeFile(path, result.data ?? Buffer.alloc(0), { flag: 'wx', mode: 0o600 });
+    } else {
+      await copyNeededResult(this.dataSource.manager, result.pieces, path);
+    }
   }
 
   /** Graceful shutdown: hands unfinished jobs back (queue-leases.ts). */

@@ -79,7 +79,16 @@ export class FunctionCallJobExecutor implements JobExecutor {
     };
     let payload = file.content.toString('utf8');
     if (exported !== null && job.hasJobWait === true) {
-      payload = withNeededValues(payload, await this.queue.neededResults(job.id));
+      const values = [];
+      for (const need of await this.queue.neededResults(job.id)) {
+        if (need.succeeded && need.type === 'json') {
+          values.push({
+            name: need.name,
+            json: (await this.queue.neededResultData(need)).toString('utf8'),
+          });
+        }
+      }
+      payload = withNeededValues(payload, values);
     }
     const outcome = await this.engine
       .callFunction({

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdir, rmdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
@@ -23,6 +23,7 @@ import { renderConfigurationFile } from '../job-core/job-meta';
 import { errorResult, resultData, resultDataFile } from '../job-core/job-result';
 import { activeTraceCarrier, inSpan } from '../tracing/tracing';
 import { QueueRepository } from '../queue/queue.repository';
+import type { NeededResult } from '../queue/queue-needs';
 import { NeededResultError, writeNeededResults } from './needed-results';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
@@ -285,7 +286,8 @@ export class ScriptJobExecutor implements JobExecutor {
       // A flow's step: the results of the steps it needs, a folder each.
       try {
         const needs = await this.queue.neededResults(job.id);
-        for (const folder of await writeNeededResults(workDir, needs)) {
+        const copy = (need: NeededResult, path: string) => this.queue.copyNeededResult(need, path);
+        for (const folder of await writeNeededResults(workDir, dirname(workDir), needs, copy)) {
           provided.add(folder);
         }
       } catch (error) {

@@ -102,6 +102,40 @@ describe('flows', () => {
     );
   });
 
+  it('streams a large needed result (kept in pieces) into the folder of the step that needs it', async () => {
+    const script = (code: string): Record<string, string> => ({
+      'step.R': Buffer.from(code).toString('base64'),
+    });
+    const location = await submitted(service.url, {
+      steps: [
+        {
+          name: 'big',
+          files: script('set.seed(1); writeBin(as.raw(sample(0:255, 3e6, TRUE)), "big.bin")'),
+        },
+        {
+          name: 'use',
+          needs: ['big'],
+          files: script('writeLines(as.character(file.size("big/big.bin")), "size.txt")'),
+        },
+      ],
+    });
+    const flow = await ended(location);
+    expect(flow).toMatchObject({ outcome: 'succeeded', decidedBy: 'use' });
+    const [stored] = await service.app
+      .get(DataSource)
+      .query<Array<{ chunked: boolean }>>('SELECT chunked FROM result WHERE job_id = $1', [
+        step(flow, 'big').jobId,
+      ]);
+    expect(stored.chunked).toBe(true);
+    const meta = await waitForResult(step(flow, 'use').resultUri, {
+      Accept: 'application/vnd.svc+json',
+      ...ALICE,
+    });
+    const dataUri = (JSON.parse(meta.text) as { result: { dataUri: string } }).result.dataUri;
+    const files = await zipEntries((await request(dataUri, { headers: ALICE })).body);
+    expect(files.get('size.txt')?.toString()).toBe('3e+06\n');
+  });
+
   it('cancels the dependants of a failed step and fails the flow, naming the step', async () => {
     const location = await submitted(service.url, {
       steps: [
