@@ -28,6 +28,7 @@ import { AddAdminAccount1795805500000 } from './1795805500000-AddAdminAccount';
 import { AddJobFunctionName1795900000000 } from './1795900000000-AddJobFunctionName';
 import { AddWorkerNodeDetails1795900100000 } from './1795900100000-AddWorkerNodeDetails';
 import { AddREnvironments1796000000000 } from './1796000000000-AddREnvironments';
+import { AddFlows1796148000000 } from './1796148000000-AddFlows';
 
 /** Every migration, oldest first. Listed here so the same list works from TypeScript and from dist/. */
 export const MIGRATIONS: Array<new () => MigrationInterface> = [
@@ -60,4 +61,5 @@ export const MIGRATIONS: Array<new () => MigrationInterface> = [
   AddJobFunctionName1795900000000,
   AddWorkerNodeDetails1795900100000,
   AddREnvironments1796000000000,
+  AddFlows1796148000000,
 ];

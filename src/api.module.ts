@@ -43,6 +43,8 @@ import { OpenApiController } from './openapi/openapi.controller';
 import { OpenApiModule } from './openapi/openapi.module';
 import { SchedulesController } from './schedules/schedules.controller';
 import { SchedulesModule } from './schedules/schedules.module';
+import { FlowsController } from './flows/flows.controller';
+import { FlowsModule } from './flows/flows.module';
 
 /** What an API node adds: the HTTP controllers and the cross-cutting guards and filter. */
 @Module({
@@ -67,6 +69,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     EnvironmentsModule,
     OpenApiModule,
     SchedulesModule,
+    FlowsModule,
   ],
   // FallbackController last: Express tries routes in this order and its catch-all takes the rest.
   controllers: [
@@ -85,6 +88,7 @@ import { SchedulesModule } from './schedules/schedules.module';
     PackagesController,
     EnvironmentsController,
     SchedulesController,
+    FlowsController,
     SystemController,
     MetricsController,
     SoapController,

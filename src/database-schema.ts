@@ -17,6 +17,9 @@ import { RPackageEntity } from './packages/r-package.entity';
 import { JobFileChunkEntity } from './queue/job-file-chunk.entity';
 import { JobFileEntity } from './queue/job-file.entity';
 import { JobEntity } from './queue/job.entity';
+import { JobNeedEntity } from './queue/job-need.entity';
+import { JobWaitEntity } from './queue/job-wait.entity';
+import { FlowEntity, FlowStepEntity } from './flows/flow.entity';
 import { WorkerNodeEntity } from './queue/worker-node.entity';
 import { ResultChunkEntity } from './results/result-chunk.entity';
 import { ResultEntity } from './results/result.entity';
@@ -56,6 +59,10 @@ export const DATABASE_SCHEMA: DatabaseSchema = {
     WorkerNodeEntity,
     REnvironmentEntity,
     ApplicationEnvironmentEntity,
+    JobNeedEntity,
+    JobWaitEntity,
+    FlowEntity,
+    FlowStepEntity,
   ],
   migrations: MIGRATIONS,
 };

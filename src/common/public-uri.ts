@@ -71,4 +71,7 @@ export class RestLinks {
   jobStatus(applicationName: string, jobId: string): string {
     return `${this.base}${REST_PREFIX}/jobs/${applicationName}/${jobId}`;
   }
+  flow(applicationName: string, flowId: string): string {
+    return `${this.base}${REST_PREFIX}/flows/${applicationName}/${flowId}`;
+  }
 }

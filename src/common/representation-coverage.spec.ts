@@ -26,6 +26,8 @@ const RAW_CONTROLLERS = [
   'AuditController',
   // The operator console's plain JSON, and its event stream.
   'ConsoleController',
+  // Flows: plain JSON in and out, a flow's steps a list of objects.
+  'FlowsController',
 ];
 
 function rendersRepresentations(controller: object): boolean {

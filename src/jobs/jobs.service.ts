@@ -31,6 +31,7 @@ import {
   type JobCallbackTarget,
   type JobFileInput,
   type JobFilePath,
+  type JobNeed,
   type NewJobRow,
 } from '../queue/queue.types';
 import { auditRowJson } from '../audit/audit.repository';
@@ -120,6 +121,12 @@ export interface Submission {
    * caller calls `announce` once it has committed: until then no worker of this node can see it.
    */
   transaction?: EntityManager;
+  /**
+   * A flow's step: the jobs (stored before it, in the same transaction) it waits for, and the
+   * reruns of a failed run it has (src/flows/). Unset: a job on its own.
+   */
+  needs?: JobNeed[];
+  retries?: number;
 }
 
 function fileOnDisk(part: IntakePart): JobFilePath {
@@ -287,6 +294,8 @@ export class JobsService {
         actor: submission.actor,
         submittedBy: submitterOf(submission.caller),
         functionName: submission.exportedFunction ?? FUNCTION_OF_KIND[submission.functionCall],
+        needs: submission.needs,
+        retries: submission.retries,
       });
     }
     // Checked before the archives are read: a refused callback costs no unpacking.
@@ -464,6 +473,8 @@ export class JobsService {
       priority,
       actor: submission.actor,
       submittedBy: submitterOf(submission.caller),
+      needs: submission.needs,
+      retries: submission.retries,
     });
   }
 
@@ -514,11 +525,12 @@ export class JobsService {
 
   /**
    * Wakes this node's workers and counts the job, once it is committed: done by `submit` itself,
-   * by the caller for a job stored in an outer transaction. A job that started here at once
-   * (`startedHere`) wakes nobody: no worker needs to claim it.
+   * by the caller for a job stored in an outer transaction. A job that started here at once, or
+   * that waits for other jobs (a flow's step, released by the queue), wakes nobody (`noClaimNow`):
+   * no worker can claim it now.
    */
-  announce(job: SubmittedJob, startedHere = false): void {
-    if (!startedHere) {
+  announce(job: SubmittedJob, noClaimNow = false): void {
+    if (!noClaimNow) {
       this.notifier.jobQueued(job.kind);
     }
     this.metrics?.jobSubmitted(job.applicationName, job.source);

@@ -13,8 +13,9 @@ import { DataSource, In } from 'typeorm';
 import { auditRowPerJobSql } from '../audit/audit.repository';
 import { rowsOf } from '../storage/query-rows';
 import { rJob } from './queue-reads';
+import { WAITING_RUN_AFTER } from './queue-needs';
 import { JobEntity } from './job.entity';
-import { R_JOB_KINDS } from './queue.types';
+import { type JobState, R_JOB_KINDS } from './queue.types';
 
 /** Jobs submitted by one application in one month (`submittedPerMonth`). */
 export interface SubmittedRow {
@@ -129,6 +130,24 @@ export class JobRecordsRepository {
     );
     return rowsOf(raw).length > 0;
   }
+
+  /**
+   * Several jobs of `applicationName` as a flow shows its steps (src/flows/): their state, times
+   * and how they ended; whether a queued one still waits for jobs it needs (not due yet).
+   */
+  async stepsOf(applicationName: string, jobIds: string[]): Promise<JobStepRow[]> {
+    if (jobIds.length === 0) {
+      return [];
+    }
+    const raw: unknown = await this.dataSource.query(
+      `SELECT j.id, j.state, j.submitted_at, j.started_at, j.finished_at, j.attempts,
+              j.cancelled_at, j.state = 'QUEUED' AND j.run_after = '${WAITING_RUN_AFTER}' AS waiting, r.success
+         FROM job j LEFT JOIN result r ON r.job_id = j.id
+        WHERE j.id = ANY ($1::uuid[]) AND j.application_name = $2`,
+      [jobIds, applicationName],
+    );
+    return rowsOf<JobStepRow>(raw);
+  }
 }
 
 /** An application's jobs by what they are doing or how they ended. */
@@ -138,4 +157,19 @@ export interface ApplicationJobCounts {
   running: number;
   succeeded: number;
   failed: number;
+}
+
+/** A job as a flow shows it as a step (`stepsOf`). */
+export interface JobStepRow {
+  id: string;
+  state: JobState;
+  submitted_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+  attempts: number;
+  cancelled_at: Date | null;
+  /** Queued, but not due until the jobs it needs have ended. */
+  waiting: boolean;
+  /** Its result's success; null before it has one. */
+  success: boolean | null;
 }

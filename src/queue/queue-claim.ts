@@ -16,6 +16,7 @@ export interface ClaimRow {
   attempts: number;
   source: string;
   has_callback: boolean;
+  has_job_wait: boolean;
   traceparent: string | null;
   tracestate: string | null;
   /** NULL when the job has no files (array_agg over no rows). */
@@ -99,7 +100,10 @@ export const CLAIM_SQL = `WITH RECURSIVE queued_apps(application_name) AS (
           -- is unknown, and a join would read the whole table).
           WHERE job.id = ANY (ARRAY(SELECT id FROM next))
          RETURNING job.id, job.application_name, job.kind, job.meta, job.priority, job.submitted_at, job.attempts, job.source,
-                   job.callback_url IS NOT NULL AS has_callback, job.traceparent, job.tracestate)
+                   job.callback_url IS NOT NULL AS has_callback, job.traceparent, job.tracestate,
+                   -- A job of a flow reads its needs' results, or may run again (queue-needs.ts):
+                   -- one probe of job_wait's key.
+                   EXISTS (SELECT 1 FROM job_wait w WHERE w.job_id = job.id) AS has_job_wait)
        SELECT claimed.*, files.names AS file_names, files.contents AS file_contents,
               files.chunked_ids AS file_chunked_ids, files.sizes AS file_sizes,
               -- Evaluated once, and only when a job was claimed: clients waiting for a change

@@ -9,6 +9,7 @@ import { filePieces, RESULT_CHUNKS, writeChunks } from '../storage/blob-chunks';
 import { rowsOf } from '../storage/query-rows';
 import { CALLBACK_QUEUED_CHANNEL, RESULT_READY_CHANNEL } from './queue-channels';
 import { rJob } from './queue-reads';
+import { waitingJobsCtes, waitingJobsNotices } from './queue-needs';
 
 /**
  * The usage record of a job that has just ended (table job_usage), written by the statement that
@@ -87,7 +88,7 @@ export async function completeInOne(
   result: ResultData,
 ): Promise<boolean> {
   const raw: unknown = await runner.query(
-    `WITH done AS (
+    `WITH RECURSIVE done AS (
        UPDATE job SET state = 'DONE', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
         WHERE id = $1 AND state <> 'DONE' AND ($2::varchar IS NULL OR lease_owner = $2::varchar)
         RETURNING ${DONE_COLUMNS}),
@@ -101,8 +102,10 @@ export async function completeInOne(
      -- The input files are not needed once the job has succeeded; a failed job keeps them for
      -- a retry (they go with the job, by the foreign key's cascade).
      inputs_removed AS (
-       DELETE FROM job_file WHERE $3 AND job_id IN (SELECT id FROM done))
-     SELECT pg_notify($9, $11::text || done.id::text), ${callbackQueuedNotice('$12', '$11')} FROM done`,
+       DELETE FROM job_file WHERE $3 AND job_id IN (SELECT id FROM done)),
+     ${waitingJobsCtes('$3::boolean')}
+     SELECT pg_notify($9, $11::text || done.id::text), ${callbackQueuedNotice('$12', '$11')},
+            ${waitingJobsNotices()} FROM done`,
     [
       jobId,
       owner,
@@ -169,11 +172,12 @@ export async function completeChunked(
       }
     }
     await manager.query(
-      `WITH done AS (SELECT ${DONE_COLUMNS} FROM job WHERE id = $1),
+      `WITH RECURSIVE done AS (SELECT ${DONE_COLUMNS} FROM job WHERE id = $1),
        usage AS (
          ${usageInsert("CASE WHEN $2::boolean THEN 'succeeded' ELSE 'failed' END", '$3::int', '$4::bigint')}),
-       ${QUEUE_CALLBACK_CTE}
-       SELECT ${callbackQueuedNotice('$5', '$6')}`,
+       ${QUEUE_CALLBACK_CTE},
+       ${waitingJobsCtes('$2::boolean')}
+       SELECT ${callbackQueuedNotice('$5', '$6')}, ${waitingJobsNotices()}`,
       [
         jobId,
         result.success,
@@ -211,7 +215,7 @@ export async function cancel(
   audit: string | null = null,
 ): Promise<JobStateName | null> {
   const raw: unknown = await dataSource.query(
-    `WITH target AS (
+    `WITH RECURSIVE target AS (
        SELECT id, state FROM job WHERE id = $1 AND application_name = $2 AND ${rJob()} FOR UPDATE),
      done AS (
        UPDATE job SET state = 'DONE', finished_at = $4, lease_owner = NULL, lease_expires_at = NULL,
@@ -229,9 +233,11 @@ export async function cancel(
      ${QUEUE_CALLBACK_CTE},
      inputs_removed AS (
        DELETE FROM job_file WHERE job_id IN (SELECT id FROM done)),
-     audited AS (${auditRowPerJobSql('$14', 'done')})
+     audited AS (${auditRowPerJobSql('$14', 'done')}),
+     ${waitingJobsCtes('false')}
      SELECT target.state, (SELECT pg_notify($11, $12::text || done.id::text) FROM done) AS notified,
-            ${callbackQueuedNotice('$13', '$12')} AS callbacks_queued FROM target`,
+            ${callbackQueuedNotice('$13', '$12')} AS callbacks_queued,
+            ${waitingJobsNotices()} AS waiting_jobs_notified FROM target`,
     [
       jobId,
       applicationName,

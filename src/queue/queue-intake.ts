@@ -17,6 +17,7 @@ import { TraceCarrier } from '../tracing/tracing';
 import { JOB_QUEUED_CHANNEL, JOB_STARTED_CHANNEL } from './queue-channels';
 import type { HeldSlot } from './direct-starts';
 import { rJob } from './queue-reads';
+import { newJobNeedsCtes, WAITING_RUN_AFTER } from './queue-needs';
 
 export function isContent(file: JobFileInput): file is JobFileContent {
   return 'content' in file;
@@ -72,6 +73,15 @@ export async function insertJob(
   trace: TraceCarrier | null,
   held: HeldSlot | null = null,
 ): Promise<Record<string, string> | null> {
+  const needs = job.needs ?? [];
+  const waitsForJobs = needs.length > 0;
+  // A job of a flow: its needs and reruns stored with it (queue-needs.ts). It never starts here.
+  const waits = waitsForJobs || (job.retries ?? 0) > 0;
+  if (waitsForJobs && held) {
+    throw new Error(`job ${job.id} waits for other jobs: it cannot start at once`);
+  }
+  // The needs' parameters follow the held slot's, when there are those, and the function's name.
+  const needsAt = held ? 23 : 19;
   // Without a held slot (a node without a worker, every slot busy) the statement is the plain
   // insert: nothing to ask, nothing more to plan.
   const ifStarted = (value: string, otherwise: string): string =>
@@ -90,23 +100,27 @@ export async function insertJob(
        INSERT INTO job (id, application_name, kind, state, priority, meta, source, submitted_at, run_after, attempts,
                         callback_url, callback_links_base, traceparent, tracestate, submitted_by,
                         started_at, lease_owner, lease_expires_at, function_name)
-       SELECT $1, $2, $3, ${ifStarted("'RUNNING'", "'QUEUED'")}, $15, $4, $5, $6, $6, ${ifStarted('1', '0')},
+       SELECT $1, $2, $3, ${ifStarted("'RUNNING'", "'QUEUED'")}, $15, $4, $5, $6,
+              ${waitsForJobs ? `'${WAITING_RUN_AFTER}'::timestamptz` : '$6'}, ${ifStarted('1', '0')},
               $10, $11, $13, $14, $17, ${ifStarted('now()', 'NULL')}, ${ifStarted('$18::varchar', 'NULL')},
               ${ifStarted('now() + make_interval(secs => $19::int)', 'NULL')},
               $${held ? 22 : 18}::varchar
          FROM start_here s
-       RETURNING id, application_name, state, meta),
+       RETURNING id, application_name, state, meta, run_after),
      new_audit AS (${auditRowPerJobSql('$16', 'new_job')}),
      new_files AS (
        INSERT INTO job_file (job_id, name, content, size)
        SELECT new_job.id, f.name, f.content, octet_length(f.content)
-         FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))
+         FROM new_job, unnest($7::varchar[], $8::bytea[]) AS f(name, content))${
+           waits ? `,\n     ${newJobNeedsCtes(needsAt)}` : ''
+         }
      SELECT new_job.state, new_job.meta,
             ${
               held
                 ? `CASE WHEN new_job.state = 'RUNNING' THEN pg_notify($21, $12::text || new_job.id::text)
                         ELSE pg_notify($9, $12::text || $3) END`
-                : 'pg_notify($9, $12::text || $3)'
+                : // A job that waits for others wakes nobody: it is not due until released.
+                  `CASE WHEN new_job.run_after <> '${WAITING_RUN_AFTER}' THEN pg_notify($9, $12::text || $3) END`
             } AS notified
        FROM new_job`,
     [
@@ -129,6 +143,14 @@ export async function insertJob(
       job.submittedBy ?? null,
       ...(held ? [held.owner, held.leaseSeconds, held.kinds, JOB_STARTED_CHANNEL] : []),
       job.functionName ?? null,
+      ...(waits
+        ? [
+            needs.map((need) => need.jobId),
+            needs.map((need) => need.name),
+            needs.map((need) => need.required),
+            job.retries ?? 0,
+          ]
+        : []),
     ],
   );
   const stored = rowsOf<{ state: string; meta: Record<string, string> }>(raw)[0];

@@ -57,6 +57,14 @@ import {
 import { DirectStarts } from './direct-starts';
 import { CLAIM_SQL, ClaimRow, NO_CLAIM_POLICIES, runClaim } from './queue-claim';
 import { cancel, complete } from './queue-completion';
+import {
+  copyNeededResult,
+  NeededResult,
+  neededResults,
+  readNeededResult,
+  rerunFailed,
+} from './queue-needs';
+import { writeFile } from 'node:fs/promises';
 import { heartbeat, recoverExpiredLeases, release, retryLater } from './queue-leases';
 import { deleteExpiredResults, deleteExpiredUsage } from './queue-retention';
 import {
@@ -247,6 +255,7 @@ export class QueueRepository implements OnModuleDestroy {
       attempts: row.attempts,
       source: jobSourceOf(row.source),
       hasCallback: row.has_callback,
+      hasJobWait: row.has_job_wait,
       trace: row.traceparent ? { traceparent: row.traceparent, tracestate: row.tracestate } : null,
       files: (row.file_names ?? []).map((name, i) => {
         const chunkedId = (row.file_chunked_ids ?? [])[i] ?? null;
@@ -328,6 +337,35 @@ export class QueueRepository implements OnModuleDestroy {
   /** Puts a job back in the queue, not before `delayMs` (queue-leases.ts). */
   retryLater(jobId: string, owner: string, error: string, delayMs: number): Promise<boolean> {
     return retryLater(this.dataSource, jobId, owner, error, delayMs);
+  }
+
+  /**
+   * A failed run of a job with reruns left (a flow's step) back in the queue after `delayMs`, if
+   * `owner` holds it; false when none is left (queue-needs.ts).
+   */
+  rerunFailed(jobId: string, owner: string, delayMs: number): Promise<boolean> {
+    return rerunFailed(this.dataSource.manager, jobId, owner, delayMs);
+  }
+
+  /** The results of the jobs a job waited for, by their names (queue-needs.ts). */
+  neededResults(jobId: string): Promise<NeededResult[]> {
+    return neededResults(this.dataSource.manager, jobId);
+  }
+
+  /** A needed result's bytes, whole (queue-needs.ts). */
+  async neededResultData(result: NeededResult): Promise<Buffer> {
+    return result.pieces === null
+      ? (result.data ?? Buffer.alloc(0))
+      : readNeededResult(this.dataSource.manager, result.pieces);
+  }
+
+  /** A needed result's bytes written to a new file at `path`, streamed (queue-needs.ts). */
+  async copyNeededResult(result: NeededResult, path: string): Promise<void> {
+    if (result.pieces === null) {
+      await writeFile(path, result.data ?? Buffer.alloc(0), { flag: 'wx', mode: 0o600 });
+    } else {
+      await copyNeededResult(this.dataSource.manager, result.pieces, path);
+    }
   }
 
   /** Graceful shutdown: hands unfinished jobs back (queue-leases.ts). */

@@ -118,6 +118,21 @@ export interface NewJobRow {
   submittedBy?: string | null;
   /** A function call's R function (an exported one, or svcXmlService/svcJsonService); null: a script job. */
   functionName?: string | null;
+  /**
+   * The jobs it waits for (a flow's step): stored queued but not due until every one of them has
+   * ended (queue-needs.ts). Unset or empty: due at once.
+   */
+  needs?: JobNeed[];
+  /** How many times a failed run is run again before the failure is its result (default 0). */
+  retries?: number;
+}
+
+/** A job another waits for, and what the waiting one calls its result. */
+export interface JobNeed {
+  jobId: string;
+  name: string;
+  /** Its failure or cancellation cancels the waiting job (else that job runs without it). */
+  required: boolean;
 }
 
 export interface ClaimedJob {
@@ -130,6 +145,11 @@ export interface ClaimedJob {
   source: JobSource;
   /** Whether the job has a callback URL: storing its result queues the callback. */
   hasCallback: boolean;
+  /**
+   * Whether it has a job_wait row (queue-needs.ts): it waited for other jobs, whose results it
+   * reads, or a failed run of it runs again.
+   */
+  hasJobWait?: boolean;
   /** The job's input files, in the order they were stored. */
   files: JobInputFile[];
   /** The trace it was submitted in (its run joins it); null when tracing was off then. */

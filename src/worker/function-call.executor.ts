@@ -20,6 +20,8 @@ import { resultData } from '../job-core/job-result';
 import { JobLogRepository } from '../job-log/job-log.repository';
 import { JobLogWriter } from '../job-log/job-log-writer';
 import type { JobProgress } from '../r-engine/job-progress';
+import { QueueRepository } from '../queue/queue.repository';
+import { withNeededValues } from './needed-results';
 
 /**
  * Runs a function-call job (SPEC §5.2): its payload goes to the application's svcXmlService or
@@ -39,6 +41,7 @@ export class FunctionCallJobExecutor implements JobExecutor {
     private readonly jobLog: JobLogRepository,
     private readonly libraries: FunctionLibraryService,
     private readonly environments: EnvironmentRuntime,
+    private readonly queue: QueueRepository,
   ) {}
 
   async execute(job: ClaimedJob, signal: AbortSignal): Promise<ResultData> {
@@ -89,13 +92,26 @@ export class FunctionCallJobExecutor implements JobExecutor {
       }
       throw error;
     }
+    let payload = file.content.toString('utf8');
+    if (exported !== null && job.hasJobWait === true) {
+      const values = [];
+      for (const need of await this.queue.neededResults(job.id)) {
+        if (need.succeeded && need.type === 'json') {
+          values.push({
+            name: need.name,
+            json: (await this.queue.neededResultData(need)).toString('utf8'),
+          });
+        }
+      }
+      payload = withNeededValues(payload, values);
+    }
     const outcome = await this.engine
       .callFunction({
         applicationName: job.applicationName,
         environmentLibrary: environment?.libraryDir,
         functionName: exported ?? FUNCTION_OF_KIND[kind],
         exported: exported !== null,
-        payload: file.content.toString('utf8'),
+        payload,
         timeoutMs: this.config.functionTimeoutSeconds * 1000,
         signal,
         onProgress,

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdir, rmdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
@@ -27,6 +27,9 @@ import { CONFIGURATION_FILE } from '../job-core/job-input';
 import { renderConfigurationFile } from '../job-core/job-meta';
 import { errorResult, resultData, resultDataFile } from '../job-core/job-result';
 import { activeTraceCarrier, inSpan } from '../tracing/tracing';
+import { QueueRepository } from '../queue/queue.repository';
+import type { NeededResult } from '../queue/queue-needs';
+import { NeededResultError, writeNeededResults } from './needed-results';
 
 /** Thrown for a job that cannot run as submitted: it ends with an error result, no retry. */
 class JobDefinitionError extends Error {}
@@ -58,6 +61,7 @@ export class ScriptJobExecutor implements JobExecutor {
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly jobLog: JobLogRepository,
     private readonly environments: EnvironmentRuntime,
+    private readonly queue: QueueRepository,
   ) {
     this.logsROutput = node.logLevel === 'debug' || node.logLevel === 'trace';
   }
@@ -305,6 +309,21 @@ export class ScriptJobExecutor implements JobExecutor {
     }
     writeFileSync(join(workDir, CONFIGURATION_FILE), renderConfigurationFile(job.meta));
     provided.add(CONFIGURATION_FILE);
+    if (job.hasJobWait === true) {
+      // A flow's step: the results of the steps it needs, a folder each.
+      try {
+        const needs = await this.queue.neededResults(job.id);
+        const copy = (need: NeededResult, path: string) => this.queue.copyNeededResult(need, path);
+        for (const folder of await writeNeededResults(workDir, dirname(workDir), needs, copy)) {
+          provided.add(folder);
+        }
+      } catch (error) {
+        if (error instanceof NeededResultError) {
+          throw new JobDefinitionError(error.message);
+        }
+        throw error;
+      }
+    }
     if (!scriptName) {
       throw new JobDefinitionError(
         'The job has no R script: include one .R file or name a catalog script with the rScript meta parameter.',

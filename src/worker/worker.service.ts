@@ -459,6 +459,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       if (entry) {
         entry.storing = true;
       }
+      if (!result.success && job.hasJobWait === true && (await this.rerunFailed(job, log))) {
+        return;
+      }
       const stored = await this.storeResult(job, result, log);
       span?.set({ 'svc.result.success': result.success, 'svc.result.stored': stored });
       if (!result.success) {
@@ -545,6 +548,24 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
     }
     return stored;
+  }
+
+  /**
+   * A flow's step whose run failed and that has reruns left runs again after a back-off from
+   * RETRY_BACKOFF_MS (as an infrastructure failure's retry does); false: its failure is its result.
+   */
+  private async rerunFailed(job: ClaimedJob, log: Logger): Promise<boolean> {
+    const delay = backOffDelay(
+      job.attempts,
+      this.queueConfig.retryBackoffMs,
+      Number.POSITIVE_INFINITY,
+    );
+    if (!(await this.queue.rerunFailed(job.id, this.owner, delay))) {
+      return false;
+    }
+    log.warn(`attempt ${job.attempts} failed; the step runs again in ${delay} ms`);
+    setTimeout(() => this.wake(), delay + 5).unref();
+    return true;
   }
 
   private async handleInfrastructureFailure(

@@ -130,6 +130,8 @@ export async function startExecutorHarness(
         CatalogService,
         JobLogRepository,
         JobRecordsRepository,
+        // A flow's step reads the results of the steps it needs through it.
+        QueueRepository,
         ...configProviders(db.config),
         { provide: R_ENGINE, useValue: engine },
         { provide: DataSource, useValue: db.dataSource },
@@ -151,7 +153,7 @@ export async function startExecutorHarness(
     await module.init();
     return {
       module,
-      queue: new QueueRepository(db.dataSource, module.get(NodeIdentity)),
+      queue: module.get(QueueRepository),
       catalog: module.get(CatalogService),
       close,
     };
