@@ -576,6 +576,75 @@ describe('the OpenAPI document against the running service', () => {
     expect((await call('GET', env, env, { headers: admin })).status).toBe(404);
   });
 
+  it('runs flows as documented', async () => {
+    const asJson = {
+      'X-SVC-Application-Name': 'demo',
+      'Content-Type': 'application/json',
+      Accept: 'application/json',
+    };
+    const base64 = (text: string): string => Buffer.from(text).toString('base64');
+    const flow = {
+      steps: [
+        { name: 'prep', files: { 'prep.R': base64('writeLines("42", "n.txt")\n') } },
+        {
+          name: 'report',
+          needs: ['prep'],
+          files: { 'report.R': base64('writeLines(readLines("prep/n.txt"), "seen.txt")\n') },
+        },
+      ],
+    };
+    const flows = '/flows';
+    const one = '/flows/{app}/{flowId}';
+    const accepted = await call('POST', flows, flows, {
+      headers: asJson,
+      body: JSON.stringify(flow),
+    });
+    expect(accepted.status).toBe(202);
+    const { flowId } = JSON.parse(accepted.text) as { flowId: string };
+    expect(accepted.headers.get('location')).toBe(`${base}${REST}/flows/demo/${flowId}`);
+    const cycle = {
+      steps: [
+        { name: 'a', needs: ['b'], files: { 'a.R': base64('1\n') } },
+        { name: 'b', needs: ['a'], files: { 'b.R': base64('1\n') } },
+      ],
+    };
+    const refused = await call('POST', flows, flows, {
+      headers: asJson,
+      body: JSON.stringify(cycle),
+    });
+    expect(refused.status).toBe(400);
+    const ended = await waitFor(
+      async () => {
+        const answer = await call('GET', one, `/flows/demo/${flowId}`, { headers: asJson });
+        const state = (JSON.parse(answer.text) as { state: string }).state;
+        return state === 'DONE' && answer;
+      },
+      60000,
+      'the flow to end',
+    );
+    expect(JSON.parse(ended.text)).toMatchObject({ state: 'DONE', outcome: 'succeeded' });
+    expect(
+      (await call('GET', one, `/flows/demo/${randomUUID()}`, { headers: asJson })).status,
+    ).toBe(404);
+    expect((await call('DELETE', one, `/flows/demo/${flowId}`, { headers: asJson })).status).toBe(
+      409,
+    );
+    const sleeper = {
+      steps: [
+        { name: 'slow', files: { 'slow.R': base64('Sys.sleep(120)\n') } },
+        { name: 'after', needs: ['slow'], files: { 'after.R': base64('1\n') } },
+      ],
+    };
+    const running = await call('POST', flows, flows, {
+      headers: asJson,
+      body: JSON.stringify(sleeper),
+    });
+    const runningId = (JSON.parse(running.text) as { flowId: string }).flowId;
+    expect(
+      (await call('DELETE', one, `/flows/demo/${runningId}`, { headers: asJson })).status,
+    ).toBe(202);
+  });
+
   it('manages schedules as documented', async () => {
     const admin = { Authorization: ADMIN_AUTHORIZATION, 'X-SVC-Application-Name': 'demo' };
     const asJson = { ...admin, 'Content-Type': 'application/json', Accept: 'application/json' };
