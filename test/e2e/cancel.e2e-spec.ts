@@ -11,6 +11,7 @@ import { faultOf, jobEnvelope, postSoap } from '../support/soap-client';
 import { WorkerService } from '../../src/worker/worker.service';
 import { hashSecret } from '../../src/common/secret-hash';
 import { ServiceProcess, spawnService } from '../support/service-process';
+import { sharedServices } from '../support/shared-services';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
@@ -20,6 +21,11 @@ import {
   TestService,
   waitFor,
 } from '../support/test-service';
+
+// One slot: a cancelled running job must free it for the next. The describes of one R_SCRIPT_MODE
+// share a service (on webR, where the mode means nothing, all of them one).
+const services = sharedServices();
+const oneSlot = (mode: string) => ({ R_SCRIPT_MODE: mode, SCRIPT_SLOTS: '1' });
 
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
 const SLEEPER = 'writeLines("started", "started.txt")\nSys.sleep(120)\n';
@@ -68,11 +74,7 @@ describe.each(['fork', 'spawn'])('cancel a job (R_SCRIPT_MODE=%s)', (mode) => {
   let service: TestService;
 
   beforeAll(async () => {
-    // One slot: a cancelled running job must free it for the next.
-    service = await startTestService({ R_SCRIPT_MODE: mode, SCRIPT_SLOTS: '1' });
-  });
-  afterAll(async () => {
-    await service.stop();
+    service = await services.start(oneSlot(mode));
   });
 
   it('a running script is stopped: 202 with its jobStatus, the cancel result, the slot free', async () => {
@@ -113,11 +115,9 @@ describe('cancel: function calls, SOAP, unknown jobs', () => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService({ SCRIPT_SLOTS: '1' });
+    // fork is the default on Linux: the service of the first describe.
+    service = await services.start(oneSlot('fork'));
     await loadTestCatalog(service);
-  });
-  afterAll(async () => {
-    await service.stop();
   });
 
   it('a running function-call job is stopped (202) and its result says so', async () => {
