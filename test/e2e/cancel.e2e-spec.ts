@@ -15,7 +15,6 @@ import { sharedServices } from '../support/shared-services';
 import {
   createTestDatabase,
   SERVER_DATABASE_URL,
-  startTestService,
   TestDatabase,
   testEnvironment,
   TestService,
@@ -230,7 +229,7 @@ describe('cancel: who may (AUTH_MODE=basic)', () => {
 
   beforeAll(async () => {
     const passwordHash = await hashSecret(password, { N: 1024, r: 8, p: 1 });
-    service = await startTestService({
+    service = await services.start({
       AUTH_MODE: 'basic',
       SCRIPT_SLOTS: '1',
       USERS: JSON.stringify({
@@ -243,9 +242,6 @@ describe('cancel: who may (AUTH_MODE=basic)', () => {
         other: { userPrincipals: ['mallory', 'reader'] },
       }),
     });
-  });
-  afterAll(async () => {
-    await service.stop();
   });
 
   function cancelAs(jobId: string, app: string, headers: Record<string, string>) {

@@ -1,4 +1,9 @@
-import { startTestService, TestService } from './test-service';
+import {
+  startTestService,
+  TestService,
+  throwIfLeaked,
+  waitForNoChildProcesses,
+} from './test-service';
 
 /** Settings the service ignores with webR: they pick how native R runs a script. */
 const NATIVE_R_ONLY = ['R_SCRIPT_MODE'];
@@ -26,22 +31,26 @@ export interface SharedServices {
  * file's last test. A service start costs seconds (R's warm sessions, PGlite and webR), so
  * describes that ask for the same configuration, for example `describe.each` over
  * R_SCRIPT_MODE on the webR pass, pay for it once. Call at the top level of the file: it
- * registers the `afterAll` that stops them.
+ * registers the `afterAll` that stops them. A file that shares services starts all of its
+ * services here: they run side by side, so a service stopped alone would find the others' R
+ * processes and call them its leak; these are checked once, after the last is stopped.
  */
 export function sharedServices(): SharedServices {
   const started = new Map<string, Promise<TestService>>();
   afterAll(async () => {
-    const services = await Promise.allSettled(started.values());
+    const outcomes = await Promise.allSettled(started.values());
     started.clear();
     const failures: unknown[] = [];
-    for (const outcome of services) {
+    // The last started first: each gives back the umask the one before it found.
+    for (const outcome of outcomes.reverse()) {
       if (outcome.status === 'fulfilled') {
-        await outcome.value.stop().catch((error: unknown) => failures.push(error));
+        await outcome.value.stopLeavingLeakCheck().catch((error: unknown) => failures.push(error));
       }
     }
     if (failures.length > 0) {
       throw failures[0];
     }
+    throwIfLeaked(await waitForNoChildProcesses());
   });
   return {
     start(overrides = {}) {
