@@ -31,9 +31,9 @@ export interface SharedServices {
  * file's last test. A service start costs seconds (R's warm sessions, PGlite and webR), so
  * describes that ask for the same configuration, for example `describe.each` over
  * R_SCRIPT_MODE on the webR pass, pay for it once. Call at the top level of the file: it
- * registers the `afterAll` that stops them. A file that shares services starts all of its
- * services here: they run side by side, so a service stopped alone would find the others' R
- * processes and call them its leak; these are checked once, after the last is stopped.
+ * registers the `afterAll` that stops them. A service that runs while a shared one does is
+ * started here too: a service stopped alone would find the others' R processes and call them its
+ * leak; these are checked once, after the last is stopped.
  */
 export function sharedServices(): SharedServices {
   const started = new Map<string, Promise<TestService>>();
