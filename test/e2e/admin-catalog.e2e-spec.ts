@@ -1,10 +1,6 @@
 import { request as httpRequest } from 'node:http';
-import {
-  createTestDatabase,
-  startTestService,
-  TestDatabase,
-  TestService,
-} from '../support/test-service';
+import { createTestDatabase, TestDatabase, TestService } from '../support/test-service';
+import { sharedServices } from '../support/shared-services';
 import { ADMIN_AUTHORIZATION, ADMIN_ENV, TEST_ADMIN_PASSWORD } from '../support/admin-auth';
 import { Answer, parseXml, postZip, request, REST, waitForResult } from '../support/rest-client';
 import { validateAgainstSchema } from '../support/xml-schema';
@@ -14,6 +10,31 @@ const XML = 'application/vnd.svc+xml';
 const JSON_TYPE = 'application/vnd.svc+json';
 const MAX_FILE_BYTES = 1024;
 const DB_PASSWORD = 'db-secret-for-masking';
+
+// One service for both describes: the catalog's file limit, and on a database server a URL with a
+// password, which the configuration must mask.
+const services = sharedServices();
+let database: TestDatabase;
+let databaseUrlWithPassword: string | null = null;
+beforeAll(async () => {
+  database = await createTestDatabase();
+  if (database.url) {
+    // The test server trusts local connections: a password in the URL is accepted and ignored.
+    const url = new URL(database.url);
+    url.password = DB_PASSWORD;
+    databaseUrlWithPassword = url.toString();
+  }
+});
+// Declared after sharedServices(): the service has stopped when its database is dropped.
+afterAll(async () => {
+  await database?.drop();
+});
+const adminService = (): Promise<TestService> =>
+  services.start({
+    ...ADMIN_ENV,
+    CATALOG_MAX_FILE_BYTES: String(MAX_FILE_BYTES),
+    ...(databaseUrlWithPassword ? { DATABASE_URL: databaseUrlWithPassword } : {}),
+  });
 
 /** The admin API of SPEC §8 over HTTP, every status it names, in XML and JSON. */
 describe('admin API: catalog (SPEC §8)', () => {
@@ -69,15 +90,8 @@ describe('admin API: catalog (SPEC §8)', () => {
   }
 
   beforeAll(async () => {
-    const env: Record<string, string> = {
-      ...ADMIN_ENV,
-      CATALOG_MAX_FILE_BYTES: String(MAX_FILE_BYTES),
-    };
-    service = await startTestService(env);
+    service = await adminService();
     catalogUrl = `${service.url}${REST}/admin/catalog`;
-  });
-  afterAll(async () => {
-    await service?.stop();
   });
 
   it('lists every section, empty at first, schema-valid XML and Jettison JSON', async () => {
@@ -269,25 +283,10 @@ describe('admin API: catalog (SPEC §8)', () => {
 
 describe('admin API: configuration (SPEC §8)', () => {
   let service: TestService;
-  let database: TestDatabase;
-  let databaseUrlWithPassword: string | null = null;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    if (database.url) {
-      // The test server trusts local connections: a password in the URL is accepted and ignored.
-      const url = new URL(database.url);
-      url.password = DB_PASSWORD;
-      databaseUrlWithPassword = url.toString();
-    }
-    service = await startTestService({
-      ...ADMIN_ENV,
-      ...(databaseUrlWithPassword ? { DATABASE_URL: databaseUrlWithPassword } : {}),
-    });
-  });
-  afterAll(async () => {
-    await service?.stop();
-    await database?.drop();
+    // The service of the catalog's describe above.
+    service = await adminService();
   });
 
   it('answers the effective configuration as JSON with secrets masked', async () => {

@@ -22,6 +22,7 @@ import { validateAgainstSchema } from '../support/xml-schema';
 import { Delivery, Receiver } from '../support/callback-receiver';
 import { HostLookup } from '../../src/callbacks/host-lookup';
 import { makeZip } from '../support/zip-fixtures';
+import { sharedServices } from '../support/shared-services';
 
 const SECRET = 'callback-secret-for-the-tests';
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
@@ -434,29 +435,6 @@ describe('job callbacks against hostile addresses and names', () => {
   });
 });
 
-// No polling at all: only the notification that a callback was queued can start its delivery.
-describe('job callbacks without polling', () => {
-  let service: TestService;
-  let receiver: Receiver;
-
-  beforeAll(async () => {
-    receiver = await new Receiver().start();
-    service = await startTestService({ ...CALLBACK_ENV, POLL_INTERVAL_MS: '600000' });
-  });
-  afterAll(async () => {
-    await service.stop();
-    await receiver.stop();
-  });
-
-  it('delivers as soon as the result is stored, woken by the callback notification', async () => {
-    const token = await submitted(service.url, receiver.url());
-    // Far below the 10-minute poll: a delivery that waited for it would time the test out.
-    const status = await waitForCallbackState(service.url, token.jobId, 'delivered');
-    expect(status).toMatchObject({ attempts: 1, lastHttpStatus: 200 });
-    expect(receiver.deliveriesFor(token.jobId)).toHaveLength(1);
-  }, 60_000);
-});
-
 describe('job callbacks survive a restart', () => {
   let database: TestDatabase;
   let running: RunningService | null = null;
@@ -581,6 +559,22 @@ class HoldingReceiver {
   }
 }
 
+/**
+ * One R slot; a failed attempt is tried again 10 to 20 s later; an attempt may take a minute; no
+ * polling (every 10 minutes), so a callback or a job that starts was woken by its notification.
+ */
+const QUEUED_CALLBACK_ENV = {
+  ...CALLBACK_ENV,
+  SCRIPT_SLOTS: '1',
+  CALLBACK_FIRST_RETRY_MS: '20000',
+  CALLBACK_MAX_RETRY_DELAY_SECONDS: '60',
+  CALLBACK_TIMEOUT_SECONDS: '60',
+  POLL_INTERVAL_MS: '600000',
+};
+// The describe of callback jobs on the queue and the one without polling share a service; the
+// services of the describes before them have stopped by then.
+const services = sharedServices();
+
 describe('callback jobs on the queue', () => {
   let service: TestService;
   let receiver: Receiver;
@@ -589,17 +583,9 @@ describe('callback jobs on the queue', () => {
   beforeAll(async () => {
     receiver = await new Receiver().start();
     holding = await new HoldingReceiver().start();
-    // One R slot; a failed attempt is tried again 10 to 20 s later; an attempt may take a minute.
-    service = await startTestService({
-      ...CALLBACK_ENV,
-      SCRIPT_SLOTS: '1',
-      CALLBACK_FIRST_RETRY_MS: '20000',
-      CALLBACK_MAX_RETRY_DELAY_SECONDS: '60',
-      CALLBACK_TIMEOUT_SECONDS: '60',
-    });
+    service = await services.start(QUEUED_CALLBACK_ENV);
   });
   afterAll(async () => {
-    await service.stop();
     await holding.stop();
     await receiver.stop();
   });
@@ -662,6 +648,29 @@ describe('callback jobs on the queue', () => {
     await waitForCallbackState(service.url, held.jobId, 'delivered');
     expect(await callbackJobsOf(service, held.jobId)).toEqual([]);
   });
+});
+
+// No polling at all: only the notification that a callback was queued can start its delivery.
+describe('job callbacks without polling', () => {
+  let service: TestService;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    receiver = await new Receiver().start();
+    // The service of the callback jobs above: it polls every 10 minutes.
+    service = await services.start(QUEUED_CALLBACK_ENV);
+  });
+  afterAll(async () => {
+    await receiver.stop();
+  });
+
+  it('delivers as soon as the result is stored, woken by the callback notification', async () => {
+    const token = await submitted(service.url, receiver.url());
+    // Far below the 10-minute poll: a delivery that waited for it would time the test out.
+    const status = await waitForCallbackState(service.url, token.jobId, 'delivered');
+    expect(status).toMatchObject({ attempts: 1, lastHttpStatus: 200 });
+    expect(receiver.deliveriesFor(token.jobId)).toHaveLength(1);
+  }, 60_000);
 });
 
 const describeWithServer = SERVER_DATABASE_URL ? describe : describe.skip;

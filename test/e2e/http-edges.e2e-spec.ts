@@ -4,18 +4,25 @@
  * @ci-pass node24
  */
 import { request, REST } from '../support/rest-client';
-import { startTestService, TestService } from '../support/test-service';
+import { TestService } from '../support/test-service';
+import { sharedServices } from '../support/shared-services';
 
 const APP_ORIGIN = 'http://app.example.test:3000';
+const METRICS_TOKEN = 'metrics-token-for-the-tests-0123456789';
+/** HOST, TRUST_PROXY and METRICS_ACCESS as they are by default; a token to scrape with. */
+const EDGE_DEFAULTS = {
+  HOST: '127.0.0.1',
+  TRUST_PROXY: 'false',
+  METRICS_ACCESS: 'token',
+  METRICS_TOKEN,
+};
+const services = sharedServices();
 
 describe('the root and cross-origin requests, by default', () => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService();
-  });
-  afterAll(async () => {
-    await service.stop();
+    service = await services.start(EDGE_DEFAULTS);
   });
 
   it('GET / redirects a browser to the upload page', async () => {
@@ -45,12 +52,9 @@ describe('cross-origin requests with CORS_ORIGINS', () => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService({
+    service = await services.start({
       CORS_ORIGINS: `${APP_ORIGIN}, https://other.example.test`,
     });
-  });
-  afterAll(async () => {
-    await service.stop();
   });
 
   it('answers a listed origin, with the headers a browser client reads', async () => {
@@ -89,20 +93,11 @@ describe('cross-origin requests with CORS_ORIGINS', () => {
 });
 
 describe('the HTTP edge treats what comes in as hostile (issue 31)', () => {
-  const METRICS_TOKEN = 'metrics-token-for-the-tests-0123456789';
   let service: TestService;
 
   beforeAll(async () => {
-    // HOST, TRUST_PROXY and METRICS_ACCESS as they are by default; a token to scrape with.
-    service = await startTestService({
-      HOST: '127.0.0.1',
-      TRUST_PROXY: 'false',
-      METRICS_ACCESS: 'token',
-      METRICS_TOKEN,
-    });
-  });
-  afterAll(async () => {
-    await service.stop();
+    // The service of the describe of defaults above.
+    service = await services.start(EDGE_DEFAULTS);
   });
 
   it('listens on HOST only: another address of this machine is refused', async () => {

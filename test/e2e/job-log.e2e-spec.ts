@@ -6,22 +6,31 @@
  */
 import { makeZip } from '../support/zip-fixtures';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
-import { startTestService, TestService, waitFor } from '../support/test-service';
+import { TestService, waitFor } from '../support/test-service';
+import { sharedServices } from '../support/shared-services';
 import { follow, SseReader } from '../support/sse-client';
 import { JobLogService } from '../../src/jobs/job-log.service';
+import { EventStreamQuota } from '../../src/security/event-stream-quota';
+import { addressBucket } from '../../src/security/auth-failure-limiter';
 
 // The second line is printed only after a minute: seeing the first while the job still runs
 // shows it arrived as printed, not after the run.
 const SCRIPT = 'cat("first line\\n"); message("to stderr")\nSys.sleep(60)\ncat("second line\\n")\n';
 
+// One service per R_SCRIPT_MODE (on webR, where the mode means nothing, one for the file); the
+// tests of a mode open at most two streams at once, within EVENT_STREAMS_PER_CALLER.
+const services = sharedServices();
+const settings = (mode: string) => ({
+  R_SCRIPT_MODE: mode,
+  JOB_LOG_MAX_BYTES: '4096',
+  EVENT_STREAMS_PER_CALLER: '2',
+});
+
 describe.each(['fork', 'spawn'])('GET /jobs/{app}/{jobId}/log (R_SCRIPT_MODE=%s)', (mode) => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService({ R_SCRIPT_MODE: mode, JOB_LOG_MAX_BYTES: '4096' });
-  });
-  afterAll(async () => {
-    await service.stop();
+    service = await services.start(settings(mode));
   });
 
   it('streams lines as R prints them, resumes with Last-Event-ID, ends with the outcome', async () => {
@@ -125,10 +134,15 @@ describe('live logs of an anonymous caller (AUTH_MODE=none, EVENT_STREAMS_PER_CA
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService({ EVENT_STREAMS_PER_CALLER: '2' });
-  });
-  afterAll(async () => {
-    await service.stop();
+    // fork is the default on Linux: the service of the first describe.
+    service = await services.start(settings('fork'));
+    // The streams of the tests before are let go: this address holds none of its two.
+    const quota = service.app.get(EventStreamQuota);
+    await waitFor(
+      async () => Promise.resolve(quota.heldBy(`address:${addressBucket('127.0.0.1')}`) === 0),
+      10000,
+      'the streams of the tests before let go',
+    );
   });
 
   it('holds an address to its streams, opened at once and under forged forwarding headers', async () => {

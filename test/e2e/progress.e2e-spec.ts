@@ -8,10 +8,14 @@ import { makeZip } from '../support/zip-fixtures';
 import { post } from '../support/function-calls';
 import { parseXml, postZip, REST, request, waitForResult } from '../support/rest-client';
 import { follow, SseEvent } from '../support/sse-client';
-import { startTestService, TestService, waitFor } from '../support/test-service';
+import { TestService, waitFor } from '../support/test-service';
+import { sharedServices } from '../support/shared-services';
 import { validateAgainstSchema } from '../support/xml-schema';
 
 const JSON_ACCEPT = { Accept: 'application/vnd.svc+json' };
+
+// One service per R_SCRIPT_MODE (on webR, where the mode means nothing, one for the file).
+const services = sharedServices();
 
 interface JobStatus {
   state: string;
@@ -22,10 +26,7 @@ describe.each(['fork', 'spawn'])('svc_progress in a script job (R_SCRIPT_MODE=%s
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService({ R_SCRIPT_MODE: mode });
-  });
-  afterAll(async () => {
-    await service.stop();
+    service = await services.start({ R_SCRIPT_MODE: mode });
   });
 
   async function submit(script: string, app = 'demo'): Promise<Record<string, string>> {
@@ -110,7 +111,8 @@ describe('svc_progress in a function-call job', () => {
   let service: TestService;
 
   beforeAll(async () => {
-    service = await startTestService();
+    // fork is the default on Linux: the service of the first describe.
+    service = await services.start({ R_SCRIPT_MODE: 'fork' });
     await service.app
       .get(CatalogService)
       .putFile(
@@ -121,9 +123,6 @@ describe('svc_progress in a function-call job', () => {
           'svcJsonService <- function(json) {\n  svc_progress(0.5, "half way")\n  json\n}\n',
         ),
       );
-  });
-  afterAll(async () => {
-    await service.stop();
   });
 
   it('jobStatus carries what the function reported', async () => {

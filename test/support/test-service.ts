@@ -94,7 +94,14 @@ export interface TestService extends RunningService {
   url: string;
   database: TestDatabase;
   config: AppConfig;
+  /** Stops the service and drops its database; fails when child processes of it are left. */
   stop(): Promise<void>;
+  /**
+   * Stops the service and drops its database without looking for child processes left: for
+   * stopping several services that ran side by side, whose children only the last stop can judge
+   * (`waitForNoChildProcesses` after the last).
+   */
+  stopLeavingLeakCheck(): Promise<void>;
 }
 
 /**
@@ -115,20 +122,32 @@ export async function startTestService(
   // this Jest worker gets the umask it had before, not the one a service left behind.
   const umask = process.umask();
   const service = await startService(config, logger);
+  const stopLeavingLeakCheck = async (): Promise<void> => {
+    await service.close();
+    process.umask(umask);
+  };
   return {
     ...service,
     url: service.url ?? '',
     database,
+    stopLeavingLeakCheck: async () => {
+      await stopLeavingLeakCheck();
+      await database.drop();
+    },
     stop: async () => {
-      await service.close();
-      process.umask(umask);
+      await stopLeavingLeakCheck();
       const leaked = await waitForNoChildProcesses();
       await database.drop();
-      if (leaked.length > 0) {
-        throw new Error(`the service left child processes running: ${leaked.join(', ')}`);
-      }
+      throwIfLeaked(leaked);
     },
   };
+}
+
+/** Fails with the child processes left running, if any. */
+export function throwIfLeaked(leaked: string[]): void {
+  if (leaked.length > 0) {
+    throw new Error(`the service left child processes running: ${leaked.join(', ')}`);
+  }
 }
 
 async function countConnections(client: Client, databaseName: string): Promise<number> {
@@ -167,7 +186,7 @@ function childProcesses(): string[] {
 }
 
 /** Waits up to 3 s for the service's child processes to end; returns those still running. */
-async function waitForNoChildProcesses(): Promise<string[]> {
+export async function waitForNoChildProcesses(): Promise<string[]> {
   if (!existsSync('/proc/self/stat')) {
     return [];
   }
