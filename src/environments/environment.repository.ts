@@ -150,15 +150,22 @@ export class EnvironmentRepository {
   }
 
   /**
-   * Records a successful build (the first one's report: a node that waited for another's build
-   * finds everything in the cache) and puts the environment in force for its application, if it
-   * is still the one the application asks for (a newer lockfile or a rollback meanwhile wins).
+   * Records a successful build and puts the environment in force for its application, if it is
+   * still the one the application asks for (a newer lockfile or a rollback meanwhile wins). The
+   * report kept is the first one that built something: a node that waited for another's build
+   * finds everything in the cache, and may record that before the builder records its own.
    */
   async built(id: string, report: EnvironmentBuildReport): Promise<void> {
     await this.dataSource.query(
       `WITH marked AS (
          UPDATE r_environment SET built_at = COALESCE(built_at, now()),
-           build_report = COALESCE(build_report, $2::jsonb), build_error = NULL
+           build_report = CASE
+             WHEN build_report IS NULL THEN $2::jsonb
+             WHEN NOT jsonb_path_exists(build_report, '$.packages[*] ? (@.cached == false)')
+                  AND jsonb_path_exists($2::jsonb, '$.packages[*] ? (@.cached == false)')
+               THEN $2::jsonb
+             ELSE build_report END,
+           build_error = NULL
           WHERE id = $1::bigint RETURNING id, application_name
        )
        UPDATE application_environment a SET active_id = m.id, updated_at = now()

@@ -4,6 +4,7 @@
  * application's uploads; history, rollback, audit; the command line and the catalog load.
  */
 import { execFileSync } from 'node:child_process';
+import { DataSource } from 'typeorm';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +19,8 @@ import { startService } from '../../src/bootstrap';
 import { PinoLoggerService } from '../../src/common/pino-logger';
 import { loadConfig } from '../../src/config/app-config';
 import { EnvironmentRuntime } from '../../src/environments/environment-runtime';
+import { EnvironmentRepository } from '../../src/environments/environment.repository';
+import type { EnvironmentBuildReport } from '../../src/environments/r-environment.entity';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { startTestService, testEnvironment, TestService } from '../support/test-service';
 
@@ -377,10 +380,32 @@ writeLines(c(${call}, Sys.getenv("SVC_R_ENVIRONMENT"), paste(.libPaths(), collap
           join(root, 'environments', 'libraries', first?.librarySha256 ?? ''),
         );
         expect((await built()) - before).toBe(1);
-        expect(await environmentOf('twonodes')).toMatchObject({
+        const recorded = await environmentOf('twonodes');
+        expect(recorded).toMatchObject({
           inForce: true,
           build: { packages: [{ name: 'twice', version: '1.0', cached: false }] },
         });
+        // The node that waited may record its report (all from the cache) before the builder
+        // records its own: the builder's report is the one kept, in either order.
+        const records = service.app.get(EnvironmentRepository, { strict: false });
+        const report = (cached: boolean): EnvironmentBuildReport => ({
+          librarySha256: recorded.build?.librarySha256 ?? '',
+          rVersion: '4.2',
+          platform: 'x64-linux',
+          packages: [{ name: 'twice', version: '1.0', cached }],
+          seconds: 1,
+        });
+        await service.app
+          .get(DataSource)
+          .query('UPDATE r_environment SET build_report = $2::jsonb WHERE id = $1::bigint', [
+            recorded.id,
+            JSON.stringify(report(true)),
+          ]);
+        await records.built(recorded.id, report(false));
+        await records.built(recorded.id, report(true));
+        expect((await environmentOf('twonodes')).build?.packages).toEqual([
+          { name: 'twice', version: '1.0', cached: false },
+        ]);
       } finally {
         await second.close();
       }
