@@ -33,8 +33,9 @@ function expect405(answer: Answer, method: string, path: string, allow: string):
   });
   if (method !== 'HEAD') {
     const message = `${method} is not allowed on ${path}; allowed: ${allow}.`;
-    // The exported functions speak JSON, their 405s too; the rest keeps the seed's XML default.
-    if (path.startsWith(`${REST}/functions/`)) {
+    // The exported functions and the R environments (controllers of JSON routes) speak JSON,
+    // their 405s too; the rest keeps the seed's XML default.
+    if (path.startsWith(`${REST}/functions/`) || path.startsWith(`${REST}/admin/environment`)) {
       expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
       expect(JSON.parse(answer.text)).toEqual({
         status: 405,
