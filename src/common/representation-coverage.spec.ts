@@ -28,6 +28,8 @@ const RAW_CONTROLLERS = [
   'ConsoleController',
   // Flows: plain JSON in and out, a flow's steps a list of objects.
   'FlowsController',
+  // R environments: an renv.lock in, plain JSON out.
+  'EnvironmentsController',
 ];
 
 function rendersRepresentations(controller: object): boolean {
