@@ -160,6 +160,13 @@ it('on the embedded database, delivers a publish in-process once', async () => {
     // Reconnected by setTimeout; the connection's I/O stays real.
     jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'Date'] });
     for (let round = 1; round <= 2; round++) {
+      // The session killed in the round before may still be listed while it exits.
+      let sessions = 0;
+      await until(
+        () => sessions === 1,
+        'the one LISTEN session',
+        async () => void (sessions = await listeners()),
+      );
       const killed = await sender.query<{ killed: boolean }>(
         `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
           WHERE application_name = $1 AND datname = current_database()`,
