@@ -350,6 +350,50 @@ describe('requests from another site with a browser’s own credentials', () => 
       allowed: [404, 404],
     },
     {
+      name: 'a flow submitted',
+      method: 'POST',
+      path: `${REST}/flows`,
+      headers: { 'Content-Type': 'application/json', 'X-SVC-Application-Name': 'demo' },
+      // Reaches the flow's own checks (a cycle), which refuse it before anything is stored.
+      body: () =>
+        JSON.stringify({
+          steps: [
+            { name: 'a', needs: ['b'], rScript: 'tick.R' },
+            { name: 'b', needs: ['a'], rScript: 'tick.R' },
+          ],
+        }),
+      allowed: [400, 400],
+    },
+    {
+      name: 'a flow cancelled',
+      method: 'DELETE',
+      path: `${REST}/flows/demo/00000000-0000-4000-8000-000000000000`,
+      allowed: [404, 404],
+    },
+    {
+      name: "an application's R environment set",
+      method: 'PUT',
+      path: `${REST}/admin/environment`,
+      headers: { 'Content-Type': 'text/plain', 'X-SVC-Application-Name': 'demo' },
+      body: () => '{}',
+      // text/plain: a type another site's page may send; the route takes only JSON (415).
+      allowed: [415, 415],
+    },
+    {
+      name: "an application's R environment rolled back",
+      method: 'POST',
+      path: `${REST}/admin/environment/history/0/rollback`,
+      headers: { 'X-SVC-Application-Name': 'demo' },
+      allowed: [404, 404],
+    },
+    {
+      name: "an application's R environment removed",
+      method: 'DELETE',
+      path: `${REST}/admin/environment`,
+      headers: { 'X-SVC-Application-Name': 'demo' },
+      allowed: [404, 404],
+    },
+    {
       name: 'a SOAP request',
       method: 'POST',
       path: '/svc/api/soap/mtom-jobs',
